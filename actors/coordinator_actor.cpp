@@ -1,5 +1,6 @@
 #include "actors/coordinator_actor.hpp"
 
+#include <algorithm>
 #include <deque>
 
 #include "caf/actor_system.hpp"
@@ -15,6 +16,10 @@ namespace {
 
 struct coordinator_state {
   std::vector<worker_actor> workers;
+  /// The closure each worker runs (null: none).
+  std::vector<closure_ptr> running;
+  std::vector<bool> alive;
+  size_t alive_count = 0;
   std::deque<uint32_t> idle;
   std::deque<closure_ptr> queue;
   static constexpr const char* name = "coordinator";
@@ -22,47 +27,80 @@ struct coordinator_state {
 
 using coordinator_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
 
-void cancel_queue(coordinator_ptr self) {
-  auto err = caf::make_error(errc::cancelled);
+void cancel_queue(coordinator_ptr self, errc code = errc::cancelled) {
+  auto err = caf::make_error(code);
   auto queue = std::move(self->state.queue);
   self->state.queue.clear();
   for (auto& c : queue)
     c->complete(nullptr, &err,
-                "closure " + std::to_string(c->id) + " cancelled");
+                "closure " + std::to_string(c->id)
+                  + (code == errc::cancelled ? " cancelled"
+                                             : " not run: no worker left"));
+}
+
+/// Takes worker `w` out of service; its running closure, if any, goes back
+/// to the front of the queue.
+void lose_worker(coordinator_ptr self, uint32_t w, const std::string& why) {
+  auto& st = self->state;
+  if (!st.alive[w])
+    return;
+  st.alive[w] = false;
+  --st.alive_count;
+  st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
+                st.idle.end());
+  if (auto c = std::move(st.running[w])) {
+    st.running[w] = nullptr;
+    log::warn("coordinator", -1,
+              "worker {} lost ({}) while running closure {}; re-queued, {} "
+              "worker(s) left",
+              w, why, c->id, st.alive_count);
+    st.queue.push_front(std::move(c));
+  } else {
+    log::warn("coordinator", -1, "worker {} lost ({}); {} worker(s) left", w,
+              why, st.alive_count);
+  }
 }
 
 /// Whether a closure error means "the worker is gone, run it elsewhere".
 bool worker_lost(const caf::error& err) {
-  return err == caf::sec::request_receiver_down
-         || err == caf::sec::request_receiver_down;
+  return err == caf::sec::request_receiver_down;
 }
 
 void dispatch(coordinator_ptr self) {
   auto& st = self->state;
+  if (st.alive_count == 0 && !st.queue.empty()) {
+    cancel_queue(self, errc::no_workers);
+    return;
+  }
   while (!st.idle.empty() && !st.queue.empty()) {
     auto w = st.idle.front();
     st.idle.pop_front();
     auto c = std::move(st.queue.front());
     st.queue.pop_front();
     ++c->attempts;
+    st.running[w] = c;
     self->request(st.workers[w], caf::infinite, run_atom_v,
                   closure_request{c->id, c->function})
       .then(
         [=](step_result& r) {
+          auto& st = self->state;
+          if (st.running[w] != c)
+            return; // the worker was lost and the closure re-queued
+          st.running[w] = nullptr;
           c->complete(&r, nullptr);
-          self->state.idle.push_back(w);
+          st.idle.push_back(w);
           dispatch(self);
         },
         [=](caf::error& err) {
+          auto& st = self->state;
+          if (st.running[w] != c)
+            return;
           if (worker_lost(err)) {
-            log::warn("coordinator", -1,
-                      "worker {} lost while running closure {}; re-queued",
-                      w, c->id);
-            self->state.queue.push_front(c);
-            // The dead worker does not go back to the idle list.
+            lose_worker(self, w, self->system().render(err));
             dispatch(self);
             return;
           }
+          st.running[w] = nullptr;
           auto text = "closure " + std::to_string(c->id) + " ("
                       + c->function + ") failed on worker "
                       + std::to_string(w) + ": "
@@ -78,8 +116,23 @@ coordinator_actor::behavior_type
 coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers) {
   auto& st = self->state;
   st.workers = std::move(workers);
-  for (uint32_t i = 0; i < st.workers.size(); ++i)
+  st.running.resize(st.workers.size());
+  st.alive.assign(st.workers.size(), true);
+  st.alive_count = st.workers.size();
+  for (uint32_t i = 0; i < st.workers.size(); ++i) {
     st.idle.push_back(i);
+    // A remote worker's death fails no request: CAF only reports it here.
+    self->monitor(st.workers[i]);
+  }
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (uint32_t w = 0; w < st.workers.size(); ++w)
+      if (st.workers[w].address() == dm.source) {
+        lose_worker(self, w, self->system().render(dm.reason));
+        dispatch(self);
+        return;
+      }
+  });
   return {
     [=](schedule_atom, closure_ptr& c) {
       self->state.queue.push_back(std::move(c));

@@ -15,10 +15,12 @@ namespace actorps {
 /// The coordinator's dispatcher: a FIFO queue of closures and the idle
 /// workers. A closure goes to the first idle worker; when its reply comes,
 /// the closure's remote_value is completed and the worker takes the next one.
-/// A closure whose worker dies before replying goes back to the front of the
-/// queue (at-least-once execution, as TensorFlow's ClusterCoordinator). A
-/// closure that fails otherwise completes with its error, and every closure
-/// still queued is cancelled (errc::cancelled).
+/// The dispatcher monitors every worker: a closure whose worker dies (or,
+/// remote, becomes unreachable) before replying goes back to the front of the
+/// queue and the worker leaves service (at-least-once execution, as
+/// TensorFlow's ClusterCoordinator). With no worker left, queued closures
+/// fail with errc::no_workers. A closure that fails otherwise completes with
+/// its error, and every closure still queued is cancelled (errc::cancelled).
 using coordinator_actor = caf::typed_actor<
   // Queues a closure. No reply: the closure state itself is completed.
   caf::reacts_to<schedule_atom, closure_ptr>,

@@ -16,6 +16,12 @@ std::string to_string(errc x) {
       return "cancelled";
     case errc::unknown_worker:
       return "unknown_worker";
+    case errc::handshake_refused:
+      return "handshake_refused";
+    case errc::ps_lost:
+      return "ps_lost";
+    case errc::no_workers:
+      return "no_workers";
   }
   return "unknown_error";
 }

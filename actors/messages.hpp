@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "caf/actor_control_block.hpp"
 #include "caf/atom.hpp"
 #include "caf/deserializer.hpp"
 #include "caf/error.hpp"
@@ -35,6 +36,14 @@ enum class errc : uint8_t {
   cancelled,
   /// A pull or push names a worker index the server was not told about.
   unknown_worker,
+  /// A node of another job, build or protocol version asked to join (the
+  /// context says what differs).
+  handshake_refused,
+  /// A parameter server this worker needs is unreachable (its process died,
+  /// stopped or lost its connection).
+  ps_lost,
+  /// No worker is left to run closures.
+  no_workers,
 };
 
 } // namespace actorps
@@ -187,6 +196,53 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
            x.loss, x.samples, x.pull_s, x.compute_s, x.push_s);
 }
 
+/// What a node believes the job is, field by field, each as canonical text
+/// (see cluster/handshake.hpp). Two nodes belong to the same job exactly when
+/// every field is equal.
+struct job_fingerprint {
+  std::string model;        ///< e.g. "mlp 784-256-128-10, init seed 42"
+  std::string variables;    ///< names and shapes, e.g. "dense_0/kernel 784x256, ..."
+  std::string partitioning; ///< every shard: rows and parameter server
+  std::string optimizer;    ///< the update rule the servers apply
+  std::string consistency;  ///< "async", "sync" or "ssp staleness 2"
+  std::string cluster;      ///< "2 workers, 2 ps"
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_fingerprint& x) {
+  return f(caf::meta::type_name("actorps::job_fingerprint"), x.model,
+           x.variables, x.partitioning, x.optimizer, x.consistency, x.cluster);
+}
+
+/// The first message between two nodes, in both directions: who the sender
+/// is and what it runs.
+struct handshake {
+  uint32_t protocol = 0; ///< actorps wire protocol version
+  std::string build;     ///< actorps version and source revision
+  std::string role;      ///< "chief", "worker" or "ps"
+  uint32_t index = 0;    ///< position in the role's address list
+  job_fingerprint job;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, handshake& x) {
+  return f(caf::meta::type_name("actorps::handshake"), x.protocol, x.build,
+           x.role, x.index, x.job);
+}
+
+/// A node's answer to an accepted handshake: its own handshake and the actor
+/// of its role (a ps_actor or worker_actor).
+struct node_welcome {
+  handshake node;
+  caf::strong_actor_ptr role_actor;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_welcome& x) {
+  return f(caf::meta::type_name("actorps::node_welcome"), x.node,
+           x.role_actor);
+}
+
 namespace detail {
 struct closure_state;
 } // namespace detail
@@ -208,6 +264,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::ps_stats))
   CAF_ADD_TYPE_ID(actorps, (actorps::closure_request))
   CAF_ADD_TYPE_ID(actorps, (actorps::step_result))
+  CAF_ADD_TYPE_ID(actorps, (actorps::job_fingerprint))
+  CAF_ADD_TYPE_ID(actorps, (actorps::handshake))
+  CAF_ADD_TYPE_ID(actorps, (actorps::node_welcome))
   CAF_ADD_ATOM(actorps, actorps, create_atom, "create")
   CAF_ADD_ATOM(actorps, actorps, pull_atom, "pull")
   CAF_ADD_ATOM(actorps, actorps, push_atom, "push")
@@ -215,4 +274,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, run_atom, "run")
   CAF_ADD_ATOM(actorps, actorps, schedule_atom, "schedule")
   CAF_ADD_ATOM(actorps, actorps, cancel_atom, "cancel")
+  CAF_ADD_ATOM(actorps, actorps, hello_atom, "hello")
+  CAF_ADD_ATOM(actorps, actorps, shutdown_atom, "shutdown")
 CAF_END_TYPE_ID_BLOCK(actorps)

@@ -37,6 +37,8 @@ struct worker_state {
   std::vector<int32_t> y;
   std::vector<uint64_t> read_clocks;
   std::deque<job> queue; // queue.front() is running when busy
+  /// Set when a parameter server is lost: every closure fails with it.
+  caf::error ps_lost;
   bool busy = false;
   // -- the running closure ----------------------------------------------------
   size_t pending = 0;
@@ -152,6 +154,8 @@ void start_next(worker_ptr self) {
   if (st.busy || st.queue.empty())
     return;
   auto& req = st.queue.front().req;
+  if (st.ps_lost)
+    return finish(self, st.ps_lost);
   if (req.function != train_step_name)
     return finish(self, caf::make_error(errc::unknown_function, req.function));
   st.busy = true;
@@ -174,6 +178,18 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.x.resize(rows * st.opts.net->input_dim());
   st.y.resize(rows);
   st.read_clocks.resize(st.opts.servers.size());
+  // A remote server's death fails no pull or push: CAF only reports it here.
+  for (auto& server : st.opts.servers)
+    self->monitor(server);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
+      if (st.opts.servers[p].address() == dm.source && !st.ps_lost) {
+        st.ps_lost = caf::make_error(errc::ps_lost, "ps", p,
+                                     self->system().render(dm.reason));
+        fail(self, st.ps_lost);
+      }
+  });
   return {
     [=](run_atom, closure_request& req) -> caf::result<step_result> {
       auto rp = self->make_response_promise<step_result>();

@@ -1,11 +1,16 @@
 // actorps: parameter-server training on the C++ Actor Framework.
 //
 //   actorps train --config configs/fashion_mnist.json [flags]
+//   actorps node --role ps --index 0 --cluster configs/cluster_local.json
+//   actorps launch --config configs/fashion_mnist.json --workers 2 --ps 2
 //
 // Exit status: 0 on success, 2 for unusable input (config, flags, data files),
 // 1 when training fails at run time.
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,6 +20,8 @@
 #include <fmt/format.h>
 
 #include "apps/cli.hpp"
+#include "apps/launcher.hpp"
+#include "cluster/node.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -24,6 +31,9 @@ constexpr const char* usage = R"(usage: actorps COMMAND [args]
 
 commands:
   train    train a job with every role in this process (see: actorps train --help)
+  node     run one node of a multi-process cluster (see: actorps node --help)
+  launch   run every node of a cluster as its own process on this machine
+           (see: actorps launch --help)
 )";
 
 int run_train(const std::vector<std::string>& args) {
@@ -37,6 +47,99 @@ int run_train(const std::vector<std::string>& args) {
   cmd.options.progress = !cmd.no_progress && isatty(fileno(stdout)) != 0;
   actorps::train(cmd.job, cmd.options);
   return 0;
+}
+
+int run_node(const std::vector<std::string>& args) {
+  auto cmd = actorps::parse_node_args(args);
+  if (cmd.train.help) {
+    std::fputs(actorps::node_usage().c_str(), stdout);
+    return 0;
+  }
+  if (cmd.train.quiet)
+    actorps::log::set_level(actorps::log::level::warning);
+  cmd.train.options.progress = !cmd.train.no_progress
+                               && isatty(fileno(stdout)) != 0;
+  return actorps::run_node(cmd.train.job, cmd.spec, *cmd.spec.task,
+                           cmd.train.options);
+}
+
+/// The path of this executable, for starting the nodes.
+std::string self_path() {
+  std::vector<char> buf(4096);
+  auto n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0)
+    throw actorps::runtime_failure("cannot find this program's path "
+                                   "(/proc/self/exe)");
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+/// A cluster spec in a temporary file, removed with this object.
+class spec_file {
+public:
+  explicit spec_file(const std::string& json) {
+    auto dir = std::getenv("TMPDIR");
+    path_ = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp")
+            + "/actorps-cluster-XXXXXX.json";
+    int fd = mkstemps(path_.data(), 5);
+    if (fd < 0)
+      throw actorps::runtime_failure("cannot create " + path_ + ": "
+                                     + std::strerror(errno));
+    auto text = json + "\n";
+    auto ok = write(fd, text.data(), text.size())
+              == static_cast<ssize_t>(text.size());
+    close(fd);
+    if (!ok)
+      throw actorps::runtime_failure("cannot write " + path_);
+  }
+
+  ~spec_file() {
+    std::remove(path_.c_str());
+  }
+
+  const std::string& path() const {
+    return path_;
+  }
+
+private:
+  std::string path_;
+};
+
+int run_launch(const std::vector<std::string>& args) {
+  auto cmd = actorps::parse_launch_args(args);
+  if (cmd.train.help) {
+    std::fputs(actorps::launch_usage().c_str(), stdout);
+    return 0;
+  }
+  auto& job = cmd.train.job;
+  auto ports = actorps::pick_free_ports(1 + job.ps + job.workers, cmd.host);
+  actorps::cluster_spec spec;
+  size_t next = 0;
+  spec.chief.push_back({cmd.host, ports[next++]});
+  for (uint32_t i = 0; i < job.ps; ++i)
+    spec.ps.push_back({cmd.host, ports[next++]});
+  for (uint32_t i = 0; i < job.workers; ++i)
+    spec.worker.push_back({cmd.host, ports[next++]});
+  spec_file file{spec.to_json()};
+  auto exe = self_path();
+  std::vector<actorps::child_spec> children;
+  auto add = [&](const std::string& role, const std::string& name,
+                 uint32_t index) {
+    actorps::child_spec c;
+    c.name = name;
+    c.argv = {exe,     "node",   "--role",    role,
+              "--index", std::to_string(index), "--cluster", file.path()};
+    c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
+    children.push_back(std::move(c));
+  };
+  for (uint32_t i = 0; i < job.ps; ++i)
+    add("ps", "ps" + std::to_string(i), i);
+  for (uint32_t i = 0; i < job.workers; ++i)
+    add("worker", "worker" + std::to_string(i), i);
+  add("coordinator", "coordinator", 0);
+  if (!cmd.train.quiet)
+    fmt::print(stderr, "[launch] {} ps, {} workers on {}; cluster spec {}\n",
+               job.ps, job.workers, cmd.host, file.path());
+  return actorps::run_children(children, children.size() - 1);
 }
 
 } // namespace
@@ -57,6 +160,10 @@ int main(int argc, char** argv) {
   try {
     if (command == "train")
       return run_train(args);
+    if (command == "node")
+      return run_node(args);
+    if (command == "launch")
+      return run_launch(args);
     fmt::print(stderr, "actorps: error: unknown command \"{}\"\n{}", command,
                usage);
     return 2;

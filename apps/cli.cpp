@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -38,13 +40,9 @@ float to_real(const std::string& flag, const std::string& value) {
 
 } // namespace
 
-std::string train_usage() {
-  return R"(usage: actorps train [--config FILE] [flags]
+namespace {
 
-Trains the job of FILE with every role (coordinator, parameter servers,
-workers) as CAF actors in this process. Flags override the config:
-
-  --config FILE          job config (JSON); default: built-in defaults
+constexpr const char* job_flags = R"(  --config FILE          job config (JSON); default: built-in defaults
   --workers N            number of workers (cluster.workers)
   --ps N                 number of parameter servers (cluster.ps)
   --epochs N             training epochs (training.epochs)
@@ -64,13 +62,56 @@ workers) as CAF actors in this process. Flags override the config:
   --quiet                no diagnostics on stderr
   -h, --help             this text
 )";
+
+} // namespace
+
+std::string train_usage() {
+  return std::string{R"(usage: actorps train [--config FILE] [flags]
+
+Trains the job of FILE with every role (coordinator, parameter servers,
+workers) as CAF actors in this process. Flags override the config:
+
+)"} + job_flags;
 }
 
-train_command parse_train_args(const std::vector<std::string>& args) {
+std::string node_usage() {
+  return std::string{R"(usage: actorps node --role ROLE --index I [--cluster FILE] [job flags]
+
+Runs one node of a multi-process cluster. The cluster spec is TF_CONFIG-shaped
+JSON: {"cluster": {"chief": ["host:port"], "worker": [...], "ps": [...]},
+"task": {"type": "worker", "index": 0}}, read from --cluster FILE or, without
+it, from the TF_CONFIG environment variable. Every node takes the same job
+flags; the spec decides the numbers of workers and ps.
+
+  --role ROLE            coordinator (or chief) | worker | ps
+  --index I              position in the role's address list (default 0)
+  --cluster FILE         cluster spec file (default: $TF_CONFIG)
+)"} + job_flags;
+}
+
+std::string launch_usage() {
+  return std::string{R"(usage: actorps launch [--config FILE] [job flags]
+
+Starts every node of a cluster (the coordinator, --ps parameter servers,
+--workers workers) as its own process, `actorps node --role R --index I`, on
+free ports of --host, prefixes their output with [coordinator], [ps0],
+[worker1], ..., and exits with the coordinator's status.
+
+  --host HOST            address the nodes listen on (default 127.0.0.1)
+)"} + job_flags;
+}
+
+namespace {
+
+/// Parses job flags plus the command's own `extra` flags (name -> takes a
+/// value), which are returned in `extras` in the order given.
+train_command parse_job_args(
+  const std::vector<std::string>& args, const std::string& command,
+  const std::map<std::string, bool>& extra,
+  std::vector<std::pair<std::string, std::string>>& extras) {
   train_command cmd;
   // Pass 1: split "--flag=value", find --config.
   std::vector<std::pair<std::string, std::string>> flags;
-  std::vector<bool> has_value;
   static const std::map<std::string, bool> known = {
     {"--config", true},          {"--workers", true},
     {"--ps", true},              {"--epochs", true},
@@ -93,10 +134,13 @@ train_command parse_train_args(const std::vector<std::string>& args) {
       inline_value = true;
     }
     auto k = known.find(arg);
-    if (k == known.end())
-      throw input_error(fmt::format("unknown argument \"{}\" (see actorps "
-                                    "train --help)",
-                                    args[i]));
+    if (k == known.end()) {
+      k = extra.find(arg);
+      if (k == extra.end())
+        throw input_error(fmt::format("unknown argument \"{}\" (see actorps "
+                                      "{} --help)",
+                                      args[i], command));
+    }
     if (k->second && !inline_value) {
       if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
         throw input_error(fmt::format("{}: missing value", arg));
@@ -104,13 +148,19 @@ train_command parse_train_args(const std::vector<std::string>& args) {
     } else if (!k->second && inline_value) {
       throw input_error(fmt::format("{}: takes no value", arg));
     }
-    flags.emplace_back(arg, value);
+    if (extra.count(arg) > 0)
+      extras.emplace_back(arg, value);
+    else
+      flags.emplace_back(arg, value);
   }
-  for (auto& [flag, value] : flags)
+  for (auto& [flag, value] : flags) {
+    if (flag == "--workers" || flag == "--ps")
+      cmd.explicit_flags.push_back(flag);
     if (flag == "--help" || flag == "-h") {
       cmd.help = true;
       return cmd;
     }
+  }
   for (auto& [flag, value] : flags)
     if (flag == "--config")
       cmd.job = load_job_config(value);
@@ -152,6 +202,87 @@ train_command parse_train_args(const std::vector<std::string>& args) {
       cmd.quiet = true;
   }
   validate(job);
+  return cmd;
+}
+
+} // namespace
+
+train_command parse_train_args(const std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::string>> extras;
+  return parse_job_args(args, "train", {}, extras);
+}
+
+node_command parse_node_args(const std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::string>> extras;
+  node_command cmd;
+  cmd.train = parse_job_args(
+    args, "node", {{"--role", true}, {"--index", true}, {"--cluster", true}},
+    extras);
+  if (cmd.train.help)
+    return cmd;
+  std::string role;
+  std::optional<uint32_t> index;
+  std::string file;
+  for (auto& [flag, value] : extras) {
+    if (flag == "--role")
+      role = value;
+    else if (flag == "--index")
+      index = static_cast<uint32_t>(to_count(flag, value, 0, 1u << 20));
+    else if (flag == "--cluster")
+      file = value;
+  }
+  cmd.spec = file.empty() ? cluster_spec_from_env("TF_CONFIG")
+                          : load_cluster_spec(file);
+  auto source = file.empty() ? std::string{"TF_CONFIG"} : file;
+  if (role == "coordinator")
+    role = "chief";
+  if (!role.empty() || index) {
+    if (role.empty())
+      throw input_error("--index: needs --role as well");
+    cmd.spec.task = task_id{role, index.value_or(0)};
+  }
+  if (!cmd.spec.task)
+    throw input_error(fmt::format("{}: no task: give --role and --index, or "
+                                  "\"task\" in the spec",
+                                  source));
+  validate(cmd.spec, source);
+  auto& job = cmd.train.job;
+  auto has = [&](const char* flag) {
+    auto& f = cmd.train.explicit_flags;
+    return std::find(f.begin(), f.end(), flag) != f.end();
+  };
+  // The cluster spec decides how many workers and ps there are; a flag that
+  // says otherwise is a mistake.
+  if (has("--workers") && job.workers != cmd.spec.worker.size())
+    throw input_error(fmt::format("--workers: {}, but {} lists {} workers",
+                                  job.workers, source,
+                                  cmd.spec.worker.size()));
+  if (has("--ps") && job.ps != cmd.spec.ps.size())
+    throw input_error(fmt::format("--ps: {}, but {} lists {} ps", job.ps,
+                                  source, cmd.spec.ps.size()));
+  job.workers = static_cast<uint32_t>(cmd.spec.worker.size());
+  job.ps = static_cast<uint32_t>(cmd.spec.ps.size());
+  validate(job);
+  return cmd;
+}
+
+launch_command parse_launch_args(const std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::string>> extras;
+  launch_command cmd;
+  cmd.train = parse_job_args(args, "launch", {{"--host", true}}, extras);
+  for (auto& [flag, value] : extras)
+    if (flag == "--host")
+      cmd.host = value;
+  // Every node gets the job flags as given, without the launcher's own.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--host") {
+      ++i;
+      continue;
+    }
+    if (args[i].rfind("--host=", 0) == 0)
+      continue;
+    cmd.node_args.push_back(args[i]);
+  }
   return cmd;
 }
 

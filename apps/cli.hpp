@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster_spec.hpp"
 #include "cluster/trainer.hpp"
 #include "core/job_config.hpp"
 
@@ -16,6 +17,27 @@ struct train_command {
   bool quiet = false;
   /// --no-progress: no progress bar even on a terminal.
   bool no_progress = false;
+  /// Cluster-size flags given on the command line ("--workers", "--ps").
+  std::vector<std::string> explicit_flags;
+};
+
+/// A parsed `actorps node` command line: the job flags of `train` plus
+/// --role, --index and --cluster.
+struct node_command {
+  train_command train;
+  /// With `task` set from --role/--index or the spec's own "task"; the
+  /// numbers of workers and ps in train.job are the spec's.
+  cluster_spec spec;
+};
+
+/// A parsed `actorps launch` command line: the job flags of `train` plus
+/// --host.
+struct launch_command {
+  train_command train;
+  /// Address every node listens on.
+  std::string host = "127.0.0.1";
+  /// The arguments as given, passed on to every node.
+  std::vector<std::string> node_args;
 };
 
 /// Parses the arguments after `actorps train`: --config FILE first (or the
@@ -24,7 +46,22 @@ struct train_command {
 ///         malformed value, or an invalid config.
 train_command parse_train_args(const std::vector<std::string>& args);
 
+/// Parses the arguments after `actorps node`. The spec comes from
+/// `--cluster FILE`, or else from the TF_CONFIG environment variable; --role
+/// ("chief" or "coordinator", "worker", "ps") and --index set its task.
+/// @throws input_error as parse_train_args, for a malformed or missing spec,
+///         a missing task, or --workers/--ps that contradict the spec.
+node_command parse_node_args(const std::vector<std::string>& args);
+
+/// Parses the arguments after `actorps launch`.
+/// @throws input_error as parse_train_args.
+launch_command parse_launch_args(const std::vector<std::string>& args);
+
 /// The usage text of `actorps train`.
 std::string train_usage();
+
+/// The usage texts of `actorps node` and `actorps launch`.
+std::string node_usage();
+std::string launch_usage();
 
 } // namespace actorps

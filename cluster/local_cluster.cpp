@@ -2,7 +2,11 @@
 
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "caf/actor_system.hpp"
+#include "caf/after.hpp"
+#include "caf/io/middleman.hpp"
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
@@ -33,6 +37,92 @@ system_config::system_config(uint32_t threads) {
   set("scheduler.max-threads", static_cast<size_t>(threads));
 }
 
+system_config::system_config(uint32_t threads, const network_options& net)
+  : system_config(threads) {
+  load<caf::io::middleman>();
+  if (net.heartbeat_interval.count() > 0) {
+    set("middleman.heartbeat-interval",
+        caf::timespan{net.heartbeat_interval});
+    set("middleman.connection-timeout", caf::timespan{net.heartbeat_timeout});
+  }
+}
+
+cluster::~cluster() = default;
+
+void create_variables(caf::actor_system& sys, const placement& layout,
+                      const std::vector<ps_actor>& servers,
+                      const job_config& cfg, const model& net) {
+  std::vector<float> init(layout.model_size);
+  net.initialize(init.data(), cfg.init_seed);
+  caf::scoped_actor self{sys};
+  for (auto& s : layout.shards) {
+    auto& var = layout.variables[s.variable];
+    create_shard req;
+    req.variable = var.name;
+    req.shard = s.index;
+    req.row_begin = s.row_begin;
+    req.row_end = s.row_end;
+    req.cols = var.cols;
+    req.values.values.assign(init.begin() + s.model_offset,
+                             init.begin() + s.model_offset + s.size);
+    caf::error failure;
+    self->request(servers[s.ps], setup_timeout, create_atom_v, std::move(req))
+      .receive(
+        [&](uint64_t offset) {
+          if (offset != s.ps_offset)
+            failure = caf::make_error(errc::shape_mismatch, "shard offset",
+                                      s.ps_offset, offset);
+        },
+        [&](caf::error& err) { failure = std::move(err); });
+    if (failure)
+      throw runtime_failure("creating " + var.name + " on ps "
+                            + std::to_string(s.ps) + ": "
+                            + sys.render(failure));
+  }
+}
+
+std::vector<float> pull_model(caf::actor_system& sys, const placement& layout,
+                              const std::vector<ps_actor>& servers) {
+  std::vector<float> result(layout.model_size);
+  for (uint32_t p = 0; p < servers.size(); ++p) {
+    // A plain send, not a request: the reply comes back as a message, so the
+    // same receive sees the server's down_msg if it is lost meanwhile.
+    caf::scoped_actor self{sys};
+    self->monitor(servers[p]);
+    self->send(servers[p], pull_atom_v, no_worker);
+    std::string failure;
+    self->receive(
+      [&](pull_reply& r) {
+        if (r.values.values.size() != layout.ps_sizes[p])
+          failure = fmt::format("expected {} floats, got {}",
+                                layout.ps_sizes[p], r.values.values.size());
+        else
+          scatter_shards(layout, p, r.values.values.data(), result.data());
+      },
+      [&](caf::error& err) { failure = sys.render(err); },
+      [&](caf::down_msg& dm) { failure = "lost: " + sys.render(dm.reason); },
+      caf::after(setup_timeout) >> [&] {
+        failure = fmt::format("no answer within {} s", setup_timeout.count());
+      });
+    if (!failure.empty())
+      throw runtime_failure(fmt::format("pulling from ps {}: {}", p, failure));
+  }
+  return result;
+}
+
+std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
+                                  const std::vector<ps_actor>& servers) {
+  std::vector<ps_stats> result;
+  caf::scoped_actor self{sys};
+  for (auto& p : servers) {
+    ps_stats s;
+    self->request(p, std::chrono::seconds(5), stats_atom_v)
+      .receive([&](ps_stats& x) { s = x; }, [&](caf::error&) {});
+    result.push_back(s);
+  }
+  return result;
+}
+
 local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                              std::shared_ptr<const model> net,
                              const dataset_fn& fn)
@@ -53,7 +143,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
       sys, ps_options{p, cfg.optimizer, parse_consistency(cfg.mode),
                       cfg.workers, cfg.staleness}));
   try {
-    create_variables(cfg, *net);
+    create_variables(sys, *layout_, servers_, cfg, *net);
   } catch (...) {
     // ~local_cluster does not run for a constructor that throws, and
     // ~actor_system would wait for these servers forever.
@@ -69,37 +159,6 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                                                        cfg.max_queued);
 }
 
-void local_cluster::create_variables(const job_config& cfg, const model& net) {
-  // Create every shard with its initial values.
-  std::vector<float> init(layout_->model_size);
-  net.initialize(init.data(), cfg.init_seed);
-  caf::scoped_actor self{sys_};
-  for (auto& s : layout_->shards) {
-    auto& var = layout_->variables[s.variable];
-    create_shard req;
-    req.variable = var.name;
-    req.shard = s.index;
-    req.row_begin = s.row_begin;
-    req.row_end = s.row_end;
-    req.cols = var.cols;
-    req.values.values.assign(init.begin() + s.model_offset,
-                             init.begin() + s.model_offset + s.size);
-    caf::error failure;
-    self->request(servers_[s.ps], setup_timeout, create_atom_v, std::move(req))
-      .receive(
-        [&](uint64_t offset) {
-          if (offset != s.ps_offset)
-            failure = caf::make_error(errc::shape_mismatch, "shard offset",
-                                      s.ps_offset, offset);
-        },
-        [&](caf::error& err) { failure = std::move(err); });
-    if (failure)
-      throw runtime_failure("creating " + var.name + " on ps "
-                            + std::to_string(s.ps) + ": "
-                            + sys_.render(failure));
-  }
-}
-
 local_cluster::~local_cluster() {
   coordinator_.reset();
   caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
@@ -110,38 +169,11 @@ local_cluster::~local_cluster() {
 }
 
 std::vector<float> local_cluster::pull_model() {
-  std::vector<float> result(layout_->model_size);
-  caf::scoped_actor self{sys_};
-  for (uint32_t p = 0; p < servers_.size(); ++p) {
-    caf::error failure;
-    self->request(servers_[p], setup_timeout, pull_atom_v, no_worker)
-      .receive(
-        [&](pull_reply& r) {
-          if (r.values.values.size() != layout_->ps_sizes[p])
-            failure = caf::make_error(errc::shape_mismatch, "pull", p,
-                                      layout_->ps_sizes[p],
-                                      r.values.values.size());
-          else
-            scatter_shards(*layout_, p, r.values.values.data(), result.data());
-        },
-        [&](caf::error& err) { failure = std::move(err); });
-    if (failure)
-      throw runtime_failure("pulling from ps " + std::to_string(p) + ": "
-                            + sys_.render(failure));
-  }
-  return result;
+  return actorps::pull_model(sys_, *layout_, servers_);
 }
 
 std::vector<ps_stats> local_cluster::stats() {
-  std::vector<ps_stats> result;
-  caf::scoped_actor self{sys_};
-  for (auto& p : servers_) {
-    ps_stats s;
-    self->request(p, setup_timeout, stats_atom_v)
-      .receive([&](ps_stats& x) { s = x; }, [&](caf::error&) {});
-    result.push_back(s);
-  }
-  return result;
+  return ps_stats_of(sys_, servers_);
 }
 
 } // namespace actorps

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,20 +21,71 @@ namespace actorps {
 class model;
 struct job_config;
 
+/// How a process of a multi-process cluster uses the network.
+struct network_options {
+  /// CAF heartbeats between connected nodes; a peer silent for
+  /// `heartbeat_timeout` is reported lost (0 = no heartbeats).
+  std::chrono::milliseconds heartbeat_interval{200};
+  std::chrono::milliseconds heartbeat_timeout{1000};
+};
+
 /// The actor_system_config of every actorps process: registers the message
 /// types, renders actorps errors, and sets the scheduler's thread count.
 class system_config : public caf::actor_system_config {
 public:
-  /// @param threads scheduler threads; 0 = one per core.
+  /// An in-process system. @param threads scheduler threads; 0 = one per core.
   explicit system_config(uint32_t threads = 0);
+
+  /// A system that talks to other nodes: loads CAF's middleman and turns on
+  /// heartbeats as `net` says.
+  system_config(uint32_t threads, const network_options& net);
 };
+
+/// What train() needs of a cluster, whether its roles run in this process
+/// (local_cluster) or in others (remote_cluster).
+class cluster {
+public:
+  virtual ~cluster();
+
+  /// Schedules closures on the workers.
+  virtual cluster_coordinator& coordinator() = 0;
+
+  /// Where every variable's shards live.
+  virtual const placement& layout() const = 0;
+
+  /// Reads every variable from the parameter servers into one flat model
+  /// buffer (blocking; for evaluation and tests).
+  /// @throws runtime_failure if a server fails, is lost or does not answer.
+  virtual std::vector<float> pull_model() = 0;
+
+  /// Counters of every parameter server (blocking; zeros for a server that
+  /// does not answer).
+  virtual std::vector<ps_stats> stats() = 0;
+};
+
+/// Sends every shard of `layout` with its initial values (the model
+/// initialised from cfg.init_seed) to its parameter server.
+/// @throws runtime_failure if a server refuses a shard or does not answer.
+void create_variables(caf::actor_system& sys, const placement& layout,
+                      const std::vector<ps_actor>& servers,
+                      const job_config& cfg, const model& net);
+
+/// Pulls every server's shards into one flat model buffer. Watches each
+/// server while it waits, so a lost server fails the pull at once.
+/// @throws runtime_failure naming the server that failed.
+std::vector<float> pull_model(caf::actor_system& sys, const placement& layout,
+                              const std::vector<ps_actor>& servers);
+
+/// Counters of every server (zeros for one that does not answer in time).
+std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
+                                  const std::vector<ps_actor>& servers);
 
 /// All roles of a cluster in one actor system: cfg.ps parameter servers,
 /// cfg.workers workers and the coordinator, talking only by messages.
 /// The constructor creates every variable on the parameter servers (split by
 /// cfg.partitioner, placed round-robin, initialised by the model from
 /// cfg.init_seed) and builds each worker's dataset with `fn`.
-class local_cluster {
+class local_cluster : public cluster {
 public:
   /// @throws input_error from fn (e.g. a batch larger than a shard);
   ///         runtime_failure if a parameter server refuses a shard.
@@ -41,16 +93,16 @@ public:
                 std::shared_ptr<const model> net, const dataset_fn& fn);
 
   /// Stops every actor of the cluster.
-  ~local_cluster();
+  ~local_cluster() override;
 
   local_cluster(const local_cluster&) = delete;
   local_cluster& operator=(const local_cluster&) = delete;
 
-  cluster_coordinator& coordinator() {
+  cluster_coordinator& coordinator() override {
     return *coordinator_;
   }
 
-  const placement& layout() const {
+  const placement& layout() const override {
     return *layout_;
   }
 
@@ -62,18 +114,11 @@ public:
     return workers_;
   }
 
-  /// Reads every variable from the parameter servers into one flat model
-  /// buffer (blocking; for evaluation and tests).
-  /// @throws runtime_failure if a server does not answer.
-  std::vector<float> pull_model();
+  std::vector<float> pull_model() override;
 
-  /// Counters of every parameter server (blocking).
-  std::vector<ps_stats> stats();
+  std::vector<ps_stats> stats() override;
 
 private:
-  /// Sends every shard with its initial values to its parameter server.
-  void create_variables(const job_config& cfg, const model& net);
-
   caf::actor_system& sys_;
   std::shared_ptr<const placement> layout_;
   std::vector<ps_actor> servers_;

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <future>
 #include <thread>
 
@@ -12,6 +14,7 @@
 #include "caf/actor_system.hpp"
 
 #include "cluster/local_cluster.hpp"
+#include "cluster/remote_cluster.hpp"
 #include "core/dataset.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
@@ -108,7 +111,27 @@ void draw_progress(std::FILE* out, uint32_t epoch, uint32_t epochs,
 
 } // namespace
 
-train_report train(const job_config& cfg, const train_options& opts) {
+void check_dataset(const model& net, const dataset& data,
+                   const std::string& dir) {
+  if (data.dim != net.input_dim())
+    throw input_error(fmt::format("model.layers[0]: is {} but the examples "
+                                  "of {} have {} features",
+                                  net.input_dim(), dir, data.dim));
+  if (data.classes != net.classes())
+    throw input_error(fmt::format("model.layers: the last width is {} but "
+                                  "the dataset has {} classes",
+                                  net.classes(), data.classes));
+}
+
+namespace {
+
+/// Builds the cluster train() runs on, in the given actor system.
+using cluster_factory = std::function<std::unique_ptr<cluster>(
+  caf::actor_system& sys, std::shared_ptr<const model> net,
+  const dataset_fn& fn)>;
+
+train_report train_on(const job_config& cfg, const train_options& opts,
+                      system_config& sys_cfg, const cluster_factory& make) {
   validate(cfg);
   auto start = clock_type::now();
   metrics_file metrics{opts.metrics_out};
@@ -116,15 +139,7 @@ train_report train(const job_config& cfg, const train_options& opts) {
   auto train_data = std::make_shared<const dataset>(
     load_fashion_mnist(cfg.data_dir, "train", cfg.train_limit));
   auto test_data = load_fashion_mnist(cfg.data_dir, "t10k", cfg.test_limit);
-  if (train_data->dim != net->input_dim())
-    throw input_error(fmt::format("model.layers[0]: is {} but the examples "
-                                  "of {} have {} features",
-                                  net->input_dim(), cfg.data_dir,
-                                  train_data->dim));
-  if (train_data->classes != net->classes())
-    throw input_error(fmt::format("model.layers: the last width is {} but "
-                                  "the dataset has {} classes",
-                                  net->classes(), train_data->classes));
+  check_dataset(*net, *train_data, cfg.data_dir);
   auto steps = effective_steps_per_epoch(cfg, train_data->rows);
   auto closures_per_epoch = steps * cfg.workers;
   dataset_fn fn = [&](const input_context& ctx) {
@@ -136,10 +151,10 @@ train_report train(const job_config& cfg, const train_options& opts) {
   report.ps = cfg.ps;
   report.parameters = net->num_parameters();
 
-  system_config sys_cfg{cfg.threads};
   caf::actor_system sys{sys_cfg};
   {
-    local_cluster cluster{sys, cfg, net, fn};
+    auto cluster_ptr = make(sys, net, fn);
+    auto& cluster = *cluster_ptr;
     auto& coord = cluster.coordinator();
     log::info("coordinator", -1,
               "{} parameters in {} shards on {} ps, {} workers, {} steps "
@@ -258,6 +273,36 @@ train_report train(const job_config& cfg, const train_options& opts) {
                  {"elapsed_s", seconds(clock_type::now() - start)}});
   metrics.commit();
   return report;
+}
+
+} // namespace
+
+train_report train(const job_config& cfg, const train_options& opts) {
+  system_config sys_cfg{cfg.threads};
+  return train_on(cfg, opts, sys_cfg,
+                  [&](caf::actor_system& sys, std::shared_ptr<const model> net,
+                      const dataset_fn& fn) -> std::unique_ptr<cluster> {
+                    return std::make_unique<local_cluster>(sys, cfg, net, fn);
+                  });
+}
+
+train_report train_chief(const job_config& cfg, const cluster_spec& spec,
+                         const train_options& opts) {
+  system_config sys_cfg{cfg.threads, network_of(cfg)};
+  return train_on(cfg, opts, sys_cfg,
+                  [&](caf::actor_system& sys, std::shared_ptr<const model> net,
+                      const dataset_fn&) -> std::unique_ptr<cluster> {
+                    return std::make_unique<remote_cluster>(
+                      sys, cfg, spec, net,
+                      std::chrono::milliseconds(cfg.connect_timeout_ms));
+                  });
+}
+
+network_options network_of(const job_config& cfg) {
+  network_options net;
+  net.heartbeat_interval = std::chrono::milliseconds(cfg.heartbeat_interval_ms);
+  net.heartbeat_timeout = std::chrono::milliseconds(cfg.heartbeat_timeout_ms);
+  return net;
 }
 
 } // namespace actorps

@@ -7,7 +7,11 @@
 
 namespace actorps {
 
+struct dataset;
+class model;
+struct cluster_spec;
 struct job_config;
+struct network_options;
 
 /// What one epoch did. Times in seconds, losses in nats per example.
 struct epoch_metrics {
@@ -59,5 +63,22 @@ struct train_options {
 /// @throws input_error for unusable input (data files, shapes, metrics path);
 ///         runtime_failure if training fails.
 train_report train(const job_config& cfg, const train_options& opts);
+
+/// Runs a training job as the coordinator ("chief") of the multi-process
+/// cluster `spec`: joins every parameter server and worker node (see
+/// remote_cluster), then trains and reports exactly as train(). When it
+/// returns or throws, every node is told to shut down.
+/// @throws input_error as train(); runtime_failure if a node cannot be
+///         reached or refuses the job, or training fails (e.g. a lost ps).
+train_report train_chief(const job_config& cfg, const cluster_spec& spec,
+                         const train_options& opts);
+
+/// The network settings of a multi-process job (cluster.* fields of cfg).
+network_options network_of(const job_config& cfg);
+
+/// Checks that `data` fits `net` (feature count, classes).
+/// @throws input_error naming the config field and the data folder `dir`.
+void check_dataset(const model& net, const dataset& data,
+                   const std::string& dir);
 
 } // namespace actorps

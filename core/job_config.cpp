@@ -155,6 +155,9 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("workers", cfg.workers, 1, 1024);
     s.get("ps", cfg.ps, 1, 1024);
     s.get("threads", cfg.threads, 0, 1024);
+    s.get("connect_timeout_ms", cfg.connect_timeout_ms, 1, 3600000);
+    s.get("heartbeat_interval_ms", cfg.heartbeat_interval_ms, 0, 600000);
+    s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);
   }
   {
     auto s = root.sub("optimizer");
@@ -227,6 +230,10 @@ void validate(const job_config& cfg) {
     fail("cluster.ps", "must be at least 1");
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");
+  if (cfg.heartbeat_interval_ms > 0
+      && cfg.heartbeat_timeout_ms <= cfg.heartbeat_interval_ms)
+    fail("cluster.heartbeat_timeout_ms",
+         "must be larger than cluster.heartbeat_interval_ms");
   if (cfg.epochs == 0)
     fail("training.epochs", "must be at least 1");
   if (cfg.mode != "async" && cfg.mode != "sync" && cfg.mode != "ssp")

@@ -39,6 +39,14 @@ struct job_config {
   uint32_t ps = 2;
   /// CAF scheduler threads (0 = one per core).
   uint32_t threads = 0;
+  /// Multi-process clusters: how long the coordinator (and a worker, for its
+  /// parameter servers) keeps retrying nodes that are not up yet, and how
+  /// long a node waits for the coordinator, in milliseconds.
+  uint64_t connect_timeout_ms = 30000;
+  /// CAF heartbeats between nodes (0 = none) and the silence after which a
+  /// peer counts as lost, in milliseconds.
+  uint64_t heartbeat_interval_ms = 200;
+  uint64_t heartbeat_timeout_ms = 1000;
 
   // -- optimizer / partitioner --------------------------------------------------
   optimizer_config optimizer;

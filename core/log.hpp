@@ -36,6 +36,13 @@ void warn(std::string_view role, int index, fmt::format_string<Ts...> f,
 }
 
 template <class... Ts>
+void error(std::string_view role, int index, fmt::format_string<Ts...> f,
+           Ts&&... xs) {
+  if (enabled(level::error))
+    write(level::error, role, index, fmt::format(f, std::forward<Ts>(xs)...));
+}
+
+template <class... Ts>
 void debug(std::string_view role, int index, fmt::format_string<Ts...> f,
            Ts&&... xs) {
   if (enabled(level::debug))

@@ -1,0 +1,102 @@
+#include "actors/node_actor.hpp"
+
+#include "caf/actor_system.hpp"
+#include "caf/stateful_actor.hpp"
+#include "caf/typed_event_based_actor.hpp"
+
+#include "cluster/handshake.hpp"
+#include "core/log.hpp"
+
+namespace actorps {
+
+namespace {
+
+struct node_state {
+  node_options opts;
+  /// The coordinator that joined last (null: none yet, or lost).
+  caf::actor_addr chief;
+  bool joined = false;
+  /// When waiting for a coordinator ends (ticks before it are stale).
+  std::chrono::steady_clock::time_point deadline;
+  static constexpr const char* name = "node";
+};
+
+using node_ptr = node_actor::stateful_pointer<node_state>;
+
+void stop(node_ptr self, int status) {
+  self->state.opts.exit_status->store(status);
+  self->quit(status == 0 ? caf::exit_reason::normal
+                         : caf::exit_reason::user_shutdown);
+}
+
+node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
+  self->state.opts = std::move(opts);
+  auto& me = self->state.opts.self;
+  auto role = me.role;
+  auto index = static_cast<int>(me.index);
+  auto wait_for_chief = [=] {
+    auto& st = self->state;
+    st.deadline = std::chrono::steady_clock::now() + st.opts.join_timeout;
+    self->delayed_send(self, st.opts.join_timeout, caf::tick_atom_v);
+  };
+  wait_for_chief();
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (dm.source != self->state.chief)
+      return;
+    self->state.chief = nullptr;
+    self->state.joined = false;
+    log::error(role, index,
+                    "lost the coordinator ({}); waiting {} s for it to rejoin",
+                    self->system().render(dm.reason),
+                    std::chrono::duration_cast<std::chrono::seconds>(
+                      self->state.opts.join_timeout)
+                      .count());
+    wait_for_chief();
+  });
+  return {
+    [=](hello_atom, handshake& peer,
+        caf::actor& chief) -> caf::result<node_welcome> {
+      auto& st = self->state;
+      auto diffs = handshake_differences(st.opts.self, peer);
+      if (!diffs.empty()) {
+        auto text = join_lines(diffs);
+        log::error(role, index, "refused {} {}: {}", peer.role,
+                        peer.index, text);
+        return caf::make_error(errc::handshake_refused, std::move(text));
+      }
+      if (chief) {
+        if (st.chief)
+          self->demonitor(st.chief);
+        st.chief = chief.address();
+        st.joined = true;
+        self->monitor(chief);
+        log::info(role, index, "coordinator joined (job {})",
+                  fingerprint_id(peer.job));
+      }
+      return node_welcome{st.opts.self, st.opts.role_actor};
+    },
+    [=](shutdown_atom, int32_t status) -> uint32_t {
+      log::info(role, index, "shutting down (status {})", status);
+      stop(self, status);
+      return self->state.opts.self.index;
+    },
+    [=](caf::tick_atom) {
+      auto& st = self->state;
+      if (st.joined || std::chrono::steady_clock::now() < st.deadline)
+        return;
+      log::error(role, index, "no coordinator joined within {} s",
+                      std::chrono::duration_cast<std::chrono::seconds>(
+                        self->state.opts.join_timeout)
+                        .count());
+      stop(self, 1);
+    },
+  };
+}
+
+} // namespace
+
+node_actor spawn_node(caf::actor_system& sys, node_options opts) {
+  return sys.spawn(node_behavior, std::move(opts));
+}
+
+} // namespace actorps

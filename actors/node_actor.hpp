@@ -1,0 +1,52 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "caf/actor.hpp"
+#include "caf/actor_control_block.hpp"
+#include "caf/fwd.hpp"
+#include "caf/replies_to.hpp"
+#include "caf/typed_actor.hpp"
+
+#include "actors/messages.hpp"
+
+namespace actorps {
+
+/// The actor a node publishes at its address: it answers handshakes and
+/// carries the node's lifetime. A ps or worker process runs while its node
+/// actor runs.
+using node_actor = caf::typed_actor<
+  // A peer introduces itself; `chief` is the coordinator's actor when the
+  // peer is the coordinator (the node then watches it), else null. Replies
+  // with this node's handshake and the actor of its role.
+  // Errors: errc::handshake_refused when protocol, build or job differ (the
+  // context lists each difference; the node logs the same).
+  caf::replies_to<hello_atom, handshake, caf::actor>::with<node_welcome>,
+  // The coordinator ends the job: the node stops with exit status `status`.
+  // Replies with the node's index once its actors are told to stop.
+  caf::replies_to<shutdown_atom, int32_t>::with<uint32_t>,
+  // Internal: fires once `join_timeout` after the start; stops the node with
+  // status 1 if no coordinator has joined by then.
+  caf::reacts_to<caf::tick_atom>>;
+
+/// What a node actor is spawned with.
+struct node_options {
+  /// This node's own handshake (role, index, job).
+  handshake self;
+  /// The ps or worker actor that peers get in the welcome.
+  caf::strong_actor_ptr role_actor;
+  /// How long to wait for the coordinator's first hello, and, after the
+  /// coordinator is lost, for a new one.
+  std::chrono::milliseconds join_timeout{30000};
+  /// Set before the node actor quits: the process's exit status.
+  std::shared_ptr<std::atomic<int>> exit_status;
+};
+
+/// Spawns a node actor; its behaviour lives in node_actor.cpp.
+node_actor spawn_node(caf::actor_system& sys, node_options opts);
+
+} // namespace actorps

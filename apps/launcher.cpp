@@ -1,0 +1,702 @@
+#include "apps/launcher.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <iterator>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+extern char** environ;
+
+namespace actorps {
+
+namespace {
+
+/// Longest piece of a line printed at once; longer lines are split.
+constexpr size_t max_line = 64 * 1024;
+
+/// Bytes read from a child's pipe per wake-up.
+constexpr size_t read_chunk = 64 * 1024;
+
+/// Upper bound on one poll, in ms: a safety net in case a SIGCHLD is lost
+/// (e.g. blocked in every thread), not the normal way of noticing an exit.
+constexpr int max_poll_ms = 250;
+
+/// The signals run_children catches while it runs.
+constexpr int caught_signals[] = {SIGINT, SIGTERM, SIGCHLD};
+constexpr size_t num_caught = sizeof(caught_signals) / sizeof(int);
+
+std::string errno_text(int err) {
+  return std::generic_category().message(err);
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return nullptr;
+  }
+}
+
+/// "exited with status S" or "killed by signal N (SIGNAME)".
+std::string describe(int wait_status) {
+  if (WIFEXITED(wait_status))
+    return fmt::format("exited with status {}", WEXITSTATUS(wait_status));
+  auto sig = WTERMSIG(wait_status);
+  if (auto name = signal_name(sig))
+    return fmt::format("killed by signal {} ({})", sig, name);
+  return fmt::format("killed by signal {}", sig);
+}
+
+/// A shell-style exit code: the status, or 128 + the signal number.
+int exit_code(int wait_status) {
+  if (WIFEXITED(wait_status))
+    return WEXITSTATUS(wait_status);
+  return 128 + WTERMSIG(wait_status);
+}
+
+// -- file descriptors ---------------------------------------------------------
+
+/// Owns one file descriptor.
+class unique_fd {
+public:
+  unique_fd() = default;
+
+  explicit unique_fd(int fd) : fd_(fd) {
+    // nop
+  }
+
+  unique_fd(unique_fd&& other) noexcept : fd_(other.fd_) {
+    other.fd_ = -1;
+  }
+
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
+
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+
+  ~unique_fd() {
+    reset();
+  }
+
+  int get() const {
+    return fd_;
+  }
+
+  explicit operator bool() const {
+    return fd_ >= 0;
+  }
+
+  /// Gives up ownership and returns the descriptor.
+  int release() {
+    auto fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+  void reset() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = -1;
+  }
+
+private:
+  int fd_ = -1;
+};
+
+/// Moves a close-on-exec descriptor above 2, so that dup2 onto stdin, stdout
+/// and stderr in a child never clobbers another of its sources (this matters
+/// only when the launcher itself runs with a standard stream closed).
+/// Returns -1 and sets errno on failure; `fd` is consumed either way.
+int above_stdio(int fd) {
+  if (fd < 0 || fd > 2)
+    return fd;
+  auto moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  auto err = errno;
+  ::close(fd);
+  errno = err;
+  return moved;
+}
+
+/// Creates a close-on-exec pipe, both ends above 2. Returns false and sets
+/// errno on failure.
+bool make_pipe(unique_fd& read_end, unique_fd& write_end, int flags = 0) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | flags) != 0)
+    return false;
+  unique_fd w{fds[1]};
+  unique_fd r{above_stdio(fds[0])};
+  if (!r)
+    return false;
+  w = unique_fd{above_stdio(w.release())};
+  if (!w)
+    return false;
+  read_end = std::move(r);
+  write_end = std::move(w);
+  return true;
+}
+
+// -- signals ------------------------------------------------------------------
+
+/// Write end of the running call's self-pipe; -1 when none runs.
+std::atomic<int> wake_fd{-1};
+
+/// Whether a run_children call is running in this process.
+std::atomic<bool> busy{false};
+
+/// Turns a signal into one byte on the self-pipe, which wakes the poll loop.
+void on_signal(int sig) {
+  auto saved = errno;
+  auto fd = wake_fd.load();
+  if (fd >= 0) {
+    auto byte = static_cast<unsigned char>(sig);
+    // A full pipe already holds a wake-up; dropping this byte is fine.
+    [[maybe_unused]] auto n = ::write(fd, &byte, 1);
+  }
+  errno = saved;
+}
+
+/// Routes SIGINT, SIGTERM and SIGCHLD to the self-pipe while it lives, then
+/// restores the handlers that were there before.
+class signal_guard {
+public:
+  explicit signal_guard(int write_fd) {
+    wake_fd = write_fd;
+    struct sigaction act = {};
+    act.sa_handler = on_signal;
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < num_caught; ++i) {
+      act.sa_flags = SA_RESTART
+                     | (caught_signals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+      ::sigaction(caught_signals[i], &act, &previous_[i]);
+    }
+  }
+
+  signal_guard(const signal_guard&) = delete;
+  signal_guard& operator=(const signal_guard&) = delete;
+
+  ~signal_guard() {
+    for (size_t i = 0; i < num_caught; ++i)
+      ::sigaction(caught_signals[i], &previous_[i], nullptr);
+    wake_fd = -1;
+  }
+
+  /// Whether the launcher ignored `caught_signals[i]` before the call; a child
+  /// then ignores it too, as it would have without the launcher's handler.
+  bool was_ignored(size_t i) const {
+    return previous_[i].sa_handler == SIG_IGN;
+  }
+
+private:
+  struct sigaction previous_[num_caught];
+};
+
+/// Refuses a second concurrent call: the handlers are process-wide.
+class busy_guard {
+public:
+  busy_guard() {
+    if (busy.exchange(true))
+      throw std::logic_error("run_children: another call is already running");
+  }
+
+  busy_guard(const busy_guard&) = delete;
+  busy_guard& operator=(const busy_guard&) = delete;
+
+  ~busy_guard() {
+    busy = false;
+  }
+};
+
+// -- environment --------------------------------------------------------------
+
+/// The parent's environment with `spec.env` applied, as "NAME=value" strings.
+std::vector<std::string> child_environment(const child_spec& spec) {
+  std::vector<std::string> result;
+  for (auto e = environ; e != nullptr && *e != nullptr; ++e)
+    result.emplace_back(*e);
+  for (const auto& [name, value] : spec.env) {
+    auto prefix = name + '=';
+    result.erase(std::remove_if(result.begin(), result.end(),
+                                [&](const std::string& entry) {
+                                  return entry.compare(0, prefix.size(), prefix)
+                                         == 0;
+                                }),
+                 result.end());
+    result.emplace_back(prefix + value);
+  }
+  return result;
+}
+
+/// The path to execute for `program`: itself if it contains '/', else the
+/// first executable regular file named so in the PATH of `env` (empty if none).
+std::string find_program(const std::string& program,
+                         const std::vector<std::string>& env) {
+  if (program.find('/') != std::string::npos)
+    return program;
+  auto path_var = std::find_if(env.begin(), env.end(), [](const auto& entry) {
+    return entry.compare(0, 5, "PATH=") == 0;
+  });
+  if (path_var == env.end())
+    return {};
+  std::string_view dirs{*path_var};
+  dirs.remove_prefix(5);
+  for (;;) {
+    auto colon = dirs.find(':');
+    auto dir = dirs.substr(0, colon);
+    auto candidate = fmt::format("{}/{}", dir.empty() ? "." : dir, program);
+    struct stat info;
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode)
+        && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    if (colon == std::string_view::npos)
+      return {};
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
+// -- the launch ---------------------------------------------------------------
+
+/// One started child.
+struct child_state {
+  const child_spec* spec = nullptr;
+  pid_t pid = -1;
+  bool running = false;
+  /// Raw status from waitpid, valid once `running` is false.
+  int wait_status = 0;
+  /// Read end of the child's stdout+stderr pipe; closed at EOF.
+  unique_fd out;
+  /// Bytes read but not printed yet: the start of a line.
+  std::string pending;
+};
+
+/// The state of one run_children call.
+class launch {
+public:
+  launch(const std::vector<child_spec>& specs, const launch_options& opts,
+         const signal_guard& signals, int devnull)
+    : opts_(opts), signals_(signals), devnull_(devnull), buffer_(read_chunk) {
+    children_.reserve(specs.size());
+    for (const auto& spec : specs) {
+      children_.emplace_back();
+      children_.back().spec = &spec;
+    }
+  }
+
+  launch(const launch&) = delete;
+  launch& operator=(const launch&) = delete;
+
+  /// Forks and execs child `i`; returns once its exec has succeeded.
+  /// @throws runtime_failure if it could not be started; it is reaped then.
+  void start(size_t i) {
+    auto& c = children_[i];
+    const auto& spec = *c.spec;
+    const auto& program = spec.argv.front();
+    // Everything the child needs is built here: between fork and exec the
+    // child may only make async-signal-safe calls.
+    auto env = child_environment(spec);
+    auto path = find_program(program, env);
+    if (path.empty())
+      throw runtime_failure(fmt::format("cannot start {}: {}: not found in PATH",
+                                        spec.name, program));
+    std::vector<char*> argv;
+    for (const auto& arg : spec.argv)
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const auto& entry : env)
+      envp.push_back(const_cast<char*>(entry.c_str()));
+    envp.push_back(nullptr);
+    unique_fd out_r, out_w, err_r, err_w;
+    if (!make_pipe(out_r, out_w) || !make_pipe(err_r, err_w))
+      throw runtime_failure(fmt::format("cannot start {}: pipe: {}", spec.name,
+                                        errno_text(errno)));
+    // Block every signal across fork, so that the child runs none of the
+    // launcher's handlers before it resets them.
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+    auto pid = ::fork();
+    if (pid == 0)
+      exec_child(path.c_str(), argv.data(), envp.data(), out_w.get(),
+                 err_w.get(), old_mask);
+    auto fork_err = errno;
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    if (pid < 0)
+      throw runtime_failure(fmt::format("cannot start {}: {}: fork: {}",
+                                        spec.name, program,
+                                        errno_text(fork_err)));
+    c.pid = pid;
+    c.running = true;
+    out_w.reset();
+    err_w.reset();
+    // EOF: exec succeeded (the pipe is close-on-exec); an int: its errno.
+    int exec_err = 0;
+    ssize_t n;
+    do {
+      n = ::read(err_r.get(), &exec_err, sizeof(exec_err));
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      wait_for(c);
+      throw runtime_failure(fmt::format("cannot start {}: {}: {}", spec.name,
+                                        program, errno_text(exec_err)));
+    }
+    ::fcntl(out_r.get(), F_SETFL, ::fcntl(out_r.get(), F_GETFL) | O_NONBLOCK);
+    c.out = std::move(out_r);
+  }
+
+  /// Copies output and watches the children until all have exited.
+  /// @returns the exit code of child `main_index`.
+  int wait(size_t main_index, int wake_read_fd) {
+    using clock = std::chrono::steady_clock;
+    const auto grace = opts_.grace;
+    bool main_exited = false;
+    bool sent_term = false;
+    bool sent_kill = false;
+    clock::time_point term_at;
+    std::vector<pollfd> fds;
+    std::vector<child_state*> polled;
+    while (any_running()) {
+      auto timeout = max_poll_ms;
+      if (main_exited && !sent_kill) {
+        auto next = sent_term ? term_at + grace : term_at;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      next - clock::now())
+                      .count();
+        timeout = static_cast<int>(
+          std::clamp<decltype(left)>(left + 1, 0, max_poll_ms));
+      }
+      fds.clear();
+      polled.clear();
+      fds.push_back({wake_read_fd, POLLIN, 0});
+      for (auto& c : children_) {
+        if (c.out) {
+          fds.push_back({c.out.get(), POLLIN, 0});
+          polled.push_back(&c);
+        }
+      }
+      if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
+        throw runtime_failure(fmt::format("launch: poll: {}",
+                                          errno_text(errno)));
+      if (fds[0].revents != 0)
+        handle_signals(wake_read_fd);
+      for (size_t i = 0; i < polled.size(); ++i)
+        if (fds[i + 1].revents != 0)
+          read_output(*polled[i]);
+      for (size_t i = 0; i < children_.size(); ++i) {
+        auto& c = children_[i];
+        if (!c.running || !try_reap(c))
+          continue;
+        drain(c);
+        if (i == main_index) {
+          main_exited = true;
+          term_at = clock::now() + grace;
+        } else if (!main_exited) {
+          launcher_line(fmt::format("{} {}", c.spec->name,
+                                    describe(c.wait_status)));
+        }
+      }
+      if (main_exited && !sent_term && clock::now() >= term_at) {
+        sent_term = true;
+        signal_running(SIGTERM, fmt::format("still running {} ms after {} "
+                                            "exited; sending SIGTERM",
+                                            grace.count(),
+                                            children_[main_index].spec->name));
+      }
+      if (sent_term && !sent_kill && clock::now() >= term_at + grace) {
+        sent_kill = true;
+        signal_running(SIGKILL, fmt::format("still running {} ms after "
+                                            "SIGTERM; sending SIGKILL",
+                                            grace.count()));
+      }
+      flush();
+    }
+    // Grandchildren may still hold a pipe open: take what is there, no more.
+    for (auto& c : children_) {
+      drain(c);
+      end_output(c);
+    }
+    flush();
+    return exit_code(children_[main_index].wait_status);
+  }
+
+  /// Kills every running child with SIGKILL and reaps it. Never throws.
+  void kill_all() noexcept {
+    for (auto& c : children_) {
+      if (c.running) {
+        ::kill(c.pid, SIGKILL);
+        wait_for(c);
+      }
+    }
+  }
+
+private:
+  [[noreturn]] void exec_child(const char* path, char* const* argv,
+                               char* const* envp, int out_fd, int err_fd,
+                               const sigset_t& old_mask) {
+    for (size_t i = 0; i < num_caught; ++i) {
+      struct sigaction act = {};
+      act.sa_handler = signals_.was_ignored(i) ? SIG_IGN : SIG_DFL;
+      sigemptyset(&act.sa_mask);
+      ::sigaction(caught_signals[i], &act, nullptr);
+    }
+    // All sources are above 2 (see above_stdio); dup2 clears close-on-exec.
+    if (::dup2(devnull_, STDIN_FILENO) >= 0 && ::dup2(out_fd, STDOUT_FILENO) >= 0
+        && ::dup2(out_fd, STDERR_FILENO) >= 0) {
+      ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      ::execve(path, argv, envp);
+    }
+    int err = errno;
+    [[maybe_unused]] auto n = ::write(err_fd, &err, sizeof(err));
+    ::_exit(127);
+  }
+
+  bool any_running() const {
+    return std::any_of(children_.begin(), children_.end(),
+                       [](const child_state& c) { return c.running; });
+  }
+
+  /// Reaps `c` if it has exited; returns whether it did.
+  bool try_reap(child_state& c) {
+    int status = 0;
+    auto res = ::waitpid(c.pid, &status, WNOHANG);
+    if (res == c.pid) {
+      c.running = false;
+      c.wait_status = status;
+      return true;
+    }
+    if (res < 0 && errno == ECHILD) {
+      // Someone else reaped it (e.g. a SIGCHLD handler of another thread that
+      // ran before ours was installed); its status is lost.
+      c.running = false;
+      c.wait_status = 0;
+      return true;
+    }
+    return false;
+  }
+
+  /// Blocks until `c` has exited and reaps it.
+  void wait_for(child_state& c) noexcept {
+    int status = 0;
+    pid_t res;
+    do {
+      res = ::waitpid(c.pid, &status, 0);
+    } while (res < 0 && errno == EINTR);
+    c.running = false;
+    c.wait_status = status;
+  }
+
+  void handle_signals(int wake_read_fd) {
+    unsigned char sigs[64];
+    ssize_t n;
+    while ((n = ::read(wake_read_fd, sigs, sizeof(sigs))) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if (sigs[i] == SIGINT || sigs[i] == SIGTERM)
+          signal_running(sigs[i], fmt::format("received {}; forwarding it",
+                                              signal_name(sigs[i])));
+      }
+    }
+  }
+
+  /// Sends `sig` to every running child and says so, naming them.
+  void signal_running(int sig, const std::string& why) {
+    std::string names;
+    for (auto& c : children_) {
+      if (c.running) {
+        ::kill(c.pid, sig);
+        names += names.empty() ? c.spec->name : ", " + c.spec->name;
+      }
+    }
+    if (!names.empty())
+      launcher_line(fmt::format("{}: {}", names, why));
+  }
+
+  /// Reads once from the child's pipe. Returns false at EOF or when the pipe
+  /// is empty.
+  bool read_output(child_state& c) {
+    if (!c.out)
+      return false;
+    ssize_t n;
+    do {
+      n = ::read(c.out.get(), buffer_.data(), buffer_.size());
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      c.pending.append(buffer_.data(), static_cast<size_t>(n));
+      take_lines(c);
+      return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return false;
+    end_output(c); // EOF, or an error that ends the stream as well
+    return false;
+  }
+
+  /// Reads what the child's pipe holds now, without waiting for more.
+  void drain(child_state& c) {
+    while (read_output(c)) {
+      // nop
+    }
+  }
+
+  /// Prints the last, unterminated line and closes the pipe.
+  void end_output(child_state& c) {
+    if (!c.pending.empty())
+      child_line(c, c.pending);
+    c.pending.clear();
+    c.out.reset();
+  }
+
+  /// Prints every complete line of `c.pending`, and pieces of max_line bytes
+  /// while more than max_line bytes without a newline remain. A line is split
+  /// at multiples of max_line from its start however it arrives.
+  void take_lines(child_state& c) {
+    std::string_view rest{c.pending};
+    for (auto nl = rest.find('\n'); nl != std::string_view::npos;
+         nl = rest.find('\n')) {
+      auto line = rest.substr(0, nl);
+      while (line.size() > max_line) {
+        child_line(c, line.substr(0, max_line));
+        line.remove_prefix(max_line);
+      }
+      child_line(c, line);
+      rest.remove_prefix(nl + 1);
+    }
+    while (rest.size() > max_line) {
+      child_line(c, rest.substr(0, max_line));
+      rest.remove_prefix(max_line);
+    }
+    c.pending.erase(0, c.pending.size() - rest.size());
+  }
+
+  void child_line(const child_state& c, std::string_view line) {
+    fmt::format_to(std::back_inserter(batch_), "[{}] {}\n", c.spec->name,
+                   line);
+  }
+
+  void launcher_line(std::string_view line) {
+    fmt::format_to(std::back_inserter(batch_), "[launch] {}\n", line);
+  }
+
+  /// Writes the lines collected so far in one go.
+  void flush() {
+    if (batch_.empty())
+      return;
+    std::fwrite(batch_.data(), 1, batch_.size(), opts_.out);
+    std::fflush(opts_.out);
+    batch_.clear();
+  }
+
+  const launch_options& opts_;
+  const signal_guard& signals_;
+  int devnull_;
+  std::vector<child_state> children_;
+  std::vector<char> buffer_;
+  std::string batch_;
+};
+
+} // namespace
+
+int run_children(const std::vector<child_spec>& children, size_t main_index,
+                 const launch_options& opts) {
+  if (main_index >= children.size())
+    throw std::invalid_argument(
+      fmt::format("run_children: main_index {} is out of range for {} children",
+                  main_index, children.size()));
+  for (const auto& spec : children) {
+    if (spec.argv.empty())
+      throw std::invalid_argument(
+        fmt::format("run_children: child {} has an empty argv", spec.name));
+    for (const auto& kv : spec.env)
+      if (kv.first.empty() || kv.first.find('=') != std::string::npos)
+        throw std::invalid_argument(
+          fmt::format("run_children: child {}: invalid environment name \"{}\"",
+                      spec.name, kv.first));
+  }
+  busy_guard only_call;
+  unique_fd devnull{above_stdio(::open("/dev/null", O_RDWR | O_CLOEXEC))};
+  if (!devnull)
+    throw runtime_failure(
+      fmt::format("launch: cannot open /dev/null: {}", errno_text(errno)));
+  unique_fd wake_r, wake_w;
+  if (!make_pipe(wake_r, wake_w, O_NONBLOCK))
+    throw runtime_failure(fmt::format("launch: pipe: {}", errno_text(errno)));
+  // Declared after the pipe: restores the handlers before the pipe closes.
+  signal_guard signals{wake_w.get()};
+  launch session{children, opts, signals, devnull.get()};
+  try {
+    for (size_t i = 0; i < children.size(); ++i)
+      session.start(i);
+    return session.wait(main_index, wake_r.get());
+  } catch (...) {
+    session.kill_all();
+    throw;
+  }
+}
+
+std::vector<uint16_t> pick_free_ports(size_t n, const std::string& host) {
+  in_addr addr;
+  if (::inet_pton(AF_INET, host.c_str(), &addr) != 1)
+    throw runtime_failure(
+      fmt::format("pick_free_ports: \"{}\" is not an IPv4 address", host));
+  std::vector<unique_fd> sockets;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    if (!fd)
+      throw runtime_failure(fmt::format("pick_free_ports: socket: {}",
+                                        errno_text(errno)));
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = addr;
+    sa.sin_port = 0;
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
+      throw runtime_failure(fmt::format("pick_free_ports: cannot bind {}:0: {}",
+                                        host, errno_text(errno)));
+    socklen_t len = sizeof(sa);
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+      throw runtime_failure(fmt::format("pick_free_ports: getsockname: {}",
+                                        errno_text(errno)));
+    // Ports are distinct: the kernel never hands out a port that one of the
+    // sockets still open here is bound to (none uses SO_REUSEPORT).
+    ports.push_back(ntohs(sa.sin_port));
+    sockets.push_back(std::move(fd));
+  }
+  return ports;
+}
+
+} // namespace actorps

@@ -1,0 +1,82 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actorps {
+
+/// One child process to start.
+struct child_spec {
+  /// Prefix shown on its output lines, e.g. "ps0", "worker1", "chief".
+  std::string name;
+  /// argv[0] is the program. A path containing '/' is executed as is; a bare
+  /// name is looked up in the child's PATH (after `env` is applied).
+  std::vector<std::string> argv;
+  /// Variables added to the parent's environment, or replacing the parent's
+  /// value of the same name. Names must be non-empty and free of '='.
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
+/// How run_children starts, watches and stops its children.
+struct launch_options {
+  /// Where the prefixed lines go: the children's stdout and stderr, merged,
+  /// and the launcher's own "[launch] ..." lines. Not owned; flushed after
+  /// every batch of lines.
+  std::FILE* out = stdout;
+  /// After the main child exits: how long the others get to exit by
+  /// themselves, then SIGTERM; after the same time again, SIGKILL.
+  std::chrono::milliseconds grace{5000};
+};
+
+/// Starts every child, copies each line a child writes to opts.out as
+/// "[name] line\n", and waits for them.
+///
+/// Each child runs in the launcher's process group (so a Ctrl-C in the
+/// terminal reaches it too), with stdin from /dev/null and stdout and stderr
+/// on one pipe (like `2>&1`, so their relative order is kept). Lines of
+/// different children never interleave mid-line; a final line without '\n'
+/// is still printed; a line longer than 64 KiB is split into pieces of
+/// 64 KiB rather than buffered without bound.
+///
+/// Returns when the child `main_index` has exited and every other child has
+/// exited or been killed as described in launch_options::grace. When a
+/// non-main child exits before the main one, prints
+/// "[launch] NAME exited with status S" (or "[launch] NAME killed by signal
+/// N (SIGNAME)") and keeps going. SIGINT and SIGTERM received by the launcher
+/// are forwarded to all running children, and the launcher keeps waiting as
+/// usual. Every child is reaped before the function returns or throws, and
+/// the previous handlers of SIGINT, SIGTERM and SIGCHLD are restored.
+///
+/// @returns the main child's exit status (0..255), or 128 + the signal number
+///          if a signal killed it.
+/// @throws runtime_failure (core/error.hpp) naming the child and the program
+///         if a child cannot be started (fork fails, or exec fails: e.g. the
+///         program does not exist); the children already started are then
+///         killed with SIGKILL and reaped before the throw.
+/// @throws std::invalid_argument if `main_index` is out of range, a child has
+///         an empty argv, or an env name is empty or contains '='; nothing
+///         is started then.
+/// @throws std::logic_error if another call is already running in this
+///         process (the signal handlers are process-wide).
+/// @note Linux/POSIX only. Output from grandchildren that keep a child's pipe
+///       open after the child exits is read only until the last child is
+///       reaped.
+int run_children(const std::vector<child_spec>& children, size_t main_index,
+                 const launch_options& opts = {});
+
+/// Picks `n` distinct free TCP ports on `host` (an IPv4 literal such as
+/// "127.0.0.1") by binding n sockets to port 0 and reading the ports back; all
+/// n stay open until every port is picked, then all are closed. Another
+/// process may take a port before the children bind it; callers accept that
+/// race.
+/// @throws runtime_failure if `host` is not an IPv4 literal or a socket cannot
+///         be created or bound.
+std::vector<uint16_t> pick_free_ports(size_t n,
+                                      const std::string& host = "127.0.0.1");
+
+} // namespace actorps

@@ -1,0 +1,159 @@
+#include "cluster/handshake.hpp"
+
+#include <zlib.h>
+
+#include <fmt/format.h>
+
+#include "caf/config.hpp"
+
+#include "core/job_config.hpp"
+#include "core/placement.hpp"
+
+#ifndef ACTORPS_VERSION
+#  define ACTORPS_VERSION "unknown"
+#endif
+#ifndef ACTORPS_GIT_REVISION
+#  define ACTORPS_GIT_REVISION "unknown"
+#endif
+
+namespace actorps {
+
+namespace {
+
+const char* partitioner_name(partitioner_config::kind k) {
+  switch (k) {
+    case partitioner_config::kind::fixed_shards:
+      return "fixed_shards";
+    case partitioner_config::kind::min_size:
+      return "min_size";
+    case partitioner_config::kind::max_size:
+      return "max_size";
+  }
+  return "?";
+}
+
+/// `text` cut to about 100 characters around position `at`.
+std::string excerpt(const std::string& text, size_t at) {
+  constexpr size_t before = 40;
+  constexpr size_t width = 100;
+  if (text.size() <= width)
+    return text;
+  auto begin = at > before ? at - before : 0;
+  auto out = text.substr(begin, width);
+  if (begin > 0)
+    out = "..." + out;
+  if (begin + width < text.size())
+    out += "...";
+  return out;
+}
+
+void compare_field(std::vector<std::string>& out, const char* name,
+                   const std::string& mine, const std::string& peer) {
+  if (mine == peer)
+    return;
+  size_t at = 0;
+  while (at < mine.size() && at < peer.size() && mine[at] == peer[at])
+    ++at;
+  out.push_back(fmt::format("{}: \"{}\" here, \"{}\" at the peer", name,
+                            excerpt(mine, at), excerpt(peer, at)));
+}
+
+} // namespace
+
+std::string build_id() {
+  return fmt::format("actorps {} (git {}, CAF {}.{}.{})", ACTORPS_VERSION,
+                     ACTORPS_GIT_REVISION, CAF_VERSION / 10000,
+                     CAF_VERSION / 100 % 100, CAF_VERSION % 100);
+}
+
+job_fingerprint make_fingerprint(const job_config& cfg, const placement& pl) {
+  job_fingerprint fp;
+  std::string layers;
+  for (auto w : cfg.layers)
+    layers += (layers.empty() ? "" : "-") + std::to_string(w);
+  fp.model = fmt::format("{} {}, init seed {}", cfg.model, layers,
+                         cfg.init_seed);
+  for (auto& v : pl.variables)
+    fp.variables += fmt::format("{}{} {}x{}", fp.variables.empty() ? "" : ", ",
+                                v.name, v.rows, v.cols);
+  fp.partitioning = partitioner_name(cfg.partitioner.type);
+  for (auto& s : pl.shards)
+    fp.partitioning += fmt::format(", {}[{}:{})@ps{}",
+                                   pl.variables[s.variable].name, s.row_begin,
+                                   s.row_end, s.ps);
+  auto& o = cfg.optimizer;
+  fp.optimizer = fmt::format("{} learning_rate {}", to_string(o.type),
+                             o.learning_rate);
+  switch (o.type) {
+    case optimizer_config::kind::sgd:
+      break;
+    case optimizer_config::kind::momentum:
+      fp.optimizer += fmt::format(" momentum {} nesterov {}", o.momentum,
+                                  o.nesterov);
+      break;
+    case optimizer_config::kind::adagrad:
+      fp.optimizer += fmt::format(" initial_accumulator {} epsilon {}",
+                                  o.initial_accumulator, o.epsilon);
+      break;
+    case optimizer_config::kind::adam:
+      fp.optimizer += fmt::format(" beta1 {} beta2 {} epsilon {}", o.beta1,
+                                  o.beta2, o.epsilon);
+      break;
+  }
+  fp.consistency = cfg.mode;
+  if (cfg.mode == "ssp")
+    fp.consistency += fmt::format(" staleness {}", cfg.staleness);
+  fp.cluster = fmt::format("{} workers, {} ps", cfg.workers, cfg.ps);
+  return fp;
+}
+
+std::string fingerprint_id(const job_fingerprint& fp) {
+  auto crc = crc32(0L, Z_NULL, 0);
+  for (auto* field : {&fp.model, &fp.variables, &fp.partitioning,
+                      &fp.optimizer, &fp.consistency, &fp.cluster}) {
+    // The length first, so that moving text between fields changes the id.
+    auto n = static_cast<uint32_t>(field->size());
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(&n), sizeof(n));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(field->data()),
+                static_cast<uInt>(field->size()));
+  }
+  return fmt::format("{:08x}", crc);
+}
+
+handshake make_handshake(const job_config& cfg, const placement& pl,
+                         const std::string& role, uint32_t index) {
+  handshake hs;
+  hs.protocol = protocol_version;
+  hs.build = build_id();
+  hs.role = role;
+  hs.index = index;
+  hs.job = make_fingerprint(cfg, pl);
+  return hs;
+}
+
+std::vector<std::string> handshake_differences(const handshake& mine,
+                                               const handshake& peer) {
+  std::vector<std::string> out;
+  if (mine.protocol != peer.protocol)
+    out.push_back(fmt::format("protocol version: {} here, {} at the peer",
+                              mine.protocol, peer.protocol));
+  compare_field(out, "build", mine.build, peer.build);
+  compare_field(out, "job model", mine.job.model, peer.job.model);
+  compare_field(out, "job variables", mine.job.variables, peer.job.variables);
+  compare_field(out, "job partitioning", mine.job.partitioning,
+                peer.job.partitioning);
+  compare_field(out, "job optimizer", mine.job.optimizer, peer.job.optimizer);
+  compare_field(out, "job consistency", mine.job.consistency,
+                peer.job.consistency);
+  compare_field(out, "job cluster", mine.job.cluster, peer.job.cluster);
+  return out;
+}
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (auto& l : lines)
+    out += (out.empty() ? "" : "; ") + l;
+  return out;
+}
+
+} // namespace actorps

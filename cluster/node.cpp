@@ -1,0 +1,140 @@
+#include "cluster/node.hpp"
+
+#include <atomic>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "caf/actor_cast.hpp"
+#include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
+#include "caf/send.hpp"
+
+#include "actors/node_actor.hpp"
+#include "cluster/gate.hpp"
+#include "cluster/handshake.hpp"
+#include "cluster/local_cluster.hpp"
+#include "cluster/remote_cluster.hpp"
+#include "core/dataset.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "models/registry.hpp"
+
+namespace actorps {
+
+namespace {
+
+placement layout_of(const job_config& cfg, const model& net) {
+  auto pcfg = cfg.partitioner;
+  if (pcfg.type == partitioner_config::kind::fixed_shards
+      && pcfg.num_shards == 0)
+    pcfg.num_shards = cfg.ps;
+  return place_variables(net.variables(), pcfg, cfg.ps);
+}
+
+/// Publishes `role_actor` behind a node actor and a gate at `address`, then
+/// waits until the node actor stops. Stops `role_actor` in every case.
+int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
+          caf::actor role_actor, const host_port& address) {
+  auto label = fmt::format("{} {}", me.role, me.index);
+  auto index = static_cast<int>(me.index);
+  auto role = me.role;
+  auto fp = fingerprint_id(me.job);
+  node_options opts;
+  opts.self = std::move(me);
+  opts.role_actor = caf::actor_cast<caf::strong_actor_ptr>(role_actor);
+  opts.join_timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
+  opts.exit_status = std::make_shared<std::atomic<int>>(1);
+  auto node = spawn_node(sys, opts);
+  auto stop_all = [&] {
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(role_actor, caf::exit_reason::user_shutdown);
+  };
+  std::unique_ptr<gate> door;
+  try {
+    door = std::make_unique<gate>(
+      sys, address, caf::actor_cast<caf::strong_actor_ptr>(node),
+      sys.message_types(node), label);
+  } catch (...) {
+    stop_all();
+    throw;
+  }
+  log::info(role, index, "listening on {} (port {}), job {}",
+            to_string(address), door->port(), fp);
+  {
+    caf::scoped_actor self{sys};
+    self->monitor(node);
+    self->receive([](caf::down_msg&) {});
+  }
+  door.reset();
+  stop_all();
+  return opts.exit_status->load();
+}
+
+int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
+  auto net = make_model(cfg);
+  auto layout = layout_of(cfg, *net);
+  system_config sys_cfg{cfg.threads, network_of(cfg)};
+  caf::actor_system sys{sys_cfg};
+  auto ps = spawn_ps(sys, ps_options{index, cfg.optimizer,
+                                     parse_consistency(cfg.mode), cfg.workers,
+                                     cfg.staleness});
+  return serve(sys, cfg, make_handshake(cfg, layout, "ps", index),
+               caf::actor_cast<caf::actor>(ps), spec.ps[index]);
+}
+
+int run_worker(const job_config& cfg, const cluster_spec& spec,
+               uint32_t index) {
+  auto net = make_model(cfg);
+  auto layout = std::make_shared<const placement>(layout_of(cfg, *net));
+  auto train_data = std::make_shared<const dataset>(
+    load_fashion_mnist(cfg.data_dir, "train", cfg.train_limit));
+  check_dataset(*net, *train_data, cfg.data_dir);
+  auto data = std::make_shared<batch_iterator>(
+    train_data, input_context{cfg.workers, index}, cfg.batch_size,
+    cfg.shuffle_seed);
+  system_config sys_cfg{cfg.threads, network_of(cfg)};
+  caf::actor_system sys{sys_cfg};
+  auto me = make_handshake(cfg, *layout, "worker", index);
+  std::vector<cluster_member> servers;
+  for (uint32_t p = 0; p < spec.ps.size(); ++p)
+    servers.push_back({"ps", p, spec.ps[p]});
+  auto joined = join_members(sys, servers, me, caf::actor{},
+                             std::chrono::milliseconds(cfg.connect_timeout_ms));
+  worker_options opts;
+  opts.index = index;
+  opts.net = net;
+  opts.data = data;
+  opts.layout = layout;
+  for (auto& j : joined)
+    opts.servers.push_back(caf::actor_cast<ps_actor>(j.welcome.role_actor));
+  log::info("worker", static_cast<int>(index),
+            "joined {} ps; {} training examples in this worker's slice",
+            joined.size(), data->shard_rows());
+  auto worker = spawn_worker(sys, std::move(opts));
+  return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
+               spec.worker[index]);
+}
+
+} // namespace
+
+int run_node(const job_config& cfg, const cluster_spec& spec,
+             const task_id& task, const train_options& opts) {
+  if (cfg.workers != spec.worker.size() || cfg.ps != spec.ps.size())
+    throw input_error(fmt::format(
+      "the cluster spec has {} workers and {} ps, the job config {} and {}",
+      spec.worker.size(), spec.ps.size(), cfg.workers, cfg.ps));
+  if (task.type == "chief") {
+    train_chief(cfg, spec, opts);
+    return 0;
+  }
+  if (task.type == "ps")
+    return run_ps(cfg, spec, task.index);
+  if (task.type == "worker")
+    return run_worker(cfg, spec, task.index);
+  throw input_error(fmt::format("task.type: \"{}\" nodes are not supported "
+                                "(chief, worker, ps)",
+                                task.type));
+}
+
+} // namespace actorps

@@ -1,0 +1,228 @@
+#include "cluster/remote_cluster.hpp"
+
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "caf/actor_cast.hpp"
+#include "caf/actor_system.hpp"
+#include "caf/event_based_actor.hpp"
+#include "caf/scoped_actor.hpp"
+#include "caf/send.hpp"
+#include "caf/stateful_actor.hpp"
+
+#include "actors/node_actor.hpp"
+#include "cluster/gate.hpp"
+#include "cluster/handshake.hpp"
+#include "core/error.hpp"
+#include "core/job_config.hpp"
+#include "core/log.hpp"
+#include "models/model.hpp"
+
+namespace actorps {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+constexpr auto hello_timeout = std::chrono::seconds(10);
+constexpr auto shutdown_timeout = std::chrono::seconds(2);
+
+/// Watches every node of the cluster for the coordinator and logs the ones
+/// it loses. It is also the actor the nodes watch to notice a lost
+/// coordinator.
+struct watcher_state {
+  std::map<caf::actor_addr, std::string> names;
+  bool closing = false;
+  static constexpr const char* name = "watcher";
+};
+
+caf::behavior watcher(caf::stateful_actor<watcher_state>* self) {
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    auto i = st.names.find(dm.source);
+    if (i == st.names.end() || st.closing)
+      return;
+    log::error("coordinator", -1, "lost {}: {}", i->second,
+               self->system().render(dm.reason));
+    st.names.erase(i);
+  });
+  return {
+    [=](caf::actor& node, std::string& name) {
+      self->monitor(node);
+      self->state.names.emplace(node.address(), std::move(name));
+    },
+    [=](shutdown_atom) { self->state.closing = true; },
+  };
+}
+
+} // namespace
+
+std::string cluster_member::name() const {
+  return role + std::to_string(index);
+}
+
+std::vector<joined_member> join_members(caf::actor_system& sys,
+                                        const std::vector<cluster_member>& members,
+                                        const handshake& mine,
+                                        const caf::actor& chief,
+                                        std::chrono::milliseconds timeout) {
+  std::vector<joined_member> result(members.size());
+  std::vector<bool> joined(members.size(), false);
+  std::vector<std::string> last_error(members.size());
+  auto deadline = clock_type::now() + timeout;
+  auto backoff = std::chrono::milliseconds(50);
+  size_t missing = members.size();
+  bool logged_wait = false;
+  caf::scoped_actor self{sys};
+  for (;;) {
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (joined[i])
+        continue;
+      auto& m = members[i];
+      auto where = fmt::format("{} at {}", m.name(), to_string(m.address));
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - clock_type::now());
+      auto r = dial(sys, m.address,
+                    std::max(std::chrono::milliseconds(100),
+                             std::min(left, std::chrono::milliseconds(2000))));
+      if (!r.actor) {
+        if (!r.retryable)
+          throw runtime_failure(fmt::format("{}: {}", where, r.error));
+        last_error[i] = r.error;
+        continue;
+      }
+      auto node = caf::actor_cast<node_actor>(r.actor);
+      caf::error failure;
+      node_welcome welcome;
+      self->request(node, hello_timeout, hello_atom_v, mine, chief)
+        .receive([&](node_welcome& w) { welcome = std::move(w); },
+                 [&](caf::error& err) { failure = std::move(err); });
+      if (failure == errc::handshake_refused) {
+        auto ctx = failure.context();
+        auto text = ctx.match_elements<std::string>() ? ctx.get_as<std::string>(0)
+                                                      : sys.render(failure);
+        throw runtime_failure(fmt::format("{} refused this {}: {}", where,
+                                          mine.role, text));
+      }
+      if (failure) {
+        last_error[i] = "handshake failed: " + sys.render(failure);
+        continue;
+      }
+      if (auto diffs = handshake_differences(mine, welcome.node);
+          !diffs.empty())
+        throw runtime_failure(fmt::format("refusing {}: {}", where,
+                                          join_lines(diffs)));
+      if (welcome.node.role != m.role || welcome.node.index != m.index)
+        throw runtime_failure(fmt::format("{} answers as {}{}: check the "
+                                          "cluster spec",
+                                          where, welcome.node.role,
+                                          welcome.node.index));
+      if (!welcome.role_actor)
+        throw runtime_failure(fmt::format("{} has no {} actor", where,
+                                          m.role));
+      result[i].node = caf::actor_cast<caf::actor>(node);
+      result[i].welcome = std::move(welcome);
+      joined[i] = true;
+      --missing;
+      log::debug(mine.role, static_cast<int>(mine.index), "joined {}", where);
+    }
+    if (missing == 0)
+      return result;
+    if (clock_type::now() >= deadline) {
+      std::string names;
+      for (size_t i = 0; i < members.size(); ++i)
+        if (!joined[i])
+          names += fmt::format("{}{} at {} ({})", names.empty() ? "" : ", ",
+                               members[i].name(),
+                               to_string(members[i].address), last_error[i]);
+      throw runtime_failure(fmt::format("could not reach within {} s: {}",
+                                        timeout.count() / 1000.0, names));
+    }
+    if (!logged_wait && backoff >= std::chrono::milliseconds(800)) {
+      logged_wait = true;
+      std::string names;
+      for (size_t i = 0; i < members.size(); ++i)
+        if (!joined[i])
+          names += (names.empty() ? "" : ", ") + members[i].name();
+      log::info(mine.role, static_cast<int>(mine.index),
+                "waiting for {} (up to {} s)", names,
+                timeout.count() / 1000.0);
+    }
+    std::this_thread::sleep_for(
+      std::min(backoff, std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - clock_type::now())
+                          + std::chrono::milliseconds(1)));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
+                               const cluster_spec& spec,
+                               std::shared_ptr<const model> net,
+                               std::chrono::milliseconds connect_timeout)
+  : sys_(sys) {
+  auto pcfg = cfg.partitioner;
+  if (pcfg.type == partitioner_config::kind::fixed_shards
+      && pcfg.num_shards == 0)
+    pcfg.num_shards = cfg.ps;
+  layout_ = std::make_shared<const placement>(
+    place_variables(net->variables(), pcfg, cfg.ps));
+  for (uint32_t p = 0; p < spec.ps.size(); ++p)
+    members_.push_back({"ps", p, spec.ps[p]});
+  for (uint32_t w = 0; w < spec.worker.size(); ++w)
+    members_.push_back({"worker", w, spec.worker[w]});
+  auto mine = make_handshake(cfg, *layout_, "chief", 0);
+  log::info("coordinator", -1, "job {}: joining {} ps and {} workers",
+            fingerprint_id(mine.job), spec.ps.size(), spec.worker.size());
+  watcher_ = sys.spawn(watcher);
+  try {
+    auto joined = join_members(sys, members_, mine, watcher_,
+                               connect_timeout);
+    for (size_t i = 0; i < members_.size(); ++i) {
+      auto& role_actor = joined[i].welcome.role_actor;
+      nodes_.push_back(joined[i].node);
+      caf::anon_send(watcher_, joined[i].node, members_[i].name());
+      if (members_[i].role == "ps")
+        servers_.push_back(caf::actor_cast<ps_actor>(role_actor));
+      else
+        workers_.push_back(caf::actor_cast<worker_actor>(role_actor));
+    }
+    create_variables(sys, *layout_, servers_, cfg, *net);
+  } catch (...) {
+    caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  log::info("coordinator", -1, "every node joined; variables created");
+  dispatcher_ = spawn_coordinator(sys, workers_);
+  coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
+                                                       cfg.max_queued);
+}
+
+remote_cluster::~remote_cluster() {
+  int status = std::uncaught_exceptions() > 0 ? 1 : 0;
+  coordinator_.reset();
+  caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
+  caf::anon_send(watcher_, shutdown_atom_v);
+  caf::scoped_actor self{sys_};
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    self->request(nodes_[i], shutdown_timeout, shutdown_atom_v, status)
+      .receive([](uint32_t) {},
+               [&](caf::error& err) {
+                 log::debug("coordinator", -1, "{} did not confirm the "
+                            "shutdown: {}",
+                            members_[i].name(), sys_.render(err));
+               });
+  caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
+}
+
+std::vector<float> remote_cluster::pull_model() {
+  return actorps::pull_model(sys_, *layout_, servers_);
+}
+
+std::vector<ps_stats> remote_cluster::stats() {
+  return ps_stats_of(sys_, servers_);
+}
+
+} // namespace actorps
