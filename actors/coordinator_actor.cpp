@@ -139,6 +139,29 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers) {
       dispatch(self);
     },
     [=](cancel_atom) { cancel_queue(self); },
+    [=](lost_atom, uint32_t w) {
+      if (w < self->state.workers.size()) {
+        lose_worker(self, w, "unresponsive");
+        dispatch(self);
+      }
+    },
+    [=](cancel_atom, caf::error& reason) {
+      auto& st = self->state;
+      auto text = self->system().render(reason);
+      for (auto& c : st.running)
+        if (c) {
+          auto running = std::move(c);
+          c = nullptr;
+          running->complete(nullptr, &reason,
+                            "closure " + std::to_string(running->id)
+                              + " failed: " + text);
+        }
+      auto queue = std::move(st.queue);
+      st.queue.clear();
+      for (auto& c : queue)
+        c->complete(nullptr, &reason,
+                    "closure " + std::to_string(c->id) + " failed: " + text);
+    },
   };
 }
 

@@ -25,7 +25,13 @@ using coordinator_actor = caf::typed_actor<
   // Queues a closure. No reply: the closure state itself is completed.
   caf::reacts_to<schedule_atom, closure_ptr>,
   // Cancels every queued closure (running ones finish).
-  caf::reacts_to<cancel_atom>>;
+  caf::reacts_to<cancel_atom>,
+  // Takes worker `index` out of service as if it had died (its running
+  // closure is re-queued): for workers found unresponsive by other means.
+  caf::reacts_to<lost_atom, uint32_t>,
+  // Fails every running and queued closure with `reason` (e.g. a lost
+  // parameter server): the job cannot go on.
+  caf::reacts_to<cancel_atom, caf::error>>;
 
 /// Spawns the dispatcher over `workers`.
 coordinator_actor spawn_coordinator(caf::actor_system& sys,

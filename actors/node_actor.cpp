@@ -46,11 +46,9 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
     self->state.chief = nullptr;
     self->state.joined = false;
     log::error(role, index,
-                    "lost the coordinator ({}); waiting {} s for it to rejoin",
-                    self->system().render(dm.reason),
-                    std::chrono::duration_cast<std::chrono::seconds>(
-                      self->state.opts.join_timeout)
-                      .count());
+               "lost the coordinator ({}); waiting {} s for it to rejoin",
+               self->system().render(dm.reason),
+               self->state.opts.join_timeout.count() / 1000.0);
     wait_for_chief();
   });
   return {
@@ -80,14 +78,13 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
       stop(self, status);
       return self->state.opts.self.index;
     },
+    [=](ping_atom) -> uint32_t { return self->state.opts.self.index; },
     [=](caf::tick_atom) {
       auto& st = self->state;
       if (st.joined || std::chrono::steady_clock::now() < st.deadline)
         return;
       log::error(role, index, "no coordinator joined within {} s",
-                      std::chrono::duration_cast<std::chrono::seconds>(
-                        self->state.opts.join_timeout)
-                        .count());
+                 st.opts.join_timeout.count() / 1000.0);
       stop(self, 1);
     },
   };

@@ -29,6 +29,8 @@ using node_actor = caf::typed_actor<
   // The coordinator ends the job: the node stops with exit status `status`.
   // Replies with the node's index once its actors are told to stop.
   caf::replies_to<shutdown_atom, int32_t>::with<uint32_t>,
+  // Liveness probe of the coordinator. Replies with the node's index.
+  caf::replies_to<ping_atom>::with<uint32_t>,
   // Internal: fires once `join_timeout` after the start; stops the node with
   // status 1 if no coordinator has joined by then.
   caf::reacts_to<caf::tick_atom>>;

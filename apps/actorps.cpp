@@ -57,6 +57,9 @@ int run_node(const std::vector<std::string>& args) {
   }
   if (cmd.train.quiet)
     actorps::log::set_level(actorps::log::level::warning);
+  // `actorps launch` prefixes each line with the node's name already.
+  if (auto* v = std::getenv("ACTORPS_LAUNCHED"); v != nullptr && *v == '1')
+    actorps::log::set_show_origin(false);
   cmd.train.options.progress = !cmd.train.no_progress
                                && isatty(fileno(stdout)) != 0;
   return actorps::run_node(cmd.train.job, cmd.spec, *cmd.spec.task,
@@ -129,6 +132,7 @@ int run_launch(const std::vector<std::string>& args) {
     c.argv = {exe,     "node",   "--role",    role,
               "--index", std::to_string(index), "--cluster", file.path()};
     c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
+    c.env = {{"ACTORPS_LAUNCHED", "1"}};
     children.push_back(std::move(c));
   };
   for (uint32_t i = 0; i < job.ps; ++i)

@@ -47,15 +47,24 @@ std::string excerpt(const std::string& text, size_t at) {
   return out;
 }
 
-void compare_field(std::vector<std::string>& out, const char* name,
-                   const std::string& mine, const std::string& peer) {
-  if (mine == peer)
+/// "coordinator", "ps0", "worker1".
+std::string node_name(const handshake& hs) {
+  if (hs.role == "chief")
+    return "coordinator";
+  return hs.role + std::to_string(hs.index);
+}
+
+void compare_field(std::vector<std::string>& out, const char* field,
+                   const handshake& mine, const std::string& x,
+                   const handshake& peer, const std::string& y) {
+  if (x == y)
     return;
   size_t at = 0;
-  while (at < mine.size() && at < peer.size() && mine[at] == peer[at])
+  while (at < x.size() && at < y.size() && x[at] == y[at])
     ++at;
-  out.push_back(fmt::format("{}: \"{}\" here, \"{}\" at the peer", name,
-                            excerpt(mine, at), excerpt(peer, at)));
+  out.push_back(fmt::format("{}: \"{}\" at {}, \"{}\" at {}", field,
+                            excerpt(x, at), node_name(mine), excerpt(y, at),
+                            node_name(peer)));
 }
 
 } // namespace
@@ -135,17 +144,22 @@ std::vector<std::string> handshake_differences(const handshake& mine,
                                                const handshake& peer) {
   std::vector<std::string> out;
   if (mine.protocol != peer.protocol)
-    out.push_back(fmt::format("protocol version: {} here, {} at the peer",
-                              mine.protocol, peer.protocol));
-  compare_field(out, "build", mine.build, peer.build);
-  compare_field(out, "job model", mine.job.model, peer.job.model);
-  compare_field(out, "job variables", mine.job.variables, peer.job.variables);
-  compare_field(out, "job partitioning", mine.job.partitioning,
-                peer.job.partitioning);
-  compare_field(out, "job optimizer", mine.job.optimizer, peer.job.optimizer);
-  compare_field(out, "job consistency", mine.job.consistency,
-                peer.job.consistency);
-  compare_field(out, "job cluster", mine.job.cluster, peer.job.cluster);
+    out.push_back(fmt::format("protocol version: {} at {}, {} at {}",
+                              mine.protocol, node_name(mine), peer.protocol,
+                              node_name(peer)));
+  auto field = [&](const char* name, auto member) {
+    compare_field(out, name, mine, mine.*member, peer, peer.*member);
+  };
+  auto job_field = [&](const char* name, auto member) {
+    compare_field(out, name, mine, mine.job.*member, peer, peer.job.*member);
+  };
+  field("build", &handshake::build);
+  job_field("job model", &job_fingerprint::model);
+  job_field("job variables", &job_fingerprint::variables);
+  job_field("job partitioning", &job_fingerprint::partitioning);
+  job_field("job optimizer", &job_fingerprint::optimizer);
+  job_field("job consistency", &job_fingerprint::consistency);
+  job_field("job cluster", &job_fingerprint::cluster);
   return out;
 }
 

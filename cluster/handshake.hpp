@@ -38,9 +38,10 @@ handshake make_handshake(const job_config& cfg, const placement& pl,
                          const std::string& role, uint32_t index);
 
 /// What differs between this node's handshake and a peer's, one line per
-/// field: `protocol version: 1 here, 2 at the peer`, `job model: mlp
-/// 784-256-128-10, ... here, mlp 784-64-10, ... at the peer`. Role and index
-/// are not compared (they differ by design). Long fields are shown around
+/// field, naming the nodes so that both sides print the same line:
+/// `protocol version: 1 at ps0, 2 at coordinator`, `job model: "mlp
+/// 784-256-128-10, ..." at ps0, "mlp 784-64-10, ..." at coordinator`. Role
+/// and index are not compared (they differ by design). Long fields are shown around
 /// their first difference. Empty when the two nodes may work together.
 std::vector<std::string> handshake_differences(const handshake& mine,
                                                const handshake& peer);

@@ -9,6 +9,7 @@ namespace actorps::log {
 namespace {
 
 std::atomic<int> min_level{static_cast<int>(level::info)};
+std::atomic<bool> show_origin{true};
 std::mutex out_mtx;
 
 const char* tag(level lvl) {
@@ -34,9 +35,15 @@ bool enabled(level lvl) {
   return static_cast<int>(lvl) >= min_level.load(std::memory_order_relaxed);
 }
 
+void set_show_origin(bool on) {
+  show_origin = on;
+}
+
 void write(level lvl, std::string_view role, int index, std::string_view msg) {
   std::string line;
-  if (index >= 0)
+  if (!show_origin.load(std::memory_order_relaxed))
+    line = fmt::format("{}: {}\n", tag(lvl), msg);
+  else if (index >= 0)
     line = fmt::format("[{}{}] {}: {}\n", role, index, tag(lvl), msg);
   else
     line = fmt::format("[{}] {}: {}\n", role, tag(lvl), msg);

@@ -12,6 +12,10 @@ enum class level { debug = 0, info = 1, warning = 2, error = 3 };
 /// Sets the lowest level that is printed (default: info).
 void set_level(level lvl);
 
+/// Whether lines start with `[role index] ` (default: yes). Off in the
+/// nodes `actorps launch` starts: it prefixes every line of a node itself.
+void set_show_origin(bool on);
+
 /// Returns whether lines of `lvl` are printed.
 bool enabled(level lvl);
 

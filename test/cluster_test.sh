@@ -1,0 +1,359 @@
+#!/usr/bin/env bash
+# Multi-process clusters as a user runs them: `actorps launch`, and
+# `actorps node` processes started one by one on 127.0.0.1.
+# usage: cluster_test.sh ACTORPS_BINARY SOURCE_DIR CASE
+# CASE: launch | fingerprint | garbage | heartbeat | bad_input
+set -u
+bin=$1
+src=$2
+case_name=$3
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do
+    kill -CONT "$p" 2>/dev/null
+    kill -KILL "$p" 2>/dev/null
+  done
+  wait 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
+
+# A job config with short timeouts, so that failures show quickly.
+sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 8000/' \
+  "$src/configs/fashion_mnist.json" >"$tmp/job.json"
+short=(--config "$tmp/job.json" --train-limit 6400 --test-limit 1000
+       --epochs 2 --no-progress)
+
+# free_port: a port on 127.0.0.1 nobody listens on (checked by connecting).
+used_ports=" "
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    [[ $used_ports == *" $p "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      used_ports+="$p "
+      echo "$p"
+      return
+    fi
+  done
+}
+
+# write_spec FILE WORKERS PS: a cluster spec with free ports; prints nothing.
+write_spec() {
+  local file=$1 workers=$2 ps=$3 i list
+  {
+    printf '{"cluster": {"chief": ["127.0.0.1:%s"], "worker": [' "$(free_port)"
+    list=""
+    for ((i = 0; i < workers; i++)); do list+="\"127.0.0.1:$(free_port)\","; done
+    printf '%s], "ps": [' "${list%,}"
+    list=""
+    for ((i = 0; i < ps; i++)); do list+="\"127.0.0.1:$(free_port)\","; done
+    printf '%s]}}\n' "${list%,}"
+  } >"$file"
+}
+
+# port_of FILE ROLE INDEX
+port_of() {
+  grep -o "\"$2\": \[[^]]*\]" "$1" | grep -o '127.0.0.1:[0-9]*' \
+    | sed -n "$(($3 + 1))p" | cut -d: -f2
+}
+
+# start_node NAME ARGS...: starts `actorps node ARGS` in the background,
+# output in $tmp/NAME.log, pid in $tmp/NAME.pid.
+start_node() {
+  local name=$1
+  shift
+  "$bin" node "$@" >"$tmp/$name.log" 2>&1 &
+  echo $! >"$tmp/$name.pid"
+  pids+=($!)
+}
+
+# wait_exit PID SECONDS: waits for PID (a child of this shell) to end and
+# sets $status to its exit status, or to "timeout" (and kills it) if it is
+# still running after SECONDS.
+wait_exit() {
+  local pid=$1 limit=$2 i
+  for ((i = 0; i < limit * 10; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid"
+      status=$?
+      return
+    fi
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null
+  status=timeout
+}
+
+# wait_for_line FILE PATTERN SECONDS: seconds (with decimals) until a line
+# matching PATTERN appears in FILE, or "never".
+wait_for_line() {
+  local file=$1 pattern=$2 limit=$3 t0 now
+  t0=$(date +%s.%N)
+  while :; do
+    if grep -q -- "$pattern" "$file" 2>/dev/null; then
+      now=$(date +%s.%N)
+      awk -v a="$now" -v b="$t0" 'BEGIN { printf "%.2f\n", a - b }'
+      return
+    fi
+    now=$(date +%s.%N)
+    if awk -v a="$now" -v b="$t0" -v l="$limit" 'BEGIN { exit !(a - b > l) }'; then
+      echo never
+      return
+    fi
+    sleep 0.05
+  done
+}
+
+# less_than X Y: whether X < Y (decimals).
+less_than() { awk -v x="$1" -v y="$2" 'BEGIN { exit !(x < y) }'; }
+
+# train_loss FILE EPOCH: the train_loss of that epoch in a metrics file.
+train_loss() {
+  grep "\"epoch\":$2," "$1" | grep -o '"train_loss":[0-9.e+-]*' | cut -d: -f2
+}
+
+case_launch() {
+  "$bin" launch "${short[@]}" --workers 2 --ps 2 \
+    --metrics-out "$tmp/m.jsonl" >"$tmp/out" 2>&1
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then
+    bad "launch exited with $rc: $(tail -20 "$tmp/out")"
+    return
+  fi
+  ok "launch: 2 ps + 2 workers + coordinator exit 0"
+  local n
+  n=$(grep -c -E '^\[launch\] (ps[01]|worker[01]) exited with status 0$' "$tmp/out")
+  if [[ $n -eq 4 ]]; then
+    ok "every ps and worker process exited with status 0"
+  else
+    bad "expected 4 nodes to exit 0, saw $n: $(grep '^\[launch\]' "$tmp/out")"
+  fi
+  for prefix in '[coordinator] epoch   2/2' '[ps0] ' '[ps1] ' '[worker0] ' '[worker1] '; do
+    if grep -qF -- "$prefix" "$tmp/out"; then
+      ok "output prefixed: $prefix"
+    else
+      bad "no line starting with $prefix"
+    fi
+  done
+  local l1 l2
+  l1=$(train_loss "$tmp/m.jsonl" 1)
+  l2=$(train_loss "$tmp/m.jsonl" 2)
+  if [[ -n $l1 && -n $l2 ]] && less_than "$l2" "$l1"; then
+    ok "loss falls: epoch 1 $l1, epoch 2 $l2"
+  else
+    bad "loss does not fall: '$l1' -> '$l2' ($(cat "$tmp/m.jsonl"))"
+  fi
+}
+
+case_fingerprint() {
+  write_spec "$tmp/spec.json" 1 1
+  start_node ps0 "${short[@]}" --cluster "$tmp/spec.json" --role ps --index 0 \
+    --optimizer sgd
+  "$bin" node "${short[@]}" --cluster "$tmp/spec.json" --role coordinator \
+    >"$tmp/chief.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 1 ]] && grep -q 'refused this chief: job optimizer: "sgd learning_rate 0.001" at ps0, "adam learning_rate 0.001 .*" at coordinator' "$tmp/chief.log"; then
+    ok "coordinator refused with what differs: $(grep -o 'ps0 at.*' "$tmp/chief.log" | head -c 200)"
+  else
+    bad "coordinator: exit $rc, $(cat "$tmp/chief.log")"
+  fi
+  if grep -q 'refused chief 0: job optimizer: "sgd learning_rate 0.001" at ps0, "adam' "$tmp/ps0.log"; then
+    ok "ps logged the refusal: $(grep -o 'refused.*' "$tmp/ps0.log" | head -c 200)"
+  else
+    bad "ps did not log the refusal: $(cat "$tmp/ps0.log")"
+  fi
+  local pid
+  pid=$(cat "$tmp/ps0.pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    ok "the ps keeps running after refusing a stranger"
+  else
+    bad "the ps exited after a refused handshake"
+  fi
+  # A worker of another job: refused by the ps too.
+  "$bin" node "${short[@]}" --cluster "$tmp/spec.json" --role worker --index 0 \
+    --mode sync >"$tmp/w.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 1 ]] && grep -q 'job consistency: "async" at ps0, "sync" at worker0' "$tmp/w.log"; then
+    ok "a worker of another job is refused by the ps"
+  else
+    bad "worker: exit $rc, $(cat "$tmp/w.log")"
+  fi
+}
+
+case_garbage() {
+  write_spec "$tmp/spec.json" 1 1
+  start_node ps0 "${short[@]}" --cluster "$tmp/spec.json" --role ps --index 0
+  local port
+  port=$(port_of "$tmp/spec.json" ps 0)
+  wait_for_line "$tmp/ps0.log" "listening" 10 >/dev/null
+  # Random bytes, a BASP header announcing a 4 GiB handshake, plain text.
+  (exec 3<>"/dev/tcp/127.0.0.1/$port" && head -c 65536 /dev/urandom >&3) 2>/dev/null
+  (exec 3<>"/dev/tcp/127.0.0.1/$port" \
+     && printf '\x00\x00\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff' >&3 \
+     && sleep 0.3) 2>/dev/null
+  (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET / HTTP/1.0\r\n\r\n' >&3) 2>/dev/null
+  (exec 3<>"/dev/tcp/127.0.0.1/$port" && sleep 2.5) 2>/dev/null # silent
+  sleep 0.3
+  local pid rss
+  pid=$(cat "$tmp/ps0.pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    ok "the ps survives garbage on its port"
+  else
+    bad "the ps died: $(cat "$tmp/ps0.log")"
+    return
+  fi
+  rss=$(ps -o rss= -p "$pid")
+  if [[ $rss -lt 500000 ]]; then
+    ok "its memory stays small: ${rss} KiB"
+  else
+    bad "it holds ${rss} KiB after garbage"
+  fi
+  local n
+  n=$(grep -c "closed a connection from" "$tmp/ps0.log")
+  if [[ $n -ge 4 ]]; then
+    ok "each garbage connection was closed and logged ($n)"
+  else
+    bad "expected 4 rejected connections in the log, saw $n: $(cat "$tmp/ps0.log")"
+  fi
+  # And the node still works: a whole job runs against it.
+  start_node worker0 "${short[@]}" --cluster "$tmp/spec.json" --role worker --index 0
+  "$bin" node "${short[@]}" --cluster "$tmp/spec.json" --role coordinator \
+    >"$tmp/chief.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 0 ]] && grep -q '^done: test_accuracy' "$tmp/chief.log"; then
+    ok "a job runs on the ps afterwards"
+  else
+    bad "job after garbage: exit $rc, $(tail -5 "$tmp/chief.log")"
+  fi
+  wait_exit "$pid" 10
+  [[ $status == 0 ]] && ok "the ps exits 0 after the job" || bad "ps exit: $status"
+}
+
+case_heartbeat() {
+  # A stopped worker: reported, its closure re-run elsewhere, the job ends.
+  write_spec "$tmp/spec.json" 2 1
+  start_node ps0 "${short[@]}" --cluster "$tmp/spec.json" --role ps --index 0
+  start_node worker0 "${short[@]}" --cluster "$tmp/spec.json" --role worker --index 0
+  start_node worker1 "${short[@]}" --cluster "$tmp/spec.json" --role worker --index 1
+  start_node chief "${short[@]}" --cluster "$tmp/spec.json" --role coordinator \
+    --epochs 4
+  local chief w1 t rc
+  chief=$(cat "$tmp/chief.pid")
+  w1=$(cat "$tmp/worker1.pid")
+  if [[ $(wait_for_line "$tmp/chief.log" "epoch   1/4" 60) == never ]]; then
+    bad "no first epoch: $(cat "$tmp/chief.log")"
+    return
+  fi
+  kill -STOP "$w1"
+  t=$(wait_for_line "$tmp/chief.log" "lost worker1" 10)
+  if [[ $t != never ]] && less_than "$t" 3; then
+    ok "stopped worker reported after ${t} s"
+  else
+    bad "stopped worker not reported ($t): $(cat "$tmp/chief.log")"
+  fi
+  wait_exit "$chief" 60
+  rc=$status
+  if [[ $rc == 0 ]] && grep -q '^done: test_accuracy' "$tmp/chief.log"; then
+    ok "the job finished on the other worker"
+  else
+    bad "chief with a stopped worker: $rc, $(tail -5 "$tmp/chief.log")"
+  fi
+  kill -KILL "$w1"
+
+  # A stopped ps: reported, and the coordinator fails instead of hanging.
+  write_spec "$tmp/spec2.json" 1 1
+  start_node ps0b "${short[@]}" --cluster "$tmp/spec2.json" --role ps --index 0
+  start_node worker0b "${short[@]}" --cluster "$tmp/spec2.json" --role worker --index 0
+  start_node chiefb "${short[@]}" --cluster "$tmp/spec2.json" --role coordinator \
+    --epochs 50
+  chief=$(cat "$tmp/chiefb.pid")
+  if [[ $(wait_for_line "$tmp/chiefb.log" "epoch   1/50" 60) == never ]]; then
+    bad "no first epoch: $(cat "$tmp/chiefb.log")"
+    return
+  fi
+  kill -STOP "$(cat "$tmp/ps0b.pid")"
+  # Reported by the coordinator's own watch, or by the worker's first.
+  t=$(wait_for_line "$tmp/chiefb.log" "lost ps0\|ps_lost" 10)
+  if [[ $t != never ]] && less_than "$t" 3; then
+    ok "stopped ps reported after ${t} s"
+  else
+    bad "stopped ps not reported ($t): $(cat "$tmp/chiefb.log")"
+  fi
+  wait_exit "$chief" 20
+  rc=$status
+  if [[ $rc == 1 ]] && grep -q 'ps_lost' "$tmp/chiefb.log"; then
+    ok "the coordinator fails with the lost ps: $(grep -o 'failed:.*' "$tmp/chiefb.log" | head -c 200)"
+  else
+    bad "coordinator with a stopped ps: $rc, $(tail -5 "$tmp/chiefb.log")"
+  fi
+  wait_exit "$(cat "$tmp/worker0b.pid")" 10
+  rc=$status
+  if [[ $rc == 1 ]]; then
+    ok "the worker shuts down with status 1 when the job fails"
+  else
+    bad "worker after the failed job: $rc, $(tail -3 "$tmp/worker0b.log")"
+  fi
+}
+
+# expect_node_error NAME STATUS PATTERN ARGS...: `actorps node ARGS` exits
+# with STATUS and says PATTERN on stderr.
+expect_node_error() {
+  local name=$1 status=$2 pattern=$3
+  shift 3
+  timeout 30 "$bin" node "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [[ $rc -ne $status ]]; then
+    bad "$name: exit status $rc, expected $status ($(head -c 300 "$tmp/err"))"
+  elif ! grep -q -- "$pattern" "$tmp/err"; then
+    bad "$name: stderr does not mention '$pattern': $(cat "$tmp/err")"
+  else
+    ok "$name ($(tail -1 "$tmp/err" | head -c 200))"
+  fi
+}
+
+case_bad_input() {
+  write_spec "$tmp/spec.json" 1 1
+  local spec=$tmp/spec.json
+  expect_node_error "no spec at all" 2 "TF_CONFIG" "${short[@]}" --role ps
+  TF_CONFIG='{"cluster": {"chief": ["127.0.0.1:1"]' expect_node_error \
+    "malformed TF_CONFIG" 2 "TF_CONFIG: malformed JSON" "${short[@]}" --role ps
+  TF_CONFIG="$(cat "$spec")" expect_node_error "TF_CONFIG without task" 2 \
+    "no task" "${short[@]}"
+  expect_node_error "unknown role" 2 'task.type' "${short[@]}" --cluster "$spec" \
+    --role boss --index 0
+  expect_node_error "index out of range" 2 'task.index' "${short[@]}" \
+    --cluster "$spec" --role worker --index 3
+  echo '{"cluster": {"chief": ["127.0.0.1:99999"], "worker": ["a:1"], "ps": ["b:2"]}}' >"$tmp/s1.json"
+  expect_node_error "bad port" 2 'cluster.chief\[0\]' "${short[@]}" \
+    --cluster "$tmp/s1.json" --role ps --index 0
+  echo '{"cluster": {"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:2"]}}' >"$tmp/s2.json"
+  expect_node_error "duplicate address" 2 'h:2' "${short[@]}" \
+    --cluster "$tmp/s2.json" --role ps --index 0
+  expect_node_error "--workers against the spec" 2 '--workers: 3' "${short[@]}" \
+    --cluster "$spec" --role ps --index 0 --workers 3
+  # Unreachable nodes: the coordinator names each one after its timeout.
+  sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 1500/' \
+    "$tmp/job.json" >"$tmp/quick.json"
+  expect_node_error "unreachable nodes" 1 'could not reach within 1.5 s: ps0 at 127.0.0.1:[0-9]* (Connection refused), worker0 at' \
+    "${short[@]}" --config "$tmp/quick.json" --cluster "$spec" --role coordinator
+  # A port in use: the second ps cannot listen.
+  start_node ps0 "${short[@]}" --cluster "$spec" --role ps --index 0
+  wait_for_line "$tmp/ps0.log" "listening" 10 >/dev/null
+  expect_node_error "port in use" 1 'cannot listen on 127.0.0.1:[0-9]*: Address already in use' \
+    "${short[@]}" --cluster "$spec" --role ps --index 0
+  # A ps no coordinator joins gives up after the timeout, with status 1.
+  expect_node_error "no coordinator" 1 'no coordinator joined within 1.5 s' \
+    "${short[@]}" --config "$tmp/quick.json" --cluster "$tmp/spec.json" \
+    --role worker --index 0
+}
+
+"case_$case_name"
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 && $passed -gt 0 ]]
