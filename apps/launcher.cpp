@@ -426,7 +426,7 @@ public:
         if (i == main_index) {
           main_exited = true;
           term_at = clock::now() + grace;
-        } else if (!main_exited) {
+        } else {
           launcher_line(fmt::format("{} {}", c.spec->name,
                                     describe(c.wait_status)));
         }

@@ -45,7 +45,7 @@ struct launch_options {
 ///
 /// Returns when the child `main_index` has exited and every other child has
 /// exited or been killed as described in launch_options::grace. When a
-/// non-main child exits before the main one, prints
+/// non-main child exits, before or after the main one, prints
 /// "[launch] NAME exited with status S" (or "[launch] NAME killed by signal
 /// N (SIGNAME)") and keeps going. SIGINT and SIGTERM received by the launcher
 /// are forwarded to all running children, and the launcher keeps waiting as

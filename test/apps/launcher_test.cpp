@@ -192,7 +192,8 @@ TEST_CASE("a child still running after the main one exits gets SIGTERM after "
   CHECK(elapsed < 3.0);
   CHECK(out.text()
         == "[launch] ps0: still running 200 ms after chief exited; "
-           "sending SIGTERM\n");
+           "sending SIGTERM\n"
+           "[launch] ps0 killed by signal 15 (SIGTERM)\n");
   CHECK(no_children_left());
 }
 
@@ -212,7 +213,8 @@ TEST_CASE("a child that ignores SIGTERM gets SIGKILL after twice the grace "
         == "[launch] ps0: still running 150 ms after chief exited; "
            "sending SIGTERM\n"
            "[launch] ps0: still running 150 ms after SIGTERM; "
-           "sending SIGKILL\n");
+           "sending SIGKILL\n"
+           "[launch] ps0 killed by signal 9 (SIGKILL)\n");
   CHECK(no_children_left());
 }
 
