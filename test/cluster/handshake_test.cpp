@@ -1,0 +1,103 @@
+#include <catch2/catch.hpp>
+
+#include "cluster/handshake.hpp"
+#include "core/job_config.hpp"
+#include "core/placement.hpp"
+#include "models/registry.hpp"
+#include "models/model.hpp"
+
+using namespace actorps;
+
+namespace {
+
+handshake hello(const job_config& cfg, const std::string& role,
+                uint32_t index) {
+  auto net = make_model(cfg);
+  partitioner_config pcfg = cfg.partitioner;
+  if (pcfg.num_shards == 0)
+    pcfg.num_shards = cfg.ps;
+  auto pl = place_variables(net->variables(), pcfg, cfg.ps);
+  return make_handshake(cfg, pl, role, index);
+}
+
+} // namespace
+
+TEST_CASE("nodes of one job agree", "[handshake]") {
+  job_config cfg;
+  auto chief = hello(cfg, "chief", 0);
+  auto ps = hello(cfg, "ps", 1);
+  CHECK(handshake_differences(chief, ps).empty());
+  CHECK(fingerprint_id(chief.job) == fingerprint_id(ps.job));
+  CHECK(chief.protocol == protocol_version);
+  CHECK(chief.build.find("actorps") == 0);
+}
+
+TEST_CASE("a differing field is named, with both nodes", "[handshake]") {
+  job_config cfg;
+  auto chief = hello(cfg, "chief", 0);
+  auto other = cfg;
+  other.optimizer.type = optimizer_config::kind::adam; // cfg: sgd
+  auto ps = hello(other, "ps", 1);
+  auto diffs = handshake_differences(ps, chief);
+  REQUIRE(diffs.size() == 1);
+  CHECK(diffs[0].rfind("job optimizer: \"adam learning_rate", 0) == 0);
+  CHECK(diffs[0].find("at ps1, \"sgd") != std::string::npos);
+  CHECK(diffs[0].find("at coordinator") != std::string::npos);
+  CHECK(fingerprint_id(chief.job) != fingerprint_id(ps.job));
+}
+
+TEST_CASE("model, shapes, partitioning, mode and size each count",
+          "[handshake]") {
+  job_config cfg;
+  auto base = hello(cfg, "worker", 0);
+  auto differs = [&](job_config c, const std::string& field) {
+    auto diffs = handshake_differences(base, hello(c, "ps", 0));
+    INFO(field);
+    REQUIRE(!diffs.empty());
+    CHECK(join_lines(diffs).find(field) != std::string::npos);
+  };
+  auto c1 = cfg;
+  c1.layers = {784, 64, 10};
+  differs(c1, "job variables");
+  auto c2 = cfg;
+  c2.partitioner.num_shards = 3;
+  differs(c2, "job partitioning");
+  auto c3 = cfg;
+  c3.mode = "ssp";
+  differs(c3, "job consistency");
+  auto c4 = cfg;
+  c4.workers = 3;
+  differs(c4, "job cluster");
+  auto c5 = cfg;
+  c5.init_seed = 7;
+  differs(c5, "job model");
+}
+
+TEST_CASE("another protocol version or build is named", "[handshake]") {
+  job_config cfg;
+  auto a = hello(cfg, "chief", 0);
+  auto b = a;
+  b.role = "worker";
+  b.protocol = protocol_version + 1;
+  b.build = "actorps 9.9.9 (git deadbeef, CAF 0.17.6)";
+  auto text = join_lines(handshake_differences(a, b));
+  CHECK(text.find("protocol version: 1 at coordinator, 2 at worker0")
+        != std::string::npos);
+  CHECK(text.find("build: ") != std::string::npos);
+}
+
+TEST_CASE("long fields are shown around their first difference",
+          "[handshake]") {
+  job_config cfg;
+  cfg.layers = {784, 100, 100, 100, 100, 100, 100, 100, 10};
+  cfg.partitioner.num_shards = 4;
+  cfg.ps = 4;
+  auto a = hello(cfg, "chief", 0);
+  auto c = cfg;
+  c.layers[7] = 99;
+  auto diffs = handshake_differences(a, hello(c, "ps", 0));
+  REQUIRE(!diffs.empty());
+  for (auto& d : diffs)
+    CHECK(d.size() < 400);
+  CHECK(join_lines(diffs).find("dense_6/kernel 100x99") != std::string::npos);
+}
