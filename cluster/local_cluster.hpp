@@ -36,8 +36,9 @@ public:
   /// An in-process system. @param threads scheduler threads; 0 = one per core.
   explicit system_config(uint32_t threads = 0);
 
-  /// A system that talks to other nodes: loads CAF's middleman and turns on
-  /// heartbeats as `net` says.
+  /// A system that talks to other nodes: loads CAF's middleman, turns on
+  /// heartbeats as `net` says, and uses CAF's "sharing" scheduler with
+  /// `threads` threads (0 = one: a node runs one main actor).
   system_config(uint32_t threads, const network_options& net);
 };
 

@@ -37,7 +37,8 @@ struct job_config {
   // -- cluster ----------------------------------------------------------------
   uint32_t workers = 2;
   uint32_t ps = 2;
-  /// CAF scheduler threads (0 = one per core).
+  /// CAF scheduler threads (0 = one per core in `actorps train`; one per
+  /// process for the nodes of a multi-process cluster).
   uint32_t threads = 0;
   /// Multi-process clusters: how long the coordinator (and a worker, for its
   /// parameter servers) keeps retrying nodes that are not up yet, and how
