@@ -186,8 +186,9 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
     auto& st = self->state;
     for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
       if (st.opts.servers[p].address() == dm.source && !st.ps_lost) {
-        log::error("worker", static_cast<int>(st.opts.index), "lost ps{}: {}",
-                   p, self->system().render(dm.reason));
+        if (dm.reason != caf::exit_reason::user_shutdown)
+          log::error("worker", static_cast<int>(st.opts.index),
+                     "lost ps{}: {}", p, self->system().render(dm.reason));
         st.ps_lost = caf::make_error(errc::ps_lost, "ps", p,
                                      self->system().render(dm.reason));
         fail(self, st.ps_lost);

@@ -136,6 +136,9 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
   auto backoff = std::chrono::milliseconds(50);
   size_t missing = members.size();
   bool logged_wait = false;
+  // How log lines name this process.
+  auto who = mine.role == "chief" ? std::string{"coordinator"} : mine.role;
+  auto who_index = mine.role == "chief" ? -1 : static_cast<int>(mine.index);
   caf::scoped_actor self{sys};
   for (;;) {
     for (size_t i = 0; i < members.size(); ++i) {
@@ -187,7 +190,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
       result[i].welcome = std::move(welcome);
       joined[i] = true;
       --missing;
-      log::debug(mine.role, static_cast<int>(mine.index), "joined {}", where);
+      log::debug(who, who_index, "joined {}", where);
     }
     if (missing == 0)
       return result;
@@ -207,8 +210,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
       for (size_t i = 0; i < members.size(); ++i)
         if (!joined[i])
           names += (names.empty() ? "" : ", ") + members[i].name();
-      log::info(mine.role, static_cast<int>(mine.index),
-                "waiting for {} (up to {} s)", names,
+      log::info(who, who_index, "waiting for {} (up to {} s)", names,
                 timeout.count() / 1000.0);
     }
     std::this_thread::sleep_for(
@@ -271,7 +273,9 @@ remote_cluster::~remote_cluster() {
   caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
   caf::anon_send(watcher_, shutdown_atom_v);
   caf::scoped_actor self{sys_};
-  for (size_t i = 0; i < nodes_.size(); ++i)
+  // Workers first (members_ lists the servers first), so that no worker
+  // sees its servers go.
+  for (size_t i = nodes_.size(); i-- > 0;)
     self->request(nodes_[i], shutdown_timeout, shutdown_atom_v, status)
       .receive([](uint32_t) {},
                [&](caf::error& err) {
