@@ -105,6 +105,8 @@ void dispatch(coordinator_ptr self) {
                       + c->function + ") failed on worker "
                       + std::to_string(w) + ": "
                       + self->system().render(err);
+          // Said now: the caller hears of it only at its next schedule/join.
+          log::error("coordinator", -1, "{}", text);
           c->complete(nullptr, &err, text);
           cancel_queue(self);
           self->state.idle.push_back(w);
@@ -148,6 +150,7 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers) {
     [=](cancel_atom, caf::error& reason) {
       auto& st = self->state;
       auto text = self->system().render(reason);
+      log::error("coordinator", -1, "failing every closure: {}", text);
       for (auto& c : st.running)
         if (c) {
           auto running = std::move(c);

@@ -154,6 +154,8 @@ int main(int argc, char** argv) {
   // zero (15% of the run time in a profile); keep them on the heap instead.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  if (auto* v = std::getenv("ACTORPS_LOG"); v != nullptr && v == std::string{"debug"})
+    actorps::log::set_level(actorps::log::level::debug);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(usage, args.empty() ? stderr : stdout);

@@ -27,7 +27,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 constexpr auto hello_timeout = std::chrono::seconds(10);
-constexpr auto shutdown_timeout = std::chrono::seconds(2);
 
 /// Watches every node of the cluster for the coordinator: pings each one
 /// every `interval` and declares it lost when it has not answered for
@@ -225,7 +224,8 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                                const cluster_spec& spec,
                                std::shared_ptr<const model> net,
                                std::chrono::milliseconds connect_timeout)
-  : sys_(sys) {
+  : sys_(sys),
+    shutdown_timeout_(std::max<uint64_t>(cfg.heartbeat_timeout_ms, 200)) {
   auto pcfg = cfg.partitioner;
   if (pcfg.type == partitioner_config::kind::fixed_shards
       && pcfg.num_shards == 0)
@@ -272,17 +272,20 @@ remote_cluster::~remote_cluster() {
   coordinator_.reset();
   caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
   caf::anon_send(watcher_, shutdown_atom_v);
+  // Every node is told at once, workers first (members_ lists the servers
+  // first) so that no worker sees its servers go; a live node answers within
+  // milliseconds, a stopped or lost one is not waited for long.
   caf::scoped_actor self{sys_};
-  // Workers first (members_ lists the servers first), so that no worker
-  // sees its servers go.
   for (size_t i = nodes_.size(); i-- > 0;)
-    self->request(nodes_[i], shutdown_timeout, shutdown_atom_v, status)
-      .receive([](uint32_t) {},
-               [&](caf::error& err) {
-                 log::debug("coordinator", -1, "{} did not confirm the "
-                            "shutdown: {}",
-                            members_[i].name(), sys_.render(err));
-               });
+    self->send(nodes_[i], shutdown_atom_v, static_cast<int32_t>(status));
+  size_t answered = 0;
+  bool waiting = true;
+  self->receive_while([&] { return waiting && answered < nodes_.size(); })(
+    [&](uint32_t) { ++answered; }, [&](caf::error&) { ++answered; },
+    caf::after(shutdown_timeout_) >> [&] { waiting = false; });
+  if (answered < nodes_.size())
+    log::debug("coordinator", -1, "{} of {} nodes did not confirm the shutdown",
+               nodes_.size() - answered, nodes_.size());
   caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
 }
 

@@ -80,6 +80,8 @@ public:
 
 private:
   caf::actor_system& sys_;
+  /// How long the destructor waits for the nodes to confirm the shutdown.
+  std::chrono::milliseconds shutdown_timeout_;
   std::shared_ptr<const placement> layout_;
   std::vector<cluster_member> members_;
   std::vector<caf::actor> nodes_;
