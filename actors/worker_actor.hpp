@@ -25,8 +25,10 @@ using worker_actor = caf::typed_actor<
   // minibatch of this worker's dataset -> push the gradient to every server
   // (in parallel), each push carrying the clock its values were read at.
   // Replies when every push is acknowledged.
-  // Errors: errc::unknown_function; any error of a pull or push (the first
-  // one), e.g. errc::shape_mismatch or caf::sec::request_receiver_down.
+  // Errors: errc::unknown_function; errc::ps_lost once a parameter server
+  // is down or unreachable (the worker monitors each one; every later closure
+  // fails the same way); any error of a pull or push (the first one), e.g.
+  // errc::shape_mismatch.
   caf::replies_to<run_atom, closure_request>::with<step_result>>;
 
 /// Step functions every worker knows by name.

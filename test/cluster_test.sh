@@ -222,8 +222,10 @@ case_garbage() {
   else
     bad "expected 4 rejected connections in the log, saw $n: $(cat "$tmp/ps0.log")"
   fi
-  # And the node still works: a whole job runs against it.
-  start_node worker0 "${short[@]}" --cluster "$tmp/spec.json" --role worker --index 0
+  # And the node still works: a whole job runs against it. The worker reads
+  # its spec and task from TF_CONFIG, as TensorFlow users write it.
+  TF_CONFIG="$(sed 's/}}$/}, "task": {"type": "worker", "index": 0}}/' "$tmp/spec.json")" \
+    start_node worker0 "${short[@]}"
   "$bin" node "${short[@]}" --cluster "$tmp/spec.json" --role coordinator \
     >"$tmp/chief.log" 2>&1
   local rc=$?
