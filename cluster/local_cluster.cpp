@@ -56,6 +56,14 @@ system_config::system_config(uint32_t threads, const network_options& net)
 
 cluster::~cluster() = default;
 
+placement job_placement(const job_config& cfg, const model& net) {
+  auto pcfg = cfg.partitioner;
+  if (pcfg.type == partitioner_config::kind::fixed_shards
+      && pcfg.num_shards == 0)
+    pcfg.num_shards = cfg.ps;
+  return place_variables(net.variables(), pcfg, cfg.ps);
+}
+
 void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net) {
@@ -134,12 +142,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                              std::shared_ptr<const model> net,
                              const dataset_fn& fn)
   : sys_(sys) {
-  auto pcfg = cfg.partitioner;
-  if (pcfg.type == partitioner_config::kind::fixed_shards
-      && pcfg.num_shards == 0)
-    pcfg.num_shards = cfg.ps;
-  layout_ = std::make_shared<const placement>(
-    place_variables(net->variables(), pcfg, cfg.ps));
+  layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
   // Build the datasets first: their errors are the user's to fix.
   std::vector<std::shared_ptr<batch_iterator>> data;
   for (uint32_t w = 0; w < cfg.workers; ++w)

@@ -64,6 +64,13 @@ public:
   virtual std::vector<ps_stats> stats() = 0;
 };
 
+/// Where the variables of `net` live in the job `cfg`: split by
+/// cfg.partitioner (fixed_shards with num_shards 0: one shard per ps) and
+/// placed round-robin over cfg.ps servers. Every node of a cluster computes
+/// the same placement from the same config.
+/// @throws input_error as place_variables.
+placement job_placement(const job_config& cfg, const model& net);
+
 /// Sends every shard of `layout` with its initial values (the model
 /// initialised from cfg.init_seed) to its parameter server.
 /// @throws runtime_failure if a server refuses a shard or does not answer.

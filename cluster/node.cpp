@@ -24,14 +24,6 @@ namespace actorps {
 
 namespace {
 
-placement layout_of(const job_config& cfg, const model& net) {
-  auto pcfg = cfg.partitioner;
-  if (pcfg.type == partitioner_config::kind::fixed_shards
-      && pcfg.num_shards == 0)
-    pcfg.num_shards = cfg.ps;
-  return place_variables(net.variables(), pcfg, cfg.ps);
-}
-
 /// Publishes `role_actor` behind a node actor and a gate at `address`, then
 /// waits until the node actor stops. Stops `role_actor` in every case.
 int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
@@ -73,7 +65,7 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
 
 int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
   auto net = make_model(cfg);
-  auto layout = layout_of(cfg, *net);
+  auto layout = job_placement(cfg, *net);
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   caf::actor_system sys{sys_cfg};
   auto ps = spawn_ps(sys, ps_options{index, cfg.optimizer,
@@ -86,7 +78,7 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
 int run_worker(const job_config& cfg, const cluster_spec& spec,
                uint32_t index) {
   auto net = make_model(cfg);
-  auto layout = std::make_shared<const placement>(layout_of(cfg, *net));
+  auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
   auto train_data = std::make_shared<const dataset>(
     load_fashion_mnist(cfg.data_dir, "train", cfg.train_limit));
   check_dataset(*net, *train_data, cfg.data_dir);

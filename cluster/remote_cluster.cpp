@@ -226,12 +226,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                                std::chrono::milliseconds connect_timeout)
   : sys_(sys),
     shutdown_timeout_(std::max<uint64_t>(cfg.heartbeat_timeout_ms, 200)) {
-  auto pcfg = cfg.partitioner;
-  if (pcfg.type == partitioner_config::kind::fixed_shards
-      && pcfg.num_shards == 0)
-    pcfg.num_shards = cfg.ps;
-  layout_ = std::make_shared<const placement>(
-    place_variables(net->variables(), pcfg, cfg.ps));
+  layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     members_.push_back({"ps", p, spec.ps[p]});
   for (uint32_t w = 0; w < spec.worker.size(); ++w)

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "cluster/handshake.hpp"
+#include "cluster/local_cluster.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
 #include "models/registry.hpp"
@@ -13,11 +14,7 @@ namespace {
 handshake hello(const job_config& cfg, const std::string& role,
                 uint32_t index) {
   auto net = make_model(cfg);
-  partitioner_config pcfg = cfg.partitioner;
-  if (pcfg.num_shards == 0)
-    pcfg.num_shards = cfg.ps;
-  auto pl = place_variables(net->variables(), pcfg, cfg.ps);
-  return make_handshake(cfg, pl, role, index);
+  return make_handshake(cfg, job_placement(cfg, *net), role, index);
 }
 
 } // namespace
