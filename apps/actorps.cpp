@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -149,11 +148,6 @@ int run_launch(const std::vector<std::string>& args) {
 } // namespace
 
 int main(int argc, char** argv) {
-  // Pulls and pushes allocate buffers of about a megabyte per step. glibc
-  // would serve each from fresh mmap'd pages that the kernel must fault in and
-  // zero (15% of the run time in a profile); keep them on the heap instead.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   if (auto* v = std::getenv("ACTORPS_LOG"); v != nullptr && v == std::string{"debug"})
     actorps::log::set_level(actorps::log::level::debug);
   std::vector<std::string> args(argv + 1, argv + argc);

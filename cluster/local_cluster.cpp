@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include <malloc.h>
+
 #include <fmt/format.h>
 
 #include "caf/actor_system.hpp"
@@ -23,6 +25,11 @@ constexpr auto setup_timeout = std::chrono::seconds(30);
 } // namespace
 
 system_config::system_config(uint32_t threads) {
+  // Pulls and pushes allocate buffers of about a megabyte per step. glibc
+  // would serve each from fresh mmap'd pages that the kernel must fault in and
+  // zero (15% of the run time in a profile); keep them on the heap instead.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   add_message_types<caf::id_block::actorps>();
   add_error_category(caf::atom("actorps"),
                      [](uint8_t code, caf::atom_value, const caf::message& ctx) {
@@ -35,17 +42,19 @@ system_config::system_config(uint32_t threads) {
   if (threads == 0)
     threads = std::max(1u, std::thread::hardware_concurrency());
   set("scheduler.max-threads", static_cast<size_t>(threads));
+  // CAF's default, work stealing, polls and then sleeps when idle: every
+  // message to an idle system waited up to about 0.1 ms for a thread (1K
+  // pull in one process: 0.137 -> 0.049 ms, between processes 0.29 -> 0.15
+  // ms). The sharing policy wakes a thread at once. Training throughput was
+  // the same in one process (119-120k samples/s both) and higher across
+  // processes (25k -> 32k).
+  set("scheduler.policy", caf::atom("sharing"));
 }
 
 system_config::system_config(uint32_t threads, const network_options& net)
   : system_config(threads == 0 ? 1 : threads) {
   // A node runs one main actor (a ps, a worker, or the dispatcher), so one
-  // scheduler thread by default. The sharing policy wakes an idle thread as
-  // soon as a message arrives; work stealing polls and then sleeps, which
-  // cost each pull or push about 0.13 ms (1K-float round trip: 0.29 ms
-  // stealing, 0.15 ms sharing; the Fashion-MNIST job under launch: 25k ->
-  // 32k samples/s). In one process it made no difference.
-  set("scheduler.policy", caf::atom("sharing"));
+  // scheduler thread by default.
   load<caf::io::middleman>();
   // Deserialise incoming messages on the multiplexer thread instead of
   // handing each to a BASP worker thread: one thread switch less per

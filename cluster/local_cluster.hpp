@@ -30,15 +30,17 @@ struct network_options {
 };
 
 /// The actor_system_config of every actorps process: registers the message
-/// types, renders actorps errors, and sets the scheduler's thread count.
+/// types, renders actorps errors, uses CAF's "sharing" scheduler with the
+/// given thread count, and keeps large buffers on glibc's heap (mallopt: a
+/// process-wide setting).
 class system_config : public caf::actor_system_config {
 public:
   /// An in-process system. @param threads scheduler threads; 0 = one per core.
   explicit system_config(uint32_t threads = 0);
 
   /// A system that talks to other nodes: loads CAF's middleman, turns on
-  /// heartbeats as `net` says, and uses CAF's "sharing" scheduler with
-  /// `threads` threads (0 = one: a node runs one main actor).
+  /// heartbeats as `net` says; `threads` = 0 means one (a node runs one main
+  /// actor).
   system_config(uint32_t threads, const network_options& net);
 };
 

@@ -3,7 +3,7 @@
 # everything is already installed. Run as root (or with sudo available).
 set -euo pipefail
 
-packages=(libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev
+packages=(libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev libbenchmark-dev
           zlib1g-dev dataset-fashion-mnist cmake g++)
 
 missing=()
