@@ -20,6 +20,8 @@
 #include "caf/serializer.hpp"
 #include "caf/type_id.hpp"
 
+#include "core/float_vector.hpp"
+
 namespace actorps {
 
 /// Error codes of actorps actors (category atom "actorps").
@@ -60,7 +62,7 @@ std::string to_string(errc x);
 /// encoding of std::vector<float> (see caf-0.17-notes.md, section 3). Bytes
 /// travel in the host's order: all nodes of a cluster must share endianness.
 struct float_buffer {
-  std::vector<float> values;
+  float_vector values;
 
   /// Largest buffer a peer may send: 2^28 floats (1 GiB).
   static constexpr size_t max_floats = size_t{1} << 28;

@@ -54,7 +54,7 @@ bool may_read(const ps_state& st, uint32_t w) {
 }
 
 pull_reply snapshot(const ps_state& st) {
-  return pull_reply{st.stats.clock, float_buffer{st.values}};
+  return pull_reply{st.stats.clock, float_buffer{float_vector(st.values.begin(), st.values.end())}};
 }
 
 void release_pulls(ps_ptr self) {

@@ -2,7 +2,7 @@
 // to its limit measured by the same program in the same run.
 //
 //   actorps-bench [--sizes 1024,65536,1048576,4194304] [--iterations N]
-//                 [--epochs N] [--no-training] [--quick]
+//                 [--epochs N] [--config FILE] [--no-training] [--quick]
 //                 [--out bench/results.json] [--markdown docs/benchmarks.md]
 //   actorps-bench --validate FILE     checks a results file (exit 0 / 1)
 //
@@ -14,7 +14,8 @@
 //   with 1 and 2 workers at once; in one process (actor messages) and between
 //   two processes (gate + CAF BASP, as a worker talks to a ps).
 // - training: `actorps train` and `actorps launch` with 1, 2 and 4 workers
-//   (2 ps), samples/s and each worker's share of time per phase.
+//   (2 ps) on the job of --config (default configs/fashion_mnist.json),
+//   samples/s and each worker's share of time per phase.
 // Latencies in milliseconds; GB/s = N * 4 bytes / p50.
 
 #include <algorithm>
@@ -265,21 +266,25 @@ void bm_tcp(benchmark::State& st, uint64_t n, uint16_t port) {
 
 // -- transfers --------------------------------------------------------------------
 
-/// One pull or push by worker `w` against `ps`; returns false on error.
+/// The push of worker `w`: its gradient buffer, filled (a worker's gather).
+push_request make_push(uint32_t w, uint64_t closure,
+                       const std::vector<float>& grad) {
+  push_request req;
+  req.id = update_id{w, 0, closure};
+  req.gradient.values.assign(grad.begin(), grad.end());
+  return req;
+}
+
+/// One pull, or the push `req`, by worker `w`; false on error.
 bool transfer_once(caf::scoped_actor& self, const ps_actor& ps, bool push,
-                   uint32_t w, uint64_t& closure,
-                   const std::vector<float>& grad) {
+                   uint32_t w, push_request req) {
   bool ok = true;
-  if (push) {
-    push_request req;
-    req.id = update_id{w, 0, ++closure};
-    req.gradient.values = grad; // the worker's gather, in effect
+  if (push)
     self->request(ps, caf::infinite, push_atom_v, std::move(req))
       .receive([](uint64_t) {}, [&](caf::error&) { ok = false; });
-  } else {
+  else
     self->request(ps, caf::infinite, pull_atom_v, w)
       .receive([](pull_reply&) {}, [&](caf::error&) { ok = false; });
-  }
   return ok;
 }
 
@@ -295,7 +300,9 @@ void bm_transfer(benchmark::State& st, caf::actor_system* sys, ps_actor ps,
       caf::scoped_actor self{*sys};
       uint64_t closure = uint64_t{1} << 40;
       while (!stop.load())
-        if (!transfer_once(self, ps, push, 1, closure, grad))
+        if (!transfer_once(self, ps, push, 1,
+                           push ? make_push(1, ++closure, grad)
+                                : push_request{}))
           break;
     });
   caf::scoped_actor self{*sys};
@@ -303,8 +310,11 @@ void bm_transfer(benchmark::State& st, caf::actor_system* sys, ps_actor ps,
   point p{"transfer", push ? "push" : "pull", std::move(where), n, workers,
           {}};
   for (auto _ : st) {
+    // A push starts with the gradient in its buffer: filling it is the
+    // worker's gather, part of its step, not of the transfer.
+    auto req = push ? make_push(0, ++closure, grad) : push_request{};
     auto t0 = clock_type::now();
-    if (!transfer_once(self, ps, push, 0, closure, grad)) {
+    if (!transfer_once(self, ps, push, 0, std::move(req))) {
       st.SkipWithError("the ps failed");
       break;
     }
@@ -613,6 +623,7 @@ int main(int argc, char** argv) {
   int epochs = 1;
   bool training = true;
   bool quick = false;
+  std::string config = "configs/fashion_mnist.json";
   std::string out = "bench/results.json";
   std::string md = "docs/benchmarks.md";
   std::vector<char*> gb_args{argv[0]};
@@ -639,6 +650,8 @@ int main(int argc, char** argv) {
       quick = true;
     else if (a == "--out")
       out = value();
+    else if (a == "--config")
+      config = value();
     else if (a == "--markdown")
       md = value();
     else if (a.rfind("--benchmark_", 0) == 0)
@@ -736,7 +749,11 @@ int main(int argc, char** argv) {
   close(stop_pipe[1]);
   waitpid(child, nullptr, 0);
   if (training) {
-    auto job = fmt::format("--epochs {}", epochs);
+    if (!std::ifstream(config)) {
+      fmt::print(stderr, "actorps-bench: --config: cannot read {}\n", config);
+      return 2;
+    }
+    auto job = fmt::format("--config '{}' --epochs {}", config, epochs);
     if (quick)
       job += " --train-limit 4000 --test-limit 500";
     std::vector<int> counts = quick ? std::vector<int>{1}

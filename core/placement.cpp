@@ -67,9 +67,9 @@ void scatter_shards(const placement& pl, uint32_t ps, const float* ps_buffer,
                   s.size * sizeof(float));
 }
 
-std::vector<float> gather_shards(const placement& pl, uint32_t ps,
-                                 const float* model) {
-  std::vector<float> result;
+float_vector gather_shards(const placement& pl, uint32_t ps,
+                           const float* model) {
+  float_vector result;
   result.reserve(pl.ps_sizes[ps]);
   // Shards were placed in creation order, so ps_offset grows along pl.shards.
   for (auto& s : pl.shards)

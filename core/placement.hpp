@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/float_vector.hpp"
 #include "core/partitioner.hpp"
 
 namespace actorps {
@@ -72,7 +73,7 @@ void scatter_shards(const placement& pl, uint32_t ps, const float* ps_buffer,
 /// shards copied out of the flat model buffer `model`, in buffer order.
 /// Appends shard by shard, so no float is written twice (it runs for every
 /// push).
-std::vector<float> gather_shards(const placement& pl, uint32_t ps,
-                                 const float* model);
+float_vector gather_shards(const placement& pl, uint32_t ps,
+                           const float* model);
 
 } // namespace actorps

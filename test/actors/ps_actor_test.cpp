@@ -12,6 +12,10 @@ using namespace actorps;
 
 namespace {
 
+std::vector<float> as_vector(const float_vector& v) {
+  return {v.begin(), v.end()};
+}
+
 
 create_shard make_shard(std::string name, uint64_t rows, uint64_t cols,
                         std::vector<float> values) {
@@ -20,7 +24,7 @@ create_shard make_shard(std::string name, uint64_t rows, uint64_t cols,
   s.row_begin = 0;
   s.row_end = rows;
   s.cols = cols;
-  s.values.values = std::move(values);
+  s.values.values.assign(values.begin(), values.end());
   return s;
 }
 
@@ -29,7 +33,7 @@ push_request make_push(uint64_t read_clock, uint64_t closure,
   push_request p;
   p.read_clock = read_clock;
   p.id = update_id{worker, 0, closure};
-  p.gradient.values = std::move(grad);
+  p.gradient.values.assign(grad.begin(), grad.end());
   return p;
 }
 
@@ -86,7 +90,7 @@ TEST_CASE_METHOD(deterministic,
   self->receive(
     [](pull_reply& r) {
       CHECK(r.clock == 0);
-      CHECK(r.values.values == std::vector<float>{1, 2, 3, 4, 5});
+      CHECK(as_vector(r.values.values) == std::vector<float>{1, 2, 3, 4, 5});
     },
     [](caf::error&) { FAIL("pull failed"); });
   anon_send_exit(ps, caf::exit_reason::user_shutdown);
@@ -117,7 +121,7 @@ TEST_CASE_METHOD(deterministic,
     [](pull_reply& r) {
       CHECK(r.clock == 2);
       // 1 - 0.5*2 = 0, 1 - 0.5*2 = 0, 1 + 0.5*2 = 2
-      CHECK(r.values.values == std::vector<float>{0, 0, 2});
+      CHECK(as_vector(r.values.values) == std::vector<float>{0, 0, 2});
     },
     [](caf::error&) { FAIL("pull failed"); });
   self->send(ps, stats_atom_v);
@@ -155,7 +159,7 @@ TEST_CASE_METHOD(deterministic,
   self->receive(
     [](pull_reply& r) {
       CHECK(r.clock == 0);
-      CHECK(r.values.values == std::vector<float>{1, 2});
+      CHECK(as_vector(r.values.values) == std::vector<float>{1, 2});
     },
     [](caf::error&) { FAIL("pull failed"); });
   anon_send_exit(ps, caf::exit_reason::user_shutdown);
@@ -225,7 +229,7 @@ TEST_CASE_METHOD(deterministic,
   self->receive(
     [](pull_reply& r) {
       CHECK(r.clock == 1);
-      CHECK(r.values.values == std::vector<float>{-1, -3});
+      CHECK(as_vector(r.values.values) == std::vector<float>{-1, -3});
     },
     [](caf::error&) { FAIL("pull failed"); });
   anon_send_exit(ps, caf::exit_reason::user_shutdown);

@@ -175,7 +175,7 @@ TEST_CASE("gather_shards then scatter_shards round-trips a model buffer",
     std::vector<float> model(pl.model_size);
     for (auto& x : model)
       x = dist(rng);
-    std::vector<std::vector<float>> ps_buffers(num_ps);
+    std::vector<float_vector> ps_buffers(num_ps);
     for (uint32_t p = 0; p < num_ps; ++p) {
       ps_buffers[p] = gather_shards(pl, p, model.data());
       CHECK(ps_buffers[p].size() == pl.ps_sizes[p]);
