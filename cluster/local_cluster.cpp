@@ -58,7 +58,7 @@ system_config::system_config(uint32_t threads, const network_options& net)
   load<caf::io::middleman>();
   // Deserialise incoming messages on the multiplexer thread instead of
   // handing each to a BASP worker thread: one thread switch less per
-  // message. Between two processes (actorps-transfer-bench, p50): 1M floats
+  // message. Between two processes (p50 of a 1M-float push): 1M floats
   // 3.2 -> 2.5 ms, the whole model 0.7 -> 0.5 ms; training unchanged.
   // (Larger socket buffers and more consecutive reads gave nothing.)
   set("middleman.workers", size_t{0});
