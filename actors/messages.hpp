@@ -170,6 +170,21 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
            x.staleness_sum, x.staleness_max, x.floats, x.shards);
 }
 
+/// ps -> coordinator: everything a parameter server holds, for a checkpoint;
+/// coordinator -> ps: the same, to restore one.
+struct ps_snapshot {
+  uint64_t clock = 0;           ///< updates applied
+  uint64_t optimizer_steps = 0; ///< the optimizer's step count (Adam's t)
+  float_buffer values;          ///< every shard, in buffer order
+  std::vector<float_buffer> slots; ///< optimizer slots, each like values
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
+  return f(caf::meta::type_name("actorps::ps_snapshot"), x.clock,
+           x.optimizer_steps, x.values, x.slots);
+}
+
 /// coordinator -> worker: run step function `function` as closure `id`.
 struct closure_request {
   uint64_t id = 0;
@@ -190,12 +205,16 @@ struct step_result {
   double pull_s = 0;     ///< from first pull sent to last reply
   double compute_s = 0;  ///< forward + backward
   double push_s = 0;     ///< from first push sent to last ack
+  /// The worker's data position after this step (for checkpoints).
+  uint64_t data_epoch = 0;
+  uint64_t data_offset = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("actorps::step_result"), x.closure, x.worker,
-           x.loss, x.samples, x.pull_s, x.compute_s, x.push_s);
+           x.loss, x.samples, x.pull_s, x.compute_s, x.push_s, x.data_epoch,
+           x.data_offset);
 }
 
 /// What a node believes the job is, field by field, each as canonical text
@@ -269,6 +288,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::job_fingerprint))
   CAF_ADD_TYPE_ID(actorps, (actorps::handshake))
   CAF_ADD_TYPE_ID(actorps, (actorps::node_welcome))
+  CAF_ADD_TYPE_ID(actorps, (actorps::ps_snapshot))
   CAF_ADD_ATOM(actorps, actorps, create_atom, "create")
   CAF_ADD_ATOM(actorps, actorps, pull_atom, "pull")
   CAF_ADD_ATOM(actorps, actorps, push_atom, "push")
@@ -280,4 +300,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, shutdown_atom, "shutdown")
   CAF_ADD_ATOM(actorps, actorps, ping_atom, "ping")
   CAF_ADD_ATOM(actorps, actorps, lost_atom, "lost")
+  CAF_ADD_ATOM(actorps, actorps, save_atom, "save")
+  CAF_ADD_ATOM(actorps, actorps, restore_atom, "restore")
+  CAF_ADD_ATOM(actorps, actorps, seek_atom, "seek")
 CAF_END_TYPE_ID_BLOCK(actorps)

@@ -164,6 +164,38 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts) {
       return rp;
     },
     [=](stats_atom) -> ps_stats { return self->state.stats; },
+    [=](save_atom) -> ps_snapshot {
+      auto& st = self->state;
+      ps_snapshot snap;
+      snap.clock = st.stats.clock;
+      snap.optimizer_steps = st.optimizer.steps();
+      snap.values.values.assign(st.values.begin(), st.values.end());
+      for (auto& slot : st.optimizer.slots())
+        snap.slots.push_back(float_buffer{float_vector(slot.begin(), slot.end())});
+      return snap;
+    },
+    [=](restore_atom, ps_snapshot& snap) -> caf::result<uint64_t> {
+      auto& st = self->state;
+      auto& slots = st.optimizer.slots();
+      if (snap.values.values.size() != st.values.size()
+          || snap.slots.size() != slots.size())
+        return caf::make_error(errc::shape_mismatch, "restore of ps",
+                               st.opts.index, st.values.size(), slots.size(),
+                               snap.values.values.size(), snap.slots.size());
+      for (auto& s : snap.slots)
+        if (s.values.size() != st.values.size())
+          return caf::make_error(errc::shape_mismatch, "restore of ps slot",
+                                 st.opts.index, st.values.size(),
+                                 s.values.size());
+      std::copy(snap.values.values.begin(), snap.values.values.end(),
+                st.values.begin());
+      for (size_t i = 0; i < slots.size(); ++i)
+        std::copy(snap.slots[i].values.begin(), snap.slots[i].values.end(),
+                  slots[i].begin());
+      st.optimizer.set_steps(snap.optimizer_steps);
+      st.stats.clock = snap.clock;
+      return st.stats.clock;
+    },
   };
 }
 

@@ -35,7 +35,15 @@ using ps_actor = caf::typed_actor<
   // buffer's; errc::unknown_worker; on error nothing changes.
   caf::replies_to<push_atom, push_request>::with<uint64_t>,
   // Replies with the server's counters.
-  caf::replies_to<stats_atom>::with<ps_stats>>;
+  caf::replies_to<stats_atom>::with<ps_stats>,
+  // Replies with a copy of everything the server holds (values, optimizer
+  // slots and steps, clock), for a checkpoint.
+  caf::replies_to<save_atom>::with<ps_snapshot>,
+  // Replaces values, optimizer slots and steps, and the clock with the
+  // snapshot's (a restored checkpoint). Replies with the clock.
+  // Errors: errc::shape_mismatch if the sizes or the number of slots differ
+  // from the server's (nothing changes then).
+  caf::replies_to<restore_atom, ps_snapshot>::with<uint64_t>>;
 
 /// The worker index of pulls that are not a worker's (evaluation, tests).
 inline constexpr uint32_t no_worker = std::numeric_limits<uint32_t>::max();

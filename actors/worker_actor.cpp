@@ -113,6 +113,9 @@ void compute(worker_ptr self) {
   st.result.loss = st.opts.net->loss_and_gradient(st.params.data(), batch,
                                                   st.grad.data(), *st.ws);
   st.result.samples = rows;
+  auto pos = st.opts.data->position();
+  st.result.data_epoch = pos.epoch;
+  st.result.data_offset = pos.offset;
   st.result.compute_s = seconds_since(t0);
   push_all(self);
 }
@@ -195,6 +198,14 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       }
   });
   return {
+    [=](seek_atom, uint64_t epoch, uint64_t offset) -> caf::result<bool> {
+      auto& data = *self->state.opts.data;
+      if (offset > data.shard_rows())
+        return caf::make_error(errc::shape_mismatch, "data offset", offset,
+                               data.shard_rows());
+      data.seek(data_position{epoch, offset});
+      return true;
+    },
     [=](run_atom, closure_request& req) -> caf::result<step_result> {
       auto rp = self->make_response_promise<step_result>();
       self->state.queue.push_back(job{std::move(req), rp});

@@ -29,7 +29,11 @@ using worker_actor = caf::typed_actor<
   // is down or unreachable (the worker monitors each one; every later closure
   // fails the same way); any error of a pull or push (the first one), e.g.
   // errc::shape_mismatch.
-  caf::replies_to<run_atom, closure_request>::with<step_result>>;
+  caf::replies_to<run_atom, closure_request>::with<step_result>,
+  // Moves the worker's data iterator to (epoch, offset) (a restored
+  // checkpoint). Replies with true.
+  // Errors: errc::shape_mismatch if the offset is past the worker's shard.
+  caf::replies_to<seek_atom, uint64_t, uint64_t>::with<bool>>;
 
 /// Step functions every worker knows by name.
 inline constexpr const char* train_step_name = "train_step";

@@ -58,6 +58,10 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --test-limit N         use the first N test examples (0 = all)
   --seed N               seed of the initial values (model.seed)
   --metrics-out FILE     write per-epoch and final metrics as JSON lines
+  --checkpoint-dir DIR   write checkpoints there (training.checkpoint_dir)
+  --checkpoint-every N   ... also every N steps, not only at epoch ends
+  --restore DIR          continue from the checkpoint in DIR
+  --resume               continue from the newest checkpoint in --checkpoint-dir
   --no-progress          no progress bar, even on a terminal
   --quiet                no diagnostics on stderr
   -h, --help             this text
@@ -122,6 +126,8 @@ train_command parse_job_args(
     {"--seed", true},            {"--metrics-out", true},
     {"--mode", true},            {"--staleness", true},
     {"--no-progress", false},    {"--quiet", false},
+    {"--checkpoint-dir", true},  {"--checkpoint-every", true},
+    {"--restore", true},         {"--resume", false},
     {"--help", false},           {"-h", false},
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -196,12 +202,25 @@ train_command parse_job_args(
       job.staleness = to_count(flag, value, 0, 1u << 20);
     else if (flag == "--metrics-out")
       cmd.options.metrics_out = value;
+    else if (flag == "--checkpoint-dir")
+      job.checkpoint_dir = value;
+    else if (flag == "--checkpoint-every")
+      job.checkpoint_every_steps = to_count(flag, value, 0, uint64_t{1} << 40);
+    else if (flag == "--restore")
+      cmd.options.restore_dir = value;
+    else if (flag == "--resume")
+      cmd.options.resume = true;
     else if (flag == "--no-progress")
       cmd.no_progress = true;
     else if (flag == "--quiet")
       cmd.quiet = true;
   }
   validate(job);
+  if (cmd.options.resume && job.checkpoint_dir.empty())
+    throw input_error("--resume: needs --checkpoint-dir (or "
+                      "training.checkpoint_dir in the config)");
+  if (cmd.options.resume && !cmd.options.restore_dir.empty())
+    throw input_error("--resume and --restore: give one of them");
   return cmd;
 }
 

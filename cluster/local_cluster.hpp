@@ -64,6 +64,15 @@ public:
   /// Counters of every parameter server (blocking; zeros for a server that
   /// does not answer).
   virtual std::vector<ps_stats> stats() = 0;
+
+  /// The parameter servers, by index.
+  virtual const std::vector<ps_actor>& servers() const = 0;
+
+  /// The workers, by index.
+  virtual const std::vector<worker_actor>& workers() const = 0;
+
+  /// The actor system the cluster's actors (or proxies) live in.
+  virtual caf::actor_system& system() = 0;
 };
 
 /// Where the variables of `net` live in the job `cfg`: split by
@@ -116,12 +125,16 @@ public:
     return *layout_;
   }
 
-  const std::vector<ps_actor>& servers() const {
+  const std::vector<ps_actor>& servers() const override {
     return servers_;
   }
 
-  const std::vector<worker_actor>& workers() const {
+  const std::vector<worker_actor>& workers() const override {
     return workers_;
+  }
+
+  caf::actor_system& system() override {
+    return sys_;
   }
 
   std::vector<float> pull_model() override;

@@ -78,6 +78,18 @@ public:
 
   std::vector<ps_stats> stats() override;
 
+  const std::vector<ps_actor>& servers() const override {
+    return servers_;
+  }
+
+  const std::vector<worker_actor>& workers() const override {
+    return workers_;
+  }
+
+  caf::actor_system& system() override {
+    return sys_;
+  }
+
 private:
   caf::actor_system& sys_;
   /// How long the destructor waits for the nodes to confirm the shutdown.

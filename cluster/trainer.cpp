@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <future>
 #include <thread>
 
@@ -13,6 +14,7 @@
 
 #include "caf/actor_system.hpp"
 
+#include "cluster/checkpointer.hpp"
 #include "cluster/local_cluster.hpp"
 #include "cluster/remote_cluster.hpp"
 #include "core/dataset.hpp"
@@ -146,6 +148,31 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     return batch_iterator{train_data, ctx, cfg.batch_size, cfg.shuffle_seed};
   };
 
+  // A checkpoint to continue from is read and checked whole before any actor
+  // starts: a bad one is the user's to fix (input_error), and nothing is
+  // half-loaded.
+  std::optional<checkpoint_state> restored;
+  std::string restore_dir = opts.restore_dir;
+  if (opts.resume) {
+    restore_dir = latest_checkpoint(cfg.checkpoint_dir);
+    if (restore_dir.empty())
+      throw input_error(fmt::format("--resume: no checkpoint in {}",
+                                    cfg.checkpoint_dir));
+  }
+  if (!restore_dir.empty()) {
+    restored = read_checkpoint(restore_dir);
+    check_checkpoint(*restored, cfg, job_placement(cfg, *net), restore_dir);
+    if (restored->epoch >= cfg.epochs)
+      throw input_error(fmt::format("{}: the checkpoint has {} epochs done; "
+                                    "ask for more with --epochs",
+                                    restore_dir, restored->epoch));
+    if (restored->step_in_epoch >= closures_per_epoch)
+      throw input_error(fmt::format("{}: {} steps of epoch {} done, but an "
+                                    "epoch has {} steps in this job",
+                                    restore_dir, restored->step_in_epoch,
+                                    restored->epoch + 1, closures_per_epoch));
+  }
+
   train_report report;
   report.workers = cfg.workers;
   report.ps = cfg.ps;
@@ -164,25 +191,70 @@ train_report train_on(const job_config& cfg, const train_options& opts,
               to_string(cfg.optimizer.type), cfg.mode);
     double train_time = 0;
     uint64_t total_samples = 0;
-    for (uint32_t epoch = 1; epoch <= cfg.epochs; ++epoch) {
+    training_progress progress;
+    progress.workers.assign(cfg.workers, data_position{});
+    if (restored) {
+      restore_checkpoint(cluster, *restored);
+      progress = progress_of(*restored);
+      log::info("coordinator", -1,
+                "resumed from {}: {} epochs and {} steps of the next done "
+                "({} steps in all)",
+                restore_dir, progress.epoch, progress.step_in_epoch,
+                progress.global_step);
+    }
+    auto save = [&] {
+      if (cfg.checkpoint_dir.empty())
+        return;
+      auto t = clock_type::now();
+      auto path = write_checkpoint(cfg.checkpoint_dir,
+                                   capture_checkpoint(cluster, cfg, progress),
+                                   cfg.keep_checkpoints);
+      log::info("coordinator", -1, "checkpoint {} ({:.2f} s)", path,
+                seconds(clock_type::now() - t));
+    };
+    for (uint32_t epoch = progress.epoch + 1; epoch <= cfg.epochs; ++epoch) {
       auto t0 = clock_type::now();
       auto finished_before = coord.counts().finished;
+      auto to_run = closures_per_epoch - progress.step_in_epoch;
       std::vector<remote_value> results;
-      results.reserve(closures_per_epoch);
-      for (uint64_t i = 0; i < closures_per_epoch; ++i)
-        results.push_back(coord.schedule(train_step_name));
-      if (opts.progress && opts.out != nullptr) {
-        while (!coord.join_for(std::chrono::milliseconds(200)))
-          draw_progress(opts.out, epoch, cfg.epochs,
-                        coord.counts().finished - finished_before,
-                        closures_per_epoch, seconds(clock_type::now() - t0));
-        std::fputs("\r\033[K", opts.out);
+      results.reserve(to_run);
+      // Closures go out in chunks that end at checkpoint boundaries; between
+      // chunks nothing runs, so each checkpoint is consistent.
+      while (progress.step_in_epoch < closures_per_epoch) {
+        auto chunk = closures_per_epoch - progress.step_in_epoch;
+        auto every = cfg.checkpoint_every_steps;
+        if (every > 0)
+          chunk = std::min(chunk, every - progress.global_step % every);
+        auto begin = results.size();
+        for (uint64_t i = 0; i < chunk; ++i)
+          results.push_back(coord.schedule(train_step_name));
+        if (opts.progress && opts.out != nullptr) {
+          while (!coord.join_for(std::chrono::milliseconds(200)))
+            draw_progress(opts.out, epoch, cfg.epochs,
+                          coord.counts().finished - finished_before, to_run,
+                          seconds(clock_type::now() - t0));
+          std::fputs("\r\033[K", opts.out);
+        }
+        coord.join();
+        for (auto i = begin; i < results.size(); ++i) {
+          auto r = results[i].fetch();
+          auto& pos = progress.workers.at(r.worker);
+          if (std::make_pair(r.data_epoch, r.data_offset)
+              > std::make_pair(pos.epoch, pos.offset))
+            pos = data_position{r.data_epoch, r.data_offset};
+        }
+        progress.step_in_epoch += chunk;
+        progress.global_step += chunk;
+        if (every > 0 && progress.global_step % every == 0
+            && progress.step_in_epoch < closures_per_epoch)
+          save();
       }
-      coord.join();
+      progress.epoch = epoch;
+      progress.step_in_epoch = 0;
       auto epoch_time = seconds(clock_type::now() - t0);
       epoch_metrics m;
       m.epoch = epoch;
-      m.steps = closures_per_epoch;
+      m.steps = results.size();
       uint64_t samples = 0;
       for (auto& rv : results) {
         auto r = rv.fetch();
@@ -218,6 +290,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                      {"test_accuracy", m.test_accuracy},
                      {"samples_per_sec", m.samples_per_sec},
                      {"elapsed_s", m.elapsed_s}});
+      save();
     }
     report.samples_per_sec = double(total_samples) / train_time;
     report.worker_s = train_time * cfg.workers;

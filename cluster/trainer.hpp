@@ -54,13 +54,22 @@ struct train_options {
   /// success only; on failure no file claims a result and an older file of
   /// that name is left as it was.
   std::string metrics_out;
+  /// Continue from the checkpoint in this directory ("" = start afresh).
+  std::string restore_dir;
+  /// Continue from the newest checkpoint in cfg.checkpoint_dir.
+  bool resume = false;
 };
 
 /// Runs a training job with every role in this process: loads the data,
 /// starts cfg.ps parameter servers, cfg.workers workers and the coordinator
 /// as CAF actors, schedules steps_per_epoch x workers "train_step" closures
-/// per epoch, evaluates on the test set after each epoch.
-/// @throws input_error for unusable input (data files, shapes, metrics path);
+/// per epoch, evaluates on the test set after each epoch. With
+/// cfg.checkpoint_dir set, writes a checkpoint after every
+/// cfg.checkpoint_every_steps steps (0: none within epochs) and at each
+/// epoch end; with opts.restore_dir or opts.resume, continues from one at its
+/// step and data positions.
+/// @throws input_error for unusable input (data files, shapes, metrics path,
+///         a checkpoint that is corrupt, truncated or of another job);
 ///         runtime_failure if training fails.
 train_report train(const job_config& cfg, const train_options& opts);
 

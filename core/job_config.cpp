@@ -201,6 +201,9 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("mode", cfg.mode);
     s.get("staleness", cfg.staleness, 0, 1u << 20);
     s.get("max_queued", cfg.max_queued, 1);
+    s.get("checkpoint_dir", cfg.checkpoint_dir);
+    s.get("checkpoint_every_steps", cfg.checkpoint_every_steps, 0);
+    s.get("keep_checkpoints", cfg.keep_checkpoints, 1, 1000);
   }
   } // root checks for unknown top-level fields here
   validate(cfg);

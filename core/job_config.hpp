@@ -68,6 +68,12 @@ struct job_config {
   uint64_t staleness = 2;
   /// Closures queued at most before schedule() blocks (TF: bounded queue).
   uint64_t max_queued = 4096;
+  /// Where the coordinator writes checkpoints ("" = none), after every
+  /// `checkpoint_every_steps` steps (0 = only at epoch ends) and at each
+  /// epoch end, keeping the newest `keep_checkpoints`.
+  std::string checkpoint_dir;
+  uint64_t checkpoint_every_steps = 0;
+  uint32_t keep_checkpoints = 3;
 
   /// Where this config came from (file name, or "<string>"), for messages.
   std::string source = "<defaults>";

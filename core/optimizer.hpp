@@ -71,6 +71,11 @@ public:
     return steps_;
   }
 
+  /// Sets the step count (restoring a checkpoint).
+  void set_steps(uint64_t n) noexcept {
+    steps_ = n;
+  }
+
   const optimizer_config& config() const noexcept {
     return cfg_;
   }

@@ -278,3 +278,63 @@ TEST_CASE_METHOD(deterministic,
   anon_send_exit(ps, caf::exit_reason::user_shutdown);
   sched.run();
 }
+
+TEST_CASE_METHOD(deterministic,
+                 "a saved parameter server restores into a fresh one",
+                 "[actors][ps][checkpoint]") {
+  optimizer_config adam;
+  adam.type = optimizer_config::kind::adam;
+  adam.learning_rate = 0.1f;
+  auto a = spawn_ps(sys, ps_options{0, adam});
+  auto b = spawn_ps(sys, ps_options{0, adam});
+  sched.run();
+  caf::scoped_actor self{sys};
+  create(self, a, make_shard("w", 2, 1, {1, 2}));
+  create(self, b, make_shard("w", 2, 1, {0, 0}));
+  for (uint64_t i = 1; i <= 3; ++i) {
+    self->send(a, push_atom_v, make_push(0, i, {0.5f, -1.0f}));
+    sched.run();
+    self->receive([](uint64_t) {}, [](caf::error&) { FAIL("push failed"); });
+  }
+  ps_snapshot snap;
+  self->send(a, save_atom_v);
+  sched.run();
+  self->receive([&](ps_snapshot& s) { snap = std::move(s); },
+                [](caf::error&) { FAIL("save failed"); });
+  CHECK(snap.clock == 3);
+  CHECK(snap.optimizer_steps == 3);
+  REQUIRE(snap.slots.size() == 2); // Adam's m and v
+  // A snapshot of the wrong size is refused and changes nothing.
+  auto wrong = snap;
+  wrong.values.values.push_back(0);
+  self->send(b, restore_atom_v, wrong);
+  sched.run();
+  self->receive([](uint64_t) { FAIL("a wrong snapshot was restored"); },
+                [](caf::error& e) { CHECK(e == errc::shape_mismatch); });
+  self->send(b, restore_atom_v, snap);
+  sched.run();
+  self->receive([](uint64_t clock) { CHECK(clock == 3); },
+                [](caf::error&) { FAIL("restore failed"); });
+  // From here on both servers must compute exactly the same.
+  for (auto* ps : {&a, &b}) {
+    self->send(*ps, push_atom_v, make_push(3, 9, {0.25f, 0.25f}));
+    sched.run();
+    self->receive([](uint64_t clock) { CHECK(clock == 4); },
+                  [](caf::error&) { FAIL("push failed"); });
+  }
+  std::vector<float> va;
+  std::vector<float> vb;
+  self->send(a, pull_atom_v, no_worker);
+  sched.run();
+  self->receive([&](pull_reply& r) { va = as_vector(r.values.values); },
+                [](caf::error&) { FAIL("pull failed"); });
+  self->send(b, pull_atom_v, no_worker);
+  sched.run();
+  self->receive([&](pull_reply& r) { vb = as_vector(r.values.values); },
+                [](caf::error&) { FAIL("pull failed"); });
+  CHECK(va == vb);
+  CHECK(va != std::vector<float>{1, 2});
+  anon_send_exit(a, caf::exit_reason::user_shutdown);
+  anon_send_exit(b, caf::exit_reason::user_shutdown);
+  sched.run();
+}

@@ -1,0 +1,179 @@
+#include "cluster/checkpointer.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "caf/actor_system.hpp"
+#include "caf/after.hpp"
+#include "caf/scoped_actor.hpp"
+
+#include "cluster/handshake.hpp"
+#include "cluster/local_cluster.hpp"
+#include "core/error.hpp"
+#include "core/job_config.hpp"
+
+namespace actorps {
+
+namespace {
+
+constexpr auto answer_timeout = std::chrono::seconds(60);
+
+/// Sends `xs` to `dest` and waits for one reply of type T, watching `dest`:
+/// a lost actor fails at once. @throws runtime_failure naming `what`.
+template <class T, class Handle, class... Ts>
+T ask(caf::actor_system& sys, const Handle& dest, const std::string& what,
+      Ts&&... xs) {
+  caf::scoped_actor self{sys};
+  self->monitor(dest);
+  self->send(dest, std::forward<Ts>(xs)...);
+  T result;
+  std::string failure;
+  self->receive(
+    [&](T& x) { result = std::move(x); },
+    [&](caf::error& err) { failure = sys.render(err); },
+    [&](caf::down_msg& dm) { failure = "lost: " + sys.render(dm.reason); },
+    caf::after(answer_timeout) >> [&] {
+      failure = fmt::format("no answer within {} s", answer_timeout.count());
+    });
+  if (!failure.empty())
+    throw runtime_failure(fmt::format("{}: {}", what, failure));
+  return result;
+}
+
+std::map<std::string, std::string> job_fields(const job_fingerprint& fp) {
+  return {{"model", fp.model},
+          {"variables", fp.variables},
+          {"partitioning", fp.partitioning},
+          {"optimizer", fp.optimizer},
+          {"consistency", fp.consistency},
+          {"cluster", fp.cluster}};
+}
+
+} // namespace
+
+checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
+                                    const training_progress& progress) {
+  auto& layout = cl.layout();
+  checkpoint_state st;
+  st.global_step = progress.global_step;
+  st.epoch = progress.epoch;
+  st.step_in_epoch = progress.step_in_epoch;
+  st.workers = progress.workers;
+  st.job = job_fields(make_fingerprint(cfg, layout));
+  auto& servers = cl.servers();
+  for (uint32_t p = 0; p < servers.size(); ++p) {
+    auto snap = ask<ps_snapshot>(cl.system(), servers[p],
+                                 fmt::format("saving ps {}", p), save_atom_v);
+    if (snap.values.values.size() != layout.ps_sizes[p])
+      throw runtime_failure(fmt::format("saving ps {}: {} floats, expected {}",
+                                        p, snap.values.values.size(),
+                                        layout.ps_sizes[p]));
+    st.ps_clocks.push_back(snap.clock);
+    st.optimizer_steps.push_back(snap.optimizer_steps);
+    for (auto& s : layout.shards_of(p)) {
+      auto& var = layout.variables[s.variable];
+      checkpoint_shard out;
+      out.variable = var.name;
+      out.index = s.index;
+      out.row_begin = s.row_begin;
+      out.row_end = s.row_end;
+      out.cols = var.cols;
+      out.ps = p;
+      auto first = s.ps_offset;
+      auto last = s.ps_offset + s.size;
+      out.values.assign(snap.values.values.begin() + first,
+                        snap.values.values.begin() + last);
+      for (auto& slot : snap.slots)
+        out.slots.emplace_back(slot.values.begin() + first,
+                               slot.values.begin() + last);
+      st.shards.push_back(std::move(out));
+    }
+  }
+  return st;
+}
+
+void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
+                      const placement& layout, const std::string& dir) {
+  auto where = dir + "/manifest.json";
+  std::vector<std::string> diffs;
+  for (auto& [field, text] : job_fields(make_fingerprint(cfg, layout))) {
+    auto i = st.job.find(field);
+    if (i == st.job.end())
+      diffs.push_back(fmt::format("job {}: missing in the checkpoint", field));
+    else if (i->second != text)
+      diffs.push_back(fmt::format("job {}: \"{}\" in the checkpoint, \"{}\" "
+                                  "in this job",
+                                  field, i->second, text));
+  }
+  if (!diffs.empty())
+    throw input_error(fmt::format("{}: the checkpoint is of another job: {}",
+                                  where, join_lines(diffs)));
+  if (st.workers.size() != cfg.workers)
+    throw input_error(fmt::format("{}: {} worker positions for {} workers",
+                                  where, st.workers.size(), cfg.workers));
+  if (st.ps_clocks.size() != cfg.ps || st.optimizer_steps.size() != cfg.ps)
+    throw input_error(fmt::format("{}: ps clocks or optimizer steps for {} ps "
+                                  "(expected {})",
+                                  where, st.ps_clocks.size(), cfg.ps));
+  if (st.shards.size() != layout.shards.size())
+    throw input_error(fmt::format("{}: {} shards, the job has {}", where,
+                                  st.shards.size(), layout.shards.size()));
+  for (auto& s : layout.shards) {
+    auto& var = layout.variables[s.variable];
+    auto n = std::count_if(st.shards.begin(), st.shards.end(),
+                           [&](const checkpoint_shard& c) {
+                             return c.variable == var.name
+                                    && c.index == s.index
+                                    && c.row_begin == s.row_begin
+                                    && c.row_end == s.row_end
+                                    && c.cols == var.cols && c.ps == s.ps
+                                    && c.values.size() == s.size;
+                           });
+    if (n != 1)
+      throw input_error(fmt::format("{}: shard {} of {} (rows {}-{} on ps {}) "
+                                    "is missing or appears twice",
+                                    where, s.index, var.name, s.row_begin,
+                                    s.row_end, s.ps));
+  }
+}
+
+void restore_checkpoint(cluster& cl, const checkpoint_state& st) {
+  auto& layout = cl.layout();
+  auto& servers = cl.servers();
+  for (uint32_t p = 0; p < servers.size(); ++p) {
+    ps_snapshot snap;
+    snap.clock = st.ps_clocks.at(p);
+    snap.optimizer_steps = st.optimizer_steps.at(p);
+    snap.values.values.resize(layout.ps_sizes[p]);
+    for (auto& s : layout.shards_of(p)) {
+      auto& var = layout.variables[s.variable];
+      for (auto& c : st.shards) {
+        if (c.variable != var.name || c.index != s.index)
+          continue;
+        std::copy(c.values.begin(), c.values.end(),
+                  snap.values.values.begin() + s.ps_offset);
+        if (snap.slots.size() < c.slots.size())
+          snap.slots.resize(c.slots.size(),
+                            float_buffer{float_vector(layout.ps_sizes[p])});
+        for (size_t i = 0; i < c.slots.size(); ++i)
+          std::copy(c.slots[i].begin(), c.slots[i].end(),
+                    snap.slots[i].values.begin() + s.ps_offset);
+      }
+    }
+    ask<uint64_t>(cl.system(), servers[p], fmt::format("restoring ps {}", p),
+                  restore_atom_v, std::move(snap));
+  }
+  auto& workers = cl.workers();
+  for (uint32_t w = 0; w < workers.size(); ++w)
+    ask<bool>(cl.system(), workers[w],
+              fmt::format("moving worker {} to its data position", w),
+              seek_atom_v, st.workers.at(w).epoch, st.workers.at(w).offset);
+}
+
+training_progress progress_of(const checkpoint_state& st) {
+  return training_progress{st.global_step, st.epoch, st.step_in_epoch,
+                           st.workers};
+}
+
+} // namespace actorps

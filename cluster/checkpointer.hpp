@@ -1,0 +1,50 @@
+#pragma once
+
+// Between a running cluster and a checkpoint on disk (core/checkpoint.hpp).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.hpp"
+#include "core/dataset.hpp"
+
+namespace actorps {
+
+class cluster;
+struct job_config;
+struct placement;
+
+/// Where a training job is: what a checkpoint records besides the variables.
+struct training_progress {
+  uint64_t global_step = 0;   ///< closures finished in the whole job
+  uint32_t epoch = 0;         ///< epochs completed
+  uint64_t step_in_epoch = 0; ///< closures finished in epoch `epoch + 1`
+  /// Each worker's data position after its last finished closure.
+  std::vector<data_position> workers;
+};
+
+/// Snapshots every parameter server of `cl` (values, optimizer slots and
+/// steps, clock) and cuts the buffers into the shards of the placement. Call
+/// it with no closure running, so that the snapshot is consistent.
+/// @throws runtime_failure if a server fails, is lost or does not answer.
+checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
+                                    const training_progress& progress);
+
+/// Checks that checkpoint `st`, read from `dir`, belongs to the job `cfg`
+/// placed as `layout`: the same job fingerprint (model, variables,
+/// partitioning, optimizer, consistency, cluster), every shard of the
+/// placement present once with its shape, and one data position per worker.
+/// @throws input_error naming `dir`/manifest.json and what differs.
+void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
+                      const placement& layout, const std::string& dir);
+
+/// Restores every parameter server of `cl` from `st` (checked with
+/// check_checkpoint) and moves each worker's data to its saved position.
+/// @throws runtime_failure if a server or worker refuses or is lost.
+void restore_checkpoint(cluster& cl, const checkpoint_state& st);
+
+/// The progress recorded in `st`.
+training_progress progress_of(const checkpoint_state& st);
+
+} // namespace actorps

@@ -1,0 +1,139 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dataset.hpp"
+
+namespace actorps {
+
+// -- state --------------------------------------------------------------------
+
+/// The most optimizer slots a shard may carry (Adam's two moments).
+constexpr uint32_t checkpoint_max_slots = 2;
+
+/// Version of the manifest and shard-file format that write_checkpoint writes
+/// and read_checkpoint reads.
+constexpr uint32_t checkpoint_format_version = 1;
+
+/// One shard of one variable: rows [row_begin, row_end) x cols, held by
+/// parameter server `ps`.
+struct checkpoint_shard {
+  /// Variable name; any text (it may contain '/'), valid UTF-8.
+  std::string variable;
+  /// Shard number within the variable; (variable, index) is unique.
+  uint32_t index = 0;
+  /// Global first-axis rows [row_begin, row_end) and the columns of each row.
+  uint64_t row_begin = 0;
+  uint64_t row_end = 0;
+  uint64_t cols = 1;
+  /// The parameter server that holds the shard.
+  uint32_t ps = 0;
+  /// (row_end - row_begin) * cols floats, row-major; element (r, c) is global
+  /// row `row_begin + r`, column c.
+  std::vector<float> values;
+  /// Optimizer slots (0 to checkpoint_max_slots), each laid out as `values`.
+  std::vector<std::vector<float>> slots;
+};
+
+/// Everything a checkpoint holds: the shards and the progress of training.
+struct checkpoint_state {
+  /// Closures (training steps) finished in the whole job.
+  uint64_t global_step = 0;
+  /// Epochs completed.
+  uint32_t epoch = 0;
+  /// Closures finished in the epoch after `epoch`.
+  uint64_t step_in_epoch = 0;
+  /// Each worker's position in its data shard, by worker index.
+  std::vector<data_position> workers;
+  /// Each parameter server's clock, by parameter-server index.
+  std::vector<uint64_t> ps_clocks;
+  /// Each parameter server's optimizer step count (Adam's t), by index; as
+  /// many entries as `ps_clocks`.
+  std::vector<uint64_t> optimizer_steps;
+  /// The job's fingerprint as named text fields (keys like "model",
+  /// "variables", "partitioning", "optimizer", "consistency", "cluster"),
+  /// stored verbatim and returned verbatim. Keys and values are valid UTF-8.
+  std::map<std::string, std::string> job;
+  /// The shards, in any order; read_checkpoint returns them in this order.
+  std::vector<checkpoint_shard> shards;
+};
+
+// -- files --------------------------------------------------------------------
+
+/// Writes `st` as the directory ROOT/ckpt-NNNNNNNNNN (`global_step`, at least
+/// 10 digits, zero-padded) atomically, then keeps only the newest `keep`
+/// complete checkpoints in ROOT.
+///
+/// Steps: creates ROOT if missing (one level); writes every file into a fresh
+/// sibling directory ROOT/.tmp-ckpt-...; fsyncs each file and that directory;
+/// renames it into place (an existing checkpoint of the same step is swapped
+/// out atomically and then removed); fsyncs ROOT. Then removes, best effort,
+/// every ".tmp-" directory in ROOT (left by crashed writers) and every
+/// complete checkpoint but the new one and the newest `keep` - 1 others (by
+/// step; the new one is kept even when ROOT holds newer ones from an earlier
+/// run). A directory that cannot be removed is logged as a warning and left
+/// there. One writer per ROOT at a time: a concurrent writer's temporary
+/// directory would be removed.
+///
+/// Layout of the directory:
+/// - "shard-NNNN.bin" for `st.shards[NNNN]` (the position in `shards`, never
+///   the variable name): a 16-byte header (8 bytes "APSSHARD", uint32 format
+///   version, uint32 number of arrays = 1 + slots), then per array a uint64
+///   float count, then the floats of `values` and then of each slot. All
+///   integers little-endian, floats little-endian IEEE 754 binary32.
+/// - "manifest.json", written last: {"format": "actorps-checkpoint",
+///   "version": 1, "global_step", "epoch", "step_in_epoch", "workers":
+///   [{"epoch", "offset"}...], "ps_clocks", "optimizer_steps", "job": {...},
+///   "shards": [{"variable", "index", "row_begin", "row_end", "cols", "ps",
+///   "slots", "file", "bytes", "crc32"}...]}, where "bytes" is the shard
+///   file's size and "crc32" its CRC-32 (zlib's) as 8 lowercase hex digits.
+///
+/// A complete checkpoint is a directory named as above with a manifest.json.
+///
+/// @param keep  how many complete checkpoints to keep, >= 1 (the new one
+///              counts).
+/// @returns the path of the new checkpoint directory, ROOT/ckpt-NNNNNNNNNN.
+/// @throws std::invalid_argument, before touching the disk, if `keep` is 0 or
+///         `st` is inconsistent (a shard's values are not rows * cols floats,
+///         a slot differs in size from its values, more than
+///         checkpoint_max_slots slots, row_end < row_begin, a duplicate
+///         (variable, index), ps_clocks and optimizer_steps of different
+///         lengths, a string that is not valid UTF-8).
+/// @throws runtime_failure naming the path and the system's reason on any I/O
+///         error (disk full, permission, ROOT not a directory). The temporary
+///         directory is removed and every checkpoint that existed before is
+///         untouched, except when fsyncing ROOT after the rename fails: then
+///         the new checkpoint is in place but may not survive a power loss.
+/// @note Not thread-safe for the same ROOT; blocks on disk I/O.
+std::string write_checkpoint(const std::string& root,
+                             const checkpoint_state& st, uint32_t keep);
+
+/// Reads the checkpoint in directory `dir` (as returned by write_checkpoint
+/// or latest_checkpoint) and verifies all of it before returning anything:
+/// the manifest is valid JSON with format "actorps-checkpoint", a supported
+/// version, every field present with the right type and in range; each shard
+/// file named in it exists, has the manifest's size and CRC-32, a well-formed
+/// header, and as many arrays and floats as the shard's rows * cols and slots
+/// say; no two shards share a file or a (variable, index).
+///
+/// Memory: the result plus one shard file's bytes at a time.
+/// @returns the state exactly as written (float bits included).
+/// @throws input_error naming the offending file ("DIR/manifest.json" or the
+///         shard file's full path) and what is wrong, e.g. "checksum mismatch
+///         (expected 1a2b3c4d, got 5e6f7a8b)", "truncated: 1234 bytes,
+///         manifest says 5678", "unsupported checkpoint version 7". Nothing is
+///         returned in part.
+checkpoint_state read_checkpoint(const std::string& dir);
+
+/// Returns the newest complete checkpoint directory in `root` (highest step
+/// in its name, "ROOT/ckpt-NNNNNNNNNN"; ".tmp-" directories and directories
+/// without a manifest.json are ignored), or "" when there is none or `root`
+/// does not exist. Does not verify the checkpoint: read_checkpoint does.
+/// @throws input_error naming `root` if it exists but cannot be listed (not a
+///         directory, no permission).
+std::string latest_checkpoint(const std::string& root);
+
+} // namespace actorps
