@@ -297,13 +297,17 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     uint64_t staleness_sum = 0;
     for (auto& s : cluster.stats()) {
       report.pushes += s.pushes;
+      report.duplicates += s.duplicates;
       staleness_sum += s.staleness_sum;
       report.max_staleness = std::max(report.max_staleness, s.staleness_max);
     }
     report.mean_staleness = report.pushes == 0
                               ? 0.0
                               : double(staleness_sum) / double(report.pushes);
-    report.closures = coord.counts().finished;
+    auto counts = coord.counts();
+    report.closures = counts.finished;
+    report.scheduled = counts.scheduled;
+    report.reexecuted = counts.reexecuted;
   }
   auto& last = report.epochs.back();
   auto share = [&](double x) {
@@ -316,12 +320,16 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                "done: test_accuracy {:.4f}  test_loss {:.4f}  samples/s {:.0f}  "
                "epochs {}  workers {}  ps {}\n"
                "staleness: mean {:.2f}, max {} over {} pushes; worker time: "
-               "compute {:.0f}%, pull {:.0f}%, push {:.0f}%, waiting {:.0f}%\n",
+               "compute {:.0f}%, pull {:.0f}%, push {:.0f}%, waiting {:.0f}%\n"
+               "closures: {} scheduled, {} finished, {} re-executed; pushes: "
+               "{} applied, {} discarded as duplicates\n",
                last.test_accuracy, last.test_loss, report.samples_per_sec,
                report.epochs.size(), report.workers, report.ps,
                report.mean_staleness, report.max_staleness, report.pushes,
                share(report.compute_s), share(report.pull_s),
-               share(report.push_s), share(wait_s));
+               share(report.push_s), share(wait_s), report.scheduled,
+               report.closures, report.reexecuted, report.pushes,
+               report.duplicates);
     std::fflush(opts.out);
   }
   metrics.write({{"type", "final"},
@@ -336,6 +344,9 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                  {"max_staleness", report.max_staleness},
                  {"pushes", report.pushes},
                  {"closures", report.closures},
+                 {"closures_scheduled", report.scheduled},
+                 {"closures_reexecuted", report.reexecuted},
+                 {"duplicate_pushes", report.duplicates},
                  {"optimizer", to_string(cfg.optimizer.type)},
                  {"mode", cfg.mode},
                  {"time_share",

@@ -35,6 +35,9 @@ struct train_report {
   uint64_t max_staleness = 0;
   uint64_t pushes = 0;        ///< applied, over all servers
   uint64_t closures = 0;      ///< finished
+  uint64_t scheduled = 0;     ///< closures scheduled
+  uint64_t reexecuted = 0;    ///< extra runs of closures whose worker was lost
+  uint64_t duplicates = 0;    ///< pushes discarded as already applied
   /// Summed over all steps of all workers, seconds.
   double pull_s = 0;
   double compute_s = 0;
