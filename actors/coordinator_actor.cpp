@@ -20,6 +20,11 @@ struct coordinator_state {
   std::vector<closure_ptr> running;
   std::vector<bool> alive;
   size_t alive_count = 0;
+  worker_respawn respawn;
+  uint32_t restart_budget = 0;
+  std::vector<uint32_t> restarts;   ///< per worker index
+  std::vector<uint32_t> incarnation; ///< per worker index
+  uint32_t pending_restarts = 0;
   std::deque<uint32_t> idle;
   std::deque<closure_ptr> queue;
   static constexpr const char* name = "coordinator";
@@ -48,6 +53,11 @@ void lose_worker(coordinator_ptr self, uint32_t w, const std::string& why) {
   --st.alive_count;
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
+  if (st.respawn && st.restarts[w] < st.restart_budget) {
+    auto delay = std::chrono::milliseconds(100) * (1 << st.restarts[w]);
+    self->delayed_send(self, delay, replace_atom_v, w);
+    ++st.pending_restarts;
+  }
   if (auto c = std::move(st.running[w])) {
     st.running[w] = nullptr;
     log::warn("coordinator", -1,
@@ -68,7 +78,7 @@ bool worker_lost(const caf::error& err) {
 
 void dispatch(coordinator_ptr self) {
   auto& st = self->state;
-  if (st.alive_count == 0 && !st.queue.empty()) {
+  if (st.alive_count == 0 && st.pending_restarts == 0 && !st.queue.empty()) {
     cancel_queue(self, errc::no_workers);
     return;
   }
@@ -114,10 +124,28 @@ void dispatch(coordinator_ptr self) {
   }
 }
 
+/// Worker `w` is back as `worker`.
+void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
+  auto& st = self->state;
+  if (w >= st.workers.size() || st.alive[w])
+    return;
+  st.workers[w] = std::move(worker);
+  self->monitor(st.workers[w]);
+  st.alive[w] = true;
+  ++st.alive_count;
+  st.idle.push_back(w);
+  dispatch(self);
+}
+
 coordinator_actor::behavior_type
-coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers) {
+coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
+                     worker_respawn respawn, uint32_t restart_budget) {
   auto& st = self->state;
   st.workers = std::move(workers);
+  st.respawn = std::move(respawn);
+  st.restart_budget = restart_budget;
+  st.restarts.assign(st.workers.size(), 0);
+  st.incarnation.assign(st.workers.size(), 0);
   st.running.resize(st.workers.size());
   st.alive.assign(st.workers.size(), true);
   st.alive_count = st.workers.size();
@@ -147,6 +175,23 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers) {
         dispatch(self);
       }
     },
+    [=](replace_atom, uint32_t w, worker_actor& worker) {
+      log::info("coordinator", -1, "worker {} is back", w);
+      admit(self, w, std::move(worker));
+    },
+    [=](replace_atom, uint32_t w) {
+      auto& st = self->state;
+      if (st.pending_restarts > 0)
+        --st.pending_restarts;
+      if (w >= st.workers.size() || st.alive[w] || !st.respawn)
+        return;
+      ++st.restarts[w];
+      auto worker = st.respawn(w, ++st.incarnation[w]);
+      log::info("coordinator", -1,
+                "worker {} restarted (incarnation {}, restart {} of {})", w,
+                st.incarnation[w], st.restarts[w], st.restart_budget);
+      admit(self, w, std::move(worker));
+    },
     [=](cancel_atom, caf::error& reason) {
       auto& st = self->state;
       auto text = self->system().render(reason);
@@ -171,8 +216,11 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers) {
 } // namespace
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys,
-                                    std::vector<worker_actor> workers) {
-  return sys.spawn(coordinator_behavior, std::move(workers));
+                                    std::vector<worker_actor> workers,
+                                    worker_respawn respawn,
+                                    uint32_t restart_budget) {
+  return sys.spawn(coordinator_behavior, std::move(workers),
+                   std::move(respawn), restart_budget);
 }
 
 } // namespace actorps

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "caf/fwd.hpp"
@@ -31,10 +32,23 @@ using coordinator_actor = caf::typed_actor<
   caf::reacts_to<lost_atom, uint32_t>,
   // Fails every running and queued closure with `reason` (e.g. a lost
   // parameter server): the job cannot go on.
-  caf::reacts_to<cancel_atom, caf::error>>;
+  caf::reacts_to<cancel_atom, caf::error>,
+  // Worker `index` (lost before) is back as `worker`, e.g. a restarted
+  // process that joined again: it is watched and takes closures again.
+  caf::reacts_to<replace_atom, uint32_t, worker_actor>,
+  // Internal: restart lost worker `index` with the respawn function.
+  caf::reacts_to<replace_atom, uint32_t>>;
 
-/// Spawns the dispatcher over `workers`.
+/// Makes a new incarnation of worker `index` (in one process).
+using worker_respawn = std::function<worker_actor(uint32_t index,
+                                                  uint32_t incarnation)>;
+
+/// Spawns the dispatcher over `workers`. With `respawn`, a lost worker is
+/// restarted after 100 ms, doubling with each restart of the same index, at
+/// most `restart_budget` times per index (supervision in one process).
 coordinator_actor spawn_coordinator(caf::actor_system& sys,
-                                    std::vector<worker_actor> workers);
+                                    std::vector<worker_actor> workers,
+                                    worker_respawn respawn = nullptr,
+                                    uint32_t restart_budget = 0);
 
 } // namespace actorps

@@ -96,7 +96,8 @@ typename Inspector::result_type inspect(Inspector& f, float_buffer& x) {
 }
 
 /// Identifies one update: worker, worker incarnation, closure. A parameter
-/// server applies each id at most once.
+/// server applies at most one push per closure id (a closure re-run on
+/// another worker after its first one was lost counts as the same update).
 struct update_id {
   uint32_t worker = 0;
   uint32_t incarnation = 0;
@@ -303,4 +304,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, save_atom, "save")
   CAF_ADD_ATOM(actorps, actorps, restore_atom, "restore")
   CAF_ADD_ATOM(actorps, actorps, seek_atom, "seek")
+  CAF_ADD_ATOM(actorps, actorps, freeze_atom, "freeze")
+  CAF_ADD_ATOM(actorps, actorps, kill_atom, "kill")
+  CAF_ADD_ATOM(actorps, actorps, replace_atom, "replace")
 CAF_END_TYPE_ID_BLOCK(actorps)

@@ -1,5 +1,11 @@
 #include "actors/node_actor.hpp"
 
+#include <csignal>
+#include <ctime>
+
+#include <sys/types.h>
+#include <unistd.h>
+
 #include "caf/actor_system.hpp"
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
@@ -79,6 +85,24 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
       return self->state.opts.self.index;
     },
     [=](ping_atom) -> uint32_t { return self->state.opts.self.index; },
+    [=](kill_atom) {
+      log::warn(role, index, "fault injection: SIGKILL");
+      ::kill(::getpid(), SIGKILL);
+    },
+    [=](freeze_atom, uint64_t ms) {
+      log::warn(role, index, "fault injection: SIGSTOP for {} ms", ms);
+      auto me = ::getpid();
+      if (::fork() == 0) {
+        // Only async-signal-safe calls in the child of a threaded process.
+        struct timespec ts;
+        ts.tv_sec = static_cast<time_t>(ms / 1000);
+        ts.tv_nsec = static_cast<long>(ms % 1000) * 1000000L;
+        ::nanosleep(&ts, nullptr);
+        ::kill(me, SIGCONT);
+        ::_exit(0);
+      }
+      ::kill(me, SIGSTOP);
+    },
     [=](caf::tick_atom) {
       auto& st = self->state;
       if (st.joined || std::chrono::steady_clock::now() < st.deadline)

@@ -31,6 +31,11 @@ using node_actor = caf::typed_actor<
   caf::replies_to<shutdown_atom, int32_t>::with<uint32_t>,
   // Liveness probe of the coordinator. Replies with the node's index.
   caf::replies_to<ping_atom>::with<uint32_t>,
+  // Fault injection: the node's process kills itself with SIGKILL.
+  caf::reacts_to<kill_atom>,
+  // Fault injection: the node's process stops itself (SIGSTOP) for `ms`
+  // milliseconds; a helper process it forks sends the SIGCONT.
+  caf::reacts_to<freeze_atom, uint64_t>,
   // Internal: fires once `join_timeout` after the start; stops the node with
   // status 1 if no coordinator has joined by then.
   caf::reacts_to<caf::tick_atom>>;

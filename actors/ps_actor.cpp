@@ -1,6 +1,7 @@
 #include "actors/ps_actor.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <unordered_set>
 
 #include "caf/actor_system.hpp"
@@ -37,11 +38,14 @@ struct ps_state {
 
 using ps_ptr = ps_actor::stateful_pointer<ps_state>;
 
-/// Hash key of an update id. Closure ids are below 2^40 and workers /
-/// incarnations below 2^12 in any realistic run; a collision would only make
-/// a parameter server drop one update as a duplicate.
+/// The key under which a push counts as applied: its closure. A closure
+/// re-run after its worker was lost pushes again under the same closure id
+/// from another worker (or incarnation); a server that already applied the
+/// first attempt's push discards the second, so each closure's gradient is
+/// applied at most once per server. Worker and incarnation are kept in the
+/// id for diagnostics.
 uint64_t key_of(const update_id& id) {
-  return (id.closure << 24) ^ (uint64_t{id.worker} << 12) ^ id.incarnation;
+  return id.closure;
 }
 
 /// Whether worker `w` may read now under ssp.
@@ -164,6 +168,9 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts) {
       return rp;
     },
     [=](stats_atom) -> ps_stats { return self->state.stats; },
+    [=](freeze_atom, uint64_t ms) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    },
     [=](save_atom) -> ps_snapshot {
       auto& st = self->state;
       ps_snapshot snap;

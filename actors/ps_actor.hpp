@@ -43,7 +43,10 @@ using ps_actor = caf::typed_actor<
   // snapshot's (a restored checkpoint). Replies with the clock.
   // Errors: errc::shape_mismatch if the sizes or the number of slots differ
   // from the server's (nothing changes then).
-  caf::replies_to<restore_atom, ps_snapshot>::with<uint64_t>>;
+  caf::replies_to<restore_atom, ps_snapshot>::with<uint64_t>,
+  // Fault injection: the server stops answering for `ms` milliseconds (its
+  // thread blocks, as a hung process would).
+  caf::reacts_to<freeze_atom, uint64_t>>;
 
 /// The worker index of pulls that are not a worker's (evaluation, tests).
 inline constexpr uint32_t no_worker = std::numeric_limits<uint32_t>::max();

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <thread>
 
 #include "caf/actor_system.hpp"
 #include "caf/stateful_actor.hpp"
@@ -198,6 +199,9 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       }
   });
   return {
+    [=](freeze_atom, uint64_t ms) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    },
     [=](seek_atom, uint64_t epoch, uint64_t offset) -> caf::result<bool> {
       auto& data = *self->state.opts.data;
       if (offset > data.shard_rows())

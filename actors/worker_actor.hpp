@@ -33,7 +33,10 @@ using worker_actor = caf::typed_actor<
   // Moves the worker's data iterator to (epoch, offset) (a restored
   // checkpoint). Replies with true.
   // Errors: errc::shape_mismatch if the offset is past the worker's shard.
-  caf::replies_to<seek_atom, uint64_t, uint64_t>::with<bool>>;
+  caf::replies_to<seek_atom, uint64_t, uint64_t>::with<bool>,
+  // Fault injection: the worker stops answering for `ms` milliseconds (its
+  // thread blocks, as a hung process would).
+  caf::reacts_to<freeze_atom, uint64_t>>;
 
 /// Step functions every worker knows by name.
 inline constexpr const char* train_step_name = "train_step";

@@ -62,6 +62,9 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --checkpoint-every N   ... also every N steps, not only at epoch ends
   --restore DIR          continue from the checkpoint in DIR
   --resume               continue from the newest checkpoint in --checkpoint-dir
+  --fault SPEC           inject a failure: kill:worker:1@40 (kill worker 1 when
+                         40 steps are done), stop:ps:0@100:2.5 (stop ps 0 for
+                         2.5 s); repeatable (faults in the config)
   --no-progress          no progress bar, even on a terminal
   --quiet                no diagnostics on stderr
   -h, --help             this text
@@ -128,6 +131,7 @@ train_command parse_job_args(
     {"--no-progress", false},    {"--quiet", false},
     {"--checkpoint-dir", true},  {"--checkpoint-every", true},
     {"--restore", true},         {"--resume", false},
+    {"--fault", true},
     {"--help", false},           {"-h", false},
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -210,6 +214,8 @@ train_command parse_job_args(
       cmd.options.restore_dir = value;
     else if (flag == "--resume")
       cmd.options.resume = true;
+    else if (flag == "--fault")
+      job.faults.push_back(parse_fault(value));
     else if (flag == "--no-progress")
       cmd.no_progress = true;
     else if (flag == "--quiet")

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "core/job_config.hpp"
+#include "core/log.hpp"
 #include "models/model.hpp"
 
 namespace actorps {
@@ -179,18 +180,61 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   for (uint32_t w = 0; w < cfg.workers; ++w)
     workers_.push_back(spawn_worker(
       sys, worker_options{w, 0, net, data[w], layout_, servers_}));
-  dispatcher_ = spawn_coordinator(sys, workers_);
+  spawned_->current = workers_;
+  // Supervision: a lost worker comes back as a new actor over the same data
+  // iterator, which goes on where the lost one stopped.
+  auto layout = layout_;
+  auto servers = servers_;
+  auto spawned = spawned_;
+  worker_respawn respawn = [&sys, net, data, layout, servers,
+                            spawned](uint32_t w, uint32_t incarnation) {
+    auto worker = spawn_worker(
+      sys, worker_options{w, incarnation, net, data[w], layout, servers});
+    std::lock_guard<std::mutex> guard{spawned->mtx};
+    spawned->workers.push_back(worker);
+    spawned->current.at(w) = worker;
+    return worker;
+  };
+  dispatcher_ = spawn_coordinator(sys, workers_, std::move(respawn),
+                                  cfg.restart_budget);
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
 }
 
 local_cluster::~local_cluster() {
   coordinator_.reset();
-  caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
+  {
+    // Wait for the dispatcher to end: it may be restarting a worker.
+    caf::scoped_actor self{sys_};
+    self->monitor(dispatcher_);
+    caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
+    self->receive([](caf::down_msg&) {});
+  }
   for (auto& w : workers_)
     caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  {
+    std::lock_guard<std::mutex> guard{spawned_->mtx};
+    for (auto& w : spawned_->workers)
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  }
   for (auto& p : servers_)
     caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+}
+
+void local_cluster::inject(const fault_spec& f) {
+  caf::actor target;
+  if (f.role == "ps") {
+    target = caf::actor_cast<caf::actor>(servers_.at(f.index));
+  } else {
+    std::lock_guard<std::mutex> guard{spawned_->mtx};
+    target = caf::actor_cast<caf::actor>(spawned_->current.at(f.index));
+  }
+  log::warn("coordinator", -1, "fault injection: {}", to_string(f));
+  if (f.action == fault_spec::kind::kill)
+    caf::anon_send_exit(target, caf::exit_reason::kill);
+  else
+    caf::anon_send(target, freeze_atom_v,
+                   static_cast<uint64_t>(f.seconds * 1000));
 }
 
 std::vector<float> local_cluster::pull_model() {

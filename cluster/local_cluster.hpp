@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "caf/actor_system_config.hpp"
@@ -19,6 +20,7 @@
 namespace actorps {
 
 class model;
+struct fault_spec;
 struct job_config;
 
 /// How a process of a multi-process cluster uses the network.
@@ -73,6 +75,10 @@ public:
 
   /// The actor system the cluster's actors (or proxies) live in.
   virtual caf::actor_system& system() = 0;
+
+  /// Injects a planned failure now (see fault_spec): kills or stops the
+  /// current incarnation of the node.
+  virtual void inject(const fault_spec& f) = 0;
 };
 
 /// Where the variables of `net` live in the job `cfg`: split by
@@ -137,15 +143,26 @@ public:
     return sys_;
   }
 
+  void inject(const fault_spec& f) override;
+
   std::vector<float> pull_model() override;
 
   std::vector<ps_stats> stats() override;
 
 private:
+  /// Workers the dispatcher restarted (they too are stopped at the end).
+  struct spawned_workers {
+    std::mutex mtx;
+    std::vector<worker_actor> workers;
+    /// The newest incarnation of each worker index.
+    std::vector<worker_actor> current;
+  };
+
   caf::actor_system& sys_;
   std::shared_ptr<const placement> layout_;
   std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;
+  std::shared_ptr<spawned_workers> spawned_ = std::make_shared<spawned_workers>();
   coordinator_actor dispatcher_;
   std::unique_ptr<cluster_coordinator> coordinator_;
 };

@@ -284,6 +284,21 @@ remote_cluster::~remote_cluster() {
   caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
 }
 
+void remote_cluster::inject(const fault_spec& f) {
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i].role != f.role || members_[i].index != f.index)
+      continue;
+    log::warn("coordinator", -1, "fault injection: {} ({})", to_string(f),
+              members_[i].name());
+    if (f.action == fault_spec::kind::kill)
+      caf::anon_send(nodes_[i], kill_atom_v);
+    else
+      caf::anon_send(nodes_[i], freeze_atom_v,
+                     static_cast<uint64_t>(f.seconds * 1000));
+    return;
+  }
+}
+
 std::vector<float> remote_cluster::pull_model() {
   return actorps::pull_model(sys_, *layout_, servers_);
 }

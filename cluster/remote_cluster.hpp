@@ -90,6 +90,8 @@ public:
     return sys_;
   }
 
+  void inject(const fault_spec& f) override;
+
 private:
   caf::actor_system& sys_;
   /// How long the destructor waits for the nodes to confirm the shutdown.

@@ -202,6 +202,15 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                 restore_dir, progress.epoch, progress.step_in_epoch,
                 progress.global_step);
     }
+    auto faults = cfg.faults;
+    std::stable_sort(faults.begin(), faults.end(),
+                     [](const fault_spec& a, const fault_spec& b) {
+                       return a.step < b.step;
+                     });
+    size_t next_fault = 0;
+    while (next_fault < faults.size()
+           && faults[next_fault].step < progress.global_step)
+      ++next_fault; // planned before the restored step
     auto save = [&] {
       if (cfg.checkpoint_dir.empty())
         return;
@@ -226,15 +235,32 @@ train_report train_on(const job_config& cfg, const train_options& opts,
         if (every > 0)
           chunk = std::min(chunk, every - progress.global_step % every);
         auto begin = results.size();
+        auto finished_at_start = coord.counts().finished;
+        // Faults fire when their step is done: checked while the chunk runs,
+        // so that they hit closures in flight.
+        auto fire_faults = [&] {
+          auto done = progress.global_step + coord.counts().finished
+                      - finished_at_start;
+          while (next_fault < faults.size() && faults[next_fault].step <= done)
+            cluster.inject(faults[next_fault++]);
+        };
         for (uint64_t i = 0; i < chunk; ++i)
           results.push_back(coord.schedule(train_step_name));
-        if (opts.progress && opts.out != nullptr) {
-          while (!coord.join_for(std::chrono::milliseconds(200)))
+        bool bar = opts.progress && opts.out != nullptr;
+        auto last_draw = clock_type::now();
+        while (!coord.join_for(std::chrono::milliseconds(
+          next_fault < faults.size() ? 2 : 200))) {
+          fire_faults();
+          if (bar && clock_type::now() - last_draw
+                       >= std::chrono::milliseconds(200)) {
+            last_draw = clock_type::now();
             draw_progress(opts.out, epoch, cfg.epochs,
                           coord.counts().finished - finished_before, to_run,
                           seconds(clock_type::now() - t0));
-          std::fputs("\r\033[K", opts.out);
+          }
         }
+        if (bar)
+          std::fputs("\r\033[K", opts.out);
         coord.join();
         for (auto i = begin; i < results.size(); ++i) {
           auto r = results[i].fetch();
@@ -245,6 +271,9 @@ train_report train_on(const job_config& cfg, const train_options& opts,
         }
         progress.step_in_epoch += chunk;
         progress.global_step += chunk;
+        while (next_fault < faults.size()
+               && faults[next_fault].step <= progress.global_step)
+          cluster.inject(faults[next_fault++]);
         if (every > 0 && progress.global_step % every == 0
             && progress.step_in_epoch < closures_per_epoch)
           save();

@@ -1,5 +1,6 @@
 #include "core/job_config.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -155,6 +156,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("workers", cfg.workers, 1, 1024);
     s.get("ps", cfg.ps, 1, 1024);
     s.get("threads", cfg.threads, 0, 1024);
+    s.get("restart_budget", cfg.restart_budget, 0, 1000);
     s.get("connect_timeout_ms", cfg.connect_timeout_ms, 1, 3600000);
     s.get("heartbeat_interval_ms", cfg.heartbeat_interval_ms, 0, 600000);
     s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);
@@ -205,6 +207,29 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("checkpoint_every_steps", cfg.checkpoint_every_steps, 0);
     s.get("keep_checkpoints", cfg.keep_checkpoints, 1, 1000);
   }
+  if (auto v = root.find("faults")) {
+    if (!v->is_array())
+      root.fail("faults", "must be an array");
+    for (size_t i = 0; i < v->size(); ++i) {
+      auto field = fmt::format("faults[{}]", i);
+      section f{(*v)[i], field, source};
+      fault_spec x;
+      std::string action = "kill";
+      f.get("action", action);
+      if (action == "stop")
+        x.action = fault_spec::kind::stop;
+      else if (action != "kill")
+        f.fail(field + ".action", "expected kill or stop, got \"" + action
+                                    + "\"");
+      f.get("role", x.role);
+      f.get("index", x.index, 0, 1u << 20);
+      f.get("step", x.step, 0);
+      float seconds = 0;
+      f.get("seconds", seconds, 0.0, 3600.0);
+      x.seconds = seconds;
+      cfg.faults.push_back(x);
+    }
+  }
   } // root checks for unknown top-level fields here
   validate(cfg);
   return cfg;
@@ -215,7 +240,7 @@ job_config load_job_config(const std::string& path) {
 }
 
 void validate(const job_config& cfg) {
-  auto fail = [&](const char* field, const std::string& what) {
+  auto fail = [&](const std::string& field, const std::string& what) {
     throw input_error(fmt::format("{}: {}: {}", cfg.source, field, what));
   };
   if (cfg.model != "mlp")
@@ -233,6 +258,19 @@ void validate(const job_config& cfg) {
     fail("cluster.ps", "must be at least 1");
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");
+  for (size_t i = 0; i < cfg.faults.size(); ++i) {
+    auto& f = cfg.faults[i];
+    auto field = fmt::format("faults[{}] ({})", i, to_string(f));
+    if (f.role != "worker" && f.role != "ps")
+      fail(field, "role must be worker or ps");
+    auto n = f.role == "worker" ? cfg.workers : cfg.ps;
+    if (f.index >= n)
+      fail(field, fmt::format("index {} is out of range: the job has {} {}",
+                              f.index, n, f.role == "worker" ? "workers"
+                                                             : "ps"));
+    if (f.action == fault_spec::kind::stop && !(f.seconds > 0))
+      fail(field, "a stop needs seconds > 0");
+  }
   if (cfg.heartbeat_interval_ms > 0
       && cfg.heartbeat_timeout_ms <= cfg.heartbeat_interval_ms)
     fail("cluster.heartbeat_timeout_ms",
@@ -242,6 +280,63 @@ void validate(const job_config& cfg) {
   if (cfg.mode != "async" && cfg.mode != "sync" && cfg.mode != "ssp")
     fail("training.mode",
          "expected async, sync or ssp, got \"" + cfg.mode + "\"");
+}
+
+fault_spec parse_fault(const std::string& text) {
+  auto bad = [&](const std::string& why) -> input_error {
+    return input_error(fmt::format("--fault \"{}\": {} (expected ACTION:ROLE:"
+                                   "INDEX@STEP[:SECONDS], e.g. kill:worker:1@40 "
+                                   "or stop:ps:0@100:2.5)",
+                                   text, why));
+  };
+  auto at = text.find('@');
+  if (at == std::string::npos)
+    throw bad("no @STEP");
+  auto head = text.substr(0, at);
+  auto tail = text.substr(at + 1);
+  auto c1 = head.find(':');
+  auto c2 = c1 == std::string::npos ? c1 : head.find(':', c1 + 1);
+  if (c2 == std::string::npos)
+    throw bad("expected ACTION:ROLE:INDEX before @");
+  fault_spec f;
+  auto action = head.substr(0, c1);
+  if (action == "stop")
+    f.action = fault_spec::kind::stop;
+  else if (action != "kill")
+    throw bad("unknown action \"" + action + "\"");
+  f.role = head.substr(c1 + 1, c2 - c1 - 1);
+  if (f.role != "worker" && f.role != "ps")
+    throw bad("unknown role \"" + f.role + "\"");
+  auto number = [&](const std::string& s, const char* what) -> uint64_t {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos
+        || s.size() > 12)
+      throw bad(fmt::format("{} \"{}\" is not a whole number", what, s));
+    return std::stoull(s);
+  };
+  f.index = static_cast<uint32_t>(number(head.substr(c2 + 1), "index"));
+  auto c3 = tail.find(':');
+  f.step = number(tail.substr(0, c3), "step");
+  if (c3 != std::string::npos) {
+    auto secs = tail.substr(c3 + 1);
+    char* end = nullptr;
+    f.seconds = std::strtod(secs.c_str(), &end);
+    if (secs.empty() || *end != '\0' || !(f.seconds > 0) || f.seconds > 3600)
+      throw bad("seconds \"" + secs + "\" is not a number in (0, 3600]");
+  }
+  if (f.action == fault_spec::kind::stop && !(f.seconds > 0))
+    throw bad("a stop needs :SECONDS");
+  if (f.action == fault_spec::kind::kill && c3 != std::string::npos)
+    throw bad("a kill takes no seconds");
+  return f;
+}
+
+std::string to_string(const fault_spec& f) {
+  auto out = fmt::format("{}:{}:{}@{}",
+                         f.action == fault_spec::kind::kill ? "kill" : "stop",
+                         f.role, f.index, f.step);
+  if (f.action == fault_spec::kind::stop)
+    out += fmt::format(":{}", f.seconds);
+  return out;
 }
 
 uint64_t effective_steps_per_epoch(const job_config& cfg, uint64_t train_rows) {

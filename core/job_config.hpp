@@ -9,6 +9,27 @@
 
 namespace actorps {
 
+/// One planned failure, for rehearsing recovery: at global step `step`
+/// (closures finished in the job), the coordinator kills node `role` `index`
+/// (in one process: its actor dies; as processes: SIGKILL), or stops it for
+/// `seconds` (in one process: the actor freezes; as processes: SIGSTOP, then
+/// SIGCONT).
+struct fault_spec {
+  enum class kind { kill, stop };
+  kind action = kind::kill;
+  std::string role = "worker"; ///< "worker" or "ps"
+  uint32_t index = 0;
+  uint64_t step = 0;
+  double seconds = 0; ///< stop only
+};
+
+/// Parses "kill:worker:1@40" or "stop:ps:0@100:2.5" (stop for 2.5 s).
+/// @throws input_error quoting `text` and what is wrong.
+fault_spec parse_fault(const std::string& text);
+
+/// Renders a fault as parse_fault reads it.
+std::string to_string(const fault_spec& f);
+
 /// Everything a training job needs, read from a JSON file (see
 /// configs/fashion_mnist.json for every field with its default). Unknown
 /// fields, wrong types and out-of-range values are errors, never ignored.
@@ -74,6 +95,13 @@ struct job_config {
   std::string checkpoint_dir;
   uint64_t checkpoint_every_steps = 0;
   uint32_t keep_checkpoints = 3;
+  /// How often the coordinator restarts a lost worker (in one process: a
+  /// new actor after 100 ms, doubling each time), per worker index.
+  uint32_t restart_budget = 3;
+
+  // -- faults -------------------------------------------------------------------
+  /// Failures to inject (the "faults" array; --fault flags add more).
+  std::vector<fault_spec> faults;
 
   /// Where this config came from (file name, or "<string>"), for messages.
   std::string source = "<defaults>";
