@@ -2,7 +2,7 @@
 # Multi-process clusters as a user runs them: `actorps launch`, and
 # `actorps node` processes started one by one on 127.0.0.1.
 # usage: cluster_test.sh ACTORPS_BINARY SOURCE_DIR CASE
-# CASE: launch | fingerprint | garbage | heartbeat | bad_input
+# CASE: launch | fingerprint | garbage | heartbeat | bad_input | faults
 set -u
 bin=$1
 src=$2
@@ -354,6 +354,52 @@ case_bad_input() {
   expect_node_error "no coordinator" 1 'no coordinator joined within 1.5 s' \
     "${short[@]}" --config "$tmp/quick.json" --cluster "$tmp/spec.json" \
     --role worker --index 0
+}
+
+# exactly_once LOG: the final counts say every finished closure's push was
+# applied once on each of the 2 servers, and nothing was lost.
+exactly_once() {
+  local line scheduled finished applied
+  line=$(grep -o 'closures: .*' "$1")
+  scheduled=$(echo "$line" | awk '{print $2}')
+  finished=$(echo "$line" | awk '{print $4}')
+  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
+  [[ -n $line && $scheduled == "$finished" && $applied == $((2 * finished)) ]]
+}
+
+case_faults() {
+  local job=("${short[@]}" --epochs 2)
+  # One process: a worker killed twice comes back each time.
+  "$bin" train "${job[@]}" --fault kill:worker:1@30 --fault kill:worker:1@120 \
+    --fault stop:ps:1@60:0.3 >"$tmp/t.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 0 ]] && [[ $(grep -c 'worker 1 restarted' "$tmp/t.log") -ge 1 ]]; then
+    ok "in-process: killed worker restarted, job done: $(grep -o 'closures: .*' "$tmp/t.log")"
+  else
+    bad "in-process kills: exit $rc: $(tail -8 "$tmp/t.log")"
+  fi
+  exactly_once "$tmp/t.log" && ok "in-process: every closure applied once per ps" \
+    || bad "in-process counts: $(grep -o 'closures: .*' "$tmp/t.log")"
+  # A killed ps is not recovered yet: the job fails with a clear error.
+  "$bin" train "${job[@]}" --fault kill:ps:0@30 >"$tmp/p.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 1 ]] && grep -q 'ps_lost' "$tmp/p.log"; then
+    ok "in-process: a killed ps fails the job: $(grep -o 'failed:.*' "$tmp/p.log" | head -c 150)"
+  else
+    bad "in-process ps kill: exit $rc: $(tail -5 "$tmp/p.log")"
+  fi
+  # As processes: worker 1's process is SIGKILLed; worker 0 finishes the job.
+  "$bin" launch "${job[@]}" --workers 2 --ps 2 --fault kill:worker:1@40 \
+    >"$tmp/l.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q '^\[launch\] worker1 killed by signal 9' "$tmp/l.log" \
+     && grep -q 'lost worker1' "$tmp/l.log"; then
+    ok "launch: worker1 SIGKILLed, the job done on worker0"
+  else
+    bad "launch kill: exit $rc: $(tail -8 "$tmp/l.log")"
+  fi
+  exactly_once "$tmp/l.log" && ok "launch: every closure applied once per ps" \
+    || bad "launch counts: $(grep -o 'closures: .*' "$tmp/l.log")"
 }
 
 "case_$case_name"

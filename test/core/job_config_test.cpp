@@ -191,3 +191,50 @@ TEST_CASE("effective_steps_per_epoch covers the training set once per epoch",
   cfg.steps_per_epoch = 5;
   CHECK(effective_steps_per_epoch(cfg, 60000) == 5);
 }
+
+TEST_CASE("fault specs parse and render back", "[core][job_config][faults]") {
+  auto k = parse_fault("kill:worker:1@40");
+  CHECK(k.action == fault_spec::kind::kill);
+  CHECK(k.role == "worker");
+  CHECK(k.index == 1);
+  CHECK(k.step == 40);
+  CHECK(to_string(k) == "kill:worker:1@40");
+  auto s = parse_fault("stop:ps:0@100:2.5");
+  CHECK(s.action == fault_spec::kind::stop);
+  CHECK(s.role == "ps");
+  CHECK(s.seconds == 2.5);
+  CHECK(to_string(s) == "stop:ps:0@100:2.5");
+  for (auto bad : {"", "kill", "kill:worker:1", "crash:worker:1@4",
+                   "kill:chief:0@4", "kill:worker:x@4", "kill:worker:1@",
+                   "kill:worker:1@-3", "stop:ps:0@100", "stop:ps:0@100:0",
+                   "stop:ps:0@100:abc", "kill:worker:1@4:2"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_fault(bad), input_error);
+  }
+  CHECK_THROWS_WITH(parse_fault("kill:worker:1"),
+                    Catch::Contains("kill:worker:1") && Catch::Contains("@STEP"));
+}
+
+TEST_CASE("the faults array is read and checked against the cluster",
+          "[core][job_config][faults]") {
+  auto cfg = parse_job_config(R"({"cluster": {"workers": 2, "ps": 1},
+    "faults": [{"action": "kill", "role": "worker", "index": 1, "step": 7},
+               {"action": "stop", "role": "ps", "index": 0, "step": 9,
+                "seconds": 1.5}]})");
+  REQUIRE(cfg.faults.size() == 2);
+  CHECK(to_string(cfg.faults[0]) == "kill:worker:1@7");
+  CHECK(to_string(cfg.faults[1]) == "stop:ps:0@9:1.5");
+  CHECK_THROWS_WITH(parse_job_config(R"({"faults": {"action": "kill"}})"),
+                    Catch::Contains("faults: must be an array"));
+  CHECK_THROWS_WITH(parse_job_config(R"({"faults": [{"action": "crash"}]})"),
+                    Catch::Contains("faults[0].action"));
+  CHECK_THROWS_WITH(parse_job_config(R"({"faults": [{"bogus": 1}]})"),
+                    Catch::Contains("faults[0].bogus: unknown field"));
+  CHECK_THROWS_WITH(
+    parse_job_config(R"({"cluster": {"workers": 2},
+      "faults": [{"role": "worker", "index": 2, "step": 1}]})"),
+    Catch::Contains("index 2 is out of range: the job has 2 workers"));
+  CHECK_THROWS_WITH(
+    parse_job_config(R"({"faults": [{"action": "stop", "role": "ps"}]})"),
+    Catch::Contains("a stop needs seconds > 0"));
+}
