@@ -25,6 +25,9 @@ struct coordinator_state {
   std::vector<uint32_t> restarts;   ///< per worker index
   std::vector<uint32_t> incarnation; ///< per worker index
   uint32_t pending_restarts = 0;
+  std::chrono::milliseconds no_worker_grace{0};
+  /// Whether a no-worker check is scheduled.
+  bool grace_pending = false;
   std::deque<uint32_t> idle;
   std::deque<closure_ptr> queue;
   static constexpr const char* name = "coordinator";
@@ -79,7 +82,15 @@ bool worker_lost(const caf::error& err) {
 void dispatch(coordinator_ptr self) {
   auto& st = self->state;
   if (st.alive_count == 0 && st.pending_restarts == 0 && !st.queue.empty()) {
-    cancel_queue(self, errc::no_workers);
+    if (st.no_worker_grace.count() == 0) {
+      cancel_queue(self, errc::no_workers);
+    } else if (!st.grace_pending) {
+      st.grace_pending = true;
+      log::warn("coordinator", -1,
+                "no worker left; waiting {} s for one to come back",
+                st.no_worker_grace.count() / 1000.0);
+      self->delayed_send(self, st.no_worker_grace, lost_atom_v);
+    }
     return;
   }
   while (!st.idle.empty() && !st.queue.empty()) {
@@ -139,8 +150,10 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
 
 coordinator_actor::behavior_type
 coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
-                     worker_respawn respawn, uint32_t restart_budget) {
+                     worker_respawn respawn, uint32_t restart_budget,
+                     std::chrono::milliseconds no_worker_grace) {
   auto& st = self->state;
+  st.no_worker_grace = no_worker_grace;
   st.workers = std::move(workers);
   st.respawn = std::move(respawn);
   st.restart_budget = restart_budget;
@@ -174,6 +187,12 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
         lose_worker(self, w, "unresponsive");
         dispatch(self);
       }
+    },
+    [=](lost_atom) {
+      auto& st = self->state;
+      st.grace_pending = false;
+      if (st.alive_count == 0 && !st.queue.empty())
+        cancel_queue(self, errc::no_workers);
     },
     [=](replace_atom, uint32_t w, worker_actor& worker) {
       log::info("coordinator", -1, "worker {} is back", w);
@@ -218,9 +237,10 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
 coordinator_actor spawn_coordinator(caf::actor_system& sys,
                                     std::vector<worker_actor> workers,
                                     worker_respawn respawn,
-                                    uint32_t restart_budget) {
+                                    uint32_t restart_budget,
+                                    std::chrono::milliseconds no_worker_grace) {
   return sys.spawn(coordinator_behavior, std::move(workers),
-                   std::move(respawn), restart_budget);
+                   std::move(respawn), restart_budget, no_worker_grace);
 }
 
 } // namespace actorps

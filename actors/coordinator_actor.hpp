@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -37,7 +38,10 @@ using coordinator_actor = caf::typed_actor<
   // process that joined again: it is watched and takes closures again.
   caf::reacts_to<replace_atom, uint32_t, worker_actor>,
   // Internal: restart lost worker `index` with the respawn function.
-  caf::reacts_to<replace_atom, uint32_t>>;
+  caf::reacts_to<replace_atom, uint32_t>,
+  // Internal: with no worker left for the grace period, queued closures
+  // fail with errc::no_workers.
+  caf::reacts_to<lost_atom>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
 using worker_respawn = std::function<worker_actor(uint32_t index,
@@ -46,9 +50,11 @@ using worker_respawn = std::function<worker_actor(uint32_t index,
 /// Spawns the dispatcher over `workers`. With `respawn`, a lost worker is
 /// restarted after 100 ms, doubling with each restart of the same index, at
 /// most `restart_budget` times per index (supervision in one process).
-coordinator_actor spawn_coordinator(caf::actor_system& sys,
-                                    std::vector<worker_actor> workers,
-                                    worker_respawn respawn = nullptr,
-                                    uint32_t restart_budget = 0);
+/// With every worker lost, queued closures wait `no_worker_grace` for one
+/// to come back (replace_atom) before they fail with errc::no_workers.
+coordinator_actor spawn_coordinator(
+  caf::actor_system& sys, std::vector<worker_actor> workers,
+  worker_respawn respawn = nullptr, uint32_t restart_budget = 0,
+  std::chrono::milliseconds no_worker_grace = std::chrono::milliseconds{0});
 
 } // namespace actorps

@@ -132,6 +132,10 @@ int run_launch(const std::vector<std::string>& args) {
               "--index", std::to_string(index), "--cluster", file.path()};
     c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
     c.env = {{"ACTORPS_LAUNCHED", "1"}};
+    // A worker that dies is started again; it joins its servers and the
+    // coordinator takes it back. (A lost ps fails the job: not restarted.)
+    if (role == "worker")
+      c.restart_budget = job.restart_budget;
     children.push_back(std::move(c));
   };
   for (uint32_t i = 0; i < job.ps; ++i)

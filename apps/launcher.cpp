@@ -303,6 +303,10 @@ struct child_state {
   unique_fd out;
   /// Bytes read but not printed yet: the start of a line.
   std::string pending;
+  /// Restarts so far, and when the next one is due (while restart_pending).
+  uint32_t restarts = 0;
+  bool restart_pending = false;
+  std::chrono::steady_clock::time_point restart_at;
 };
 
 /// The state of one run_children call.
@@ -393,6 +397,14 @@ public:
     std::vector<child_state*> polled;
     while (any_running()) {
       auto timeout = max_poll_ms;
+      for (auto& c : children_)
+        if (c.restart_pending) {
+          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        c.restart_at - clock::now())
+                        .count();
+          timeout = static_cast<int>(
+            std::clamp<decltype(left)>(left + 1, 0, timeout));
+        }
       if (main_exited && !sent_kill) {
         auto next = sent_term ? term_at + grace : term_at;
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -426,9 +438,37 @@ public:
         if (i == main_index) {
           main_exited = true;
           term_at = clock::now() + grace;
+          for (auto& other : children_)
+            other.restart_pending = false;
         } else {
           launcher_line(fmt::format("{} {}", c.spec->name,
                                     describe(c.wait_status)));
+          bool died = WIFSIGNALED(c.wait_status)
+                      || (WIFEXITED(c.wait_status)
+                          && WEXITSTATUS(c.wait_status) != 0);
+          if (died && !main_exited && c.restarts < c.spec->restart_budget) {
+            auto delay = opts_.restart_delay * (1 << c.restarts);
+            c.restart_pending = true;
+            c.restart_at = clock::now() + delay;
+            launcher_line(fmt::format("{}: restarting in {} ms (restart {} of "
+                                      "{})",
+                                      c.spec->name, delay.count(),
+                                      c.restarts + 1, c.spec->restart_budget));
+          }
+        }
+      }
+      for (size_t i = 0; i < children_.size(); ++i) {
+        auto& c = children_[i];
+        if (!c.restart_pending || clock::now() < c.restart_at)
+          continue;
+        c.restart_pending = false;
+        ++c.restarts;
+        end_output(c);
+        try {
+          start(i);
+        } catch (const std::exception& e) {
+          launcher_line(fmt::format("{}: restart failed: {}", c.spec->name,
+                                    e.what()));
         }
       }
       if (main_exited && !sent_term && clock::now() >= term_at) {

@@ -20,6 +20,10 @@ struct child_spec {
   /// Variables added to the parent's environment, or replacing the parent's
   /// value of the same name. Names must be non-empty and free of '='.
   std::vector<std::pair<std::string, std::string>> env;
+  /// How often the child is started again when it dies (exits with a
+  /// status other than 0, or by a signal) while the main child runs: after
+  /// launch_options::restart_delay, doubling with each restart.
+  uint32_t restart_budget = 0;
 };
 
 /// How run_children starts, watches and stops its children.
@@ -31,6 +35,9 @@ struct launch_options {
   /// After the main child exits: how long the others get to exit by
   /// themselves, then SIGTERM; after the same time again, SIGKILL.
   std::chrono::milliseconds grace{5000};
+  /// The first restart of a child waits this long (see
+  /// child_spec::restart_budget).
+  std::chrono::milliseconds restart_delay{200};
 };
 
 /// Starts every child, copies each line a child writes to opts.out as

@@ -1,6 +1,7 @@
 #include "cluster/remote_cluster.hpp"
 
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "caf/event_based_actor.hpp"
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
+#include "caf/blocking_actor.hpp"
 #include "caf/stateful_actor.hpp"
 
 #include "actors/node_actor.hpp"
@@ -35,6 +37,10 @@ constexpr auto hello_timeout = std::chrono::seconds(10);
 /// idle); the pings answer within the timeout either way. A lost worker
 /// leaves service (its closure is re-queued); a lost ps fails the job. The
 /// watcher is also the actor the nodes watch to notice a lost coordinator.
+///
+/// A lost worker is asked to join again (e.g. `actorps launch` restarted its
+/// process): every 0.5 s a detached helper dials its address and says hello;
+/// once it answers, the dispatcher takes it back.
 struct watched_node {
   caf::actor node;
   std::string name;
@@ -50,6 +56,21 @@ struct watcher_state {
   bool closing = false;
   static constexpr const char* name = "watcher";
 };
+
+/// Tries once (for up to `timeout`) to join member `m` again; tells `chief`
+/// (the watcher) the outcome as (replace, slot, node, role actor) or
+/// (replace, slot, error text).
+void rejoin(caf::blocking_actor* self, cluster_member m, handshake mine,
+            caf::actor chief, std::chrono::milliseconds timeout,
+            uint64_t slot) {
+  try {
+    auto joined = join_members(self->system(), {m}, mine, chief, timeout);
+    self->send(chief, replace_atom_v, slot, joined[0].node,
+               joined[0].welcome.role_actor);
+  } catch (const std::exception& e) {
+    self->send(chief, replace_atom_v, slot, std::string{e.what()});
+  }
+}
 
 using watcher_actor = caf::stateful_actor<watcher_state>;
 
@@ -69,11 +90,25 @@ void declare_lost(watcher_actor* self, watched_node& n, const std::string& why) 
 }
 
 caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
-                      std::chrono::milliseconds timeout) {
+                      std::chrono::milliseconds timeout,
+                      std::vector<cluster_member> members, handshake mine,
+                      std::shared_ptr<node_table> table) {
+  auto try_rejoin = [=](uint64_t slot) {
+    if (self->state.closing || slot >= members.size())
+      return;
+    self->spawn<caf::detached>(rejoin, members[slot], mine,
+                               caf::actor{self}, std::chrono::seconds(2), slot);
+  };
   self->set_down_handler([=](caf::down_msg& dm) {
-    for (auto& n : self->state.nodes)
-      if (n.node.address() == dm.source)
-        declare_lost(self, n, self->system().render(dm.reason));
+    auto& st = self->state;
+    for (size_t i = 0; i < st.nodes.size(); ++i) {
+      auto& n = st.nodes[i];
+      if (n.node.address() != dm.source || n.lost)
+        continue;
+      declare_lost(self, n, self->system().render(dm.reason));
+      if (n.role == "worker")
+        try_rejoin(i);
+    }
   });
   if (interval.count() > 0)
     self->delayed_send(self, interval, caf::tick_atom_v);
@@ -103,6 +138,8 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
                                    std::chrono::duration<double>(
                                      now - n.last_answer)
                                      .count()));
+          if (n.role == "worker")
+            try_rejoin(i);
           continue;
         }
         self->request(n.node, timeout, ping_atom_v)
@@ -113,6 +150,34 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
       }
       self->delayed_send(self, interval, caf::tick_atom_v);
     },
+    [=](replace_atom, uint64_t slot, caf::actor& node,
+        caf::strong_actor_ptr& role_actor) {
+      auto& st = self->state;
+      if (st.closing || slot >= st.nodes.size() || !st.nodes[slot].lost)
+        return;
+      auto& n = st.nodes[slot];
+      n.node = node;
+      n.lost = false;
+      n.last_answer = clock_type::now();
+      self->monitor(node);
+      {
+        std::lock_guard<std::mutex> guard{table->mtx};
+        table->nodes.at(slot) = node;
+      }
+      log::info("coordinator", -1, "{} joined again", n.name);
+      if (st.dispatcher)
+        self->send(st.dispatcher, replace_atom_v, n.index,
+                   caf::actor_cast<worker_actor>(role_actor));
+    },
+    [=](replace_atom, uint64_t slot, std::string& error) {
+      if (self->state.closing)
+        return;
+      log::debug("coordinator", -1, "{} not back yet: {}",
+                 members.at(slot).name(), error);
+      self->delayed_send(self, std::chrono::milliseconds(500), replace_atom_v,
+                         slot);
+    },
+    [=](replace_atom, uint64_t slot) { try_rejoin(slot); },
     [=](shutdown_atom) { self->state.closing = true; },
   };
 }
@@ -236,13 +301,17 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
             fingerprint_id(mine.job), spec.ps.size(), spec.worker.size());
   watcher_ = sys.spawn(watcher,
                        std::chrono::milliseconds(cfg.heartbeat_interval_ms),
-                       std::chrono::milliseconds(cfg.heartbeat_timeout_ms));
+                       std::chrono::milliseconds(cfg.heartbeat_timeout_ms),
+                       members_, mine, table_);
   try {
     auto joined = join_members(sys, members_, mine, watcher_,
                                connect_timeout);
     for (size_t i = 0; i < members_.size(); ++i) {
       auto& role_actor = joined[i].welcome.role_actor;
-      nodes_.push_back(joined[i].node);
+      {
+        std::lock_guard<std::mutex> guard{table_->mtx};
+        table_->nodes.push_back(joined[i].node);
+      }
       caf::anon_send(watcher_, joined[i].node, members_[i].name(),
                      members_[i].role, members_[i].index);
       if (members_[i].role == "ps")
@@ -256,7 +325,11 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     throw;
   }
   log::info("coordinator", -1, "every node joined; variables created");
-  dispatcher_ = spawn_coordinator(sys, workers_);
+  // Lost workers may come back (launch restarts them): with none left, the
+  // queue waits for one as long as nodes may take to join.
+  dispatcher_ = spawn_coordinator(
+    sys, workers_, nullptr, 0,
+    std::chrono::milliseconds(cfg.connect_timeout_ms));
   caf::anon_send(watcher_, dispatcher_);
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
@@ -270,30 +343,36 @@ remote_cluster::~remote_cluster() {
   // Every node is told at once, workers first (members_ lists the servers
   // first) so that no worker sees its servers go; a live node answers within
   // milliseconds, a stopped or lost one is not waited for long.
+  std::vector<caf::actor> nodes;
+  {
+    std::lock_guard<std::mutex> guard{table_->mtx};
+    nodes = table_->nodes;
+  }
   caf::scoped_actor self{sys_};
-  for (size_t i = nodes_.size(); i-- > 0;)
-    self->send(nodes_[i], shutdown_atom_v, static_cast<int32_t>(status));
+  for (size_t i = nodes.size(); i-- > 0;)
+    self->send(nodes[i], shutdown_atom_v, static_cast<int32_t>(status));
   size_t answered = 0;
   bool waiting = true;
-  self->receive_while([&] { return waiting && answered < nodes_.size(); })(
+  self->receive_while([&] { return waiting && answered < nodes.size(); })(
     [&](uint32_t) { ++answered; }, [&](caf::error&) { ++answered; },
     caf::after(shutdown_timeout_) >> [&] { waiting = false; });
-  if (answered < nodes_.size())
+  if (answered < nodes.size())
     log::debug("coordinator", -1, "{} of {} nodes did not confirm the shutdown",
-               nodes_.size() - answered, nodes_.size());
+               nodes.size() - answered, nodes.size());
   caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
 }
 
 void remote_cluster::inject(const fault_spec& f) {
+  std::lock_guard<std::mutex> guard{table_->mtx};
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i].role != f.role || members_[i].index != f.index)
       continue;
     log::warn("coordinator", -1, "fault injection: {} ({})", to_string(f),
               members_[i].name());
     if (f.action == fault_spec::kind::kill)
-      caf::anon_send(nodes_[i], kill_atom_v);
+      caf::anon_send(table_->nodes.at(i), kill_atom_v);
     else
-      caf::anon_send(nodes_[i], freeze_atom_v,
+      caf::anon_send(table_->nodes.at(i), freeze_atom_v,
                      static_cast<uint64_t>(f.seconds * 1000));
     return;
   }

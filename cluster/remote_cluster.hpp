@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,13 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
                                         const handshake& mine,
                                         const caf::actor& chief,
                                         std::chrono::milliseconds timeout);
+
+/// The current node actor of every member (a restarted worker joins again
+/// under a new one); shared by remote_cluster and its watcher.
+struct node_table {
+  std::mutex mtx;
+  std::vector<caf::actor> nodes; ///< in the order of the members
+};
 
 /// The coordinator's side of a multi-process cluster: the parameter servers
 /// and workers of `spec` run in other processes (`actorps node`), reached
@@ -98,7 +106,7 @@ private:
   std::chrono::milliseconds shutdown_timeout_;
   std::shared_ptr<const placement> layout_;
   std::vector<cluster_member> members_;
-  std::vector<caf::actor> nodes_;
+  std::shared_ptr<node_table> table_ = std::make_shared<node_table>();
   std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;
   caf::actor watcher_;

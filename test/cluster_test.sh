@@ -400,6 +400,21 @@ case_faults() {
   fi
   exactly_once "$tmp/l.log" && ok "launch: every closure applied once per ps" \
     || bad "launch counts: $(grep -o 'closures: .*' "$tmp/l.log")"
+  # Both workers killed: launch restarts each, they join again, the job goes
+  # on (with none left, the queue waits for one to come back).
+  "$bin" launch "${short[@]}" --train-limit 12800 --epochs 3 --workers 2 --ps 2 \
+    --fault kill:worker:1@60 --fault kill:worker:0@300 >"$tmp/r.log" 2>&1
+  rc=$?
+  local back
+  back=$(grep -c 'joined again' "$tmp/r.log")
+  if [[ $rc -eq 0 ]] && [[ $(grep -c '^\[launch\] worker[01]: restarting' "$tmp/r.log") -eq 2 ]] \
+     && [[ $back -ge 1 ]]; then
+    ok "launch: killed workers restarted, $back joined again, job done"
+  else
+    bad "launch restarts: exit $rc: $(grep -E 'launch|again|back|failed' "$tmp/r.log" | tail -12)"
+  fi
+  exactly_once "$tmp/r.log" && ok "launch with restarts: every closure applied once per ps" \
+    || bad "launch restart counts: $(grep -o 'closures: .*' "$tmp/r.log")"
 }
 
 "case_$case_name"

@@ -372,3 +372,32 @@ TEST_CASE("pick_free_ports rejects a host that is not an IPv4 literal",
     CHECK_THROWS_AS(pick_free_ports(1, host), runtime_failure);
   }
 }
+
+TEST_CASE("a child that dies is restarted within its budget",
+          "[launcher]") {
+  capture out;
+  auto opts = out.options(200ms);
+  opts.restart_delay = 20ms;
+  auto flaky = sh("worker1", "echo run; exit 3");
+  flaky.restart_budget = 2;
+  // A clean exit is not restarted.
+  auto clean = sh("worker0", "exit 0");
+  clean.restart_budget = 2;
+  CHECK(run_children({flaky, clean, sh("chief", "sleep 0.6")}, 2, opts) == 0);
+  auto text = out.text();
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (auto pos = text.find(what); pos != std::string::npos;
+         pos = text.find(what, pos + 1))
+      ++n;
+    return n;
+  };
+  INFO(text);
+  CHECK(count("[worker1] run") == 3);
+  CHECK(count("[launch] worker1 exited with status 3") == 3);
+  CHECK(count("[launch] worker1: restarting in 20 ms (restart 1 of 2)") == 1);
+  CHECK(count("[launch] worker1: restarting in 40 ms (restart 2 of 2)") == 1);
+  CHECK(count("restart 3 of") == 0);
+  CHECK(count("worker0: restarting") == 0);
+  CHECK(no_children_left());
+}
