@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "caf/actor_system.hpp"
+#include "caf/blocking_actor.hpp"
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
 
@@ -28,6 +29,12 @@ struct coordinator_state {
   std::chrono::milliseconds no_worker_grace{0};
   /// Whether a no-worker check is scheduled.
   bool grace_pending = false;
+  // -- parameter server recovery ------------------------------------------------
+  std::vector<ps_actor> servers;
+  ps_respawn recover_ps;
+  /// Servers being recovered; dispatch pauses while there are any.
+  uint32_t recovering = 0;
+  std::chrono::steady_clock::time_point pause_start;
   std::deque<uint32_t> idle;
   std::deque<closure_ptr> queue;
   static constexpr const char* name = "coordinator";
@@ -93,6 +100,8 @@ void dispatch(coordinator_ptr self) {
     }
     return;
   }
+  if (st.recovering > 0)
+    return;
   while (!st.idle.empty() && !st.queue.empty()) {
     auto w = st.idle.front();
     st.idle.pop_front();
@@ -118,6 +127,14 @@ void dispatch(coordinator_ptr self) {
             return;
           if (worker_lost(err)) {
             lose_worker(self, w, self->system().render(err));
+            dispatch(self);
+            return;
+          }
+          if (err == errc::ps_lost && st.recover_ps) {
+            // The server comes back: the closure runs again then.
+            st.running[w] = nullptr;
+            st.queue.push_front(c);
+            st.idle.push_back(w);
             dispatch(self);
             return;
           }
@@ -151,7 +168,8 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
 coordinator_actor::behavior_type
 coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
                      worker_respawn respawn, uint32_t restart_budget,
-                     std::chrono::milliseconds no_worker_grace) {
+                     std::chrono::milliseconds no_worker_grace,
+                     std::vector<ps_actor> servers, ps_respawn recover_ps) {
   auto& st = self->state;
   st.no_worker_grace = no_worker_grace;
   st.workers = std::move(workers);
@@ -167,8 +185,34 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
     // A remote worker's death fails no request: CAF only reports it here.
     self->monitor(st.workers[i]);
   }
+  st.servers = std::move(servers);
+  st.recover_ps = std::move(recover_ps);
+  if (st.recover_ps)
+    for (auto& s : st.servers)
+      self->monitor(s);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
+    for (uint32_t p = 0; p < st.servers.size(); ++p)
+      if (st.recover_ps && st.servers[p].address() == dm.source) {
+        if (st.recovering++ == 0)
+          st.pause_start = std::chrono::steady_clock::now();
+        log::warn("coordinator", -1,
+                  "ps {} lost ({}); dispatch paused while it is recovered", p,
+                  self->system().render(dm.reason));
+        auto fn = st.recover_ps;
+        coordinator_actor me = self;
+        self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
+          try {
+            helper->send(me, restore_atom_v, p, fn(p));
+          } catch (const std::exception& e) {
+            helper->send(me, cancel_atom_v,
+                         caf::make_error(errc::ps_lost, "ps", p,
+                                         std::string{"recovery failed: "}
+                                           + e.what()));
+          }
+        });
+        return;
+      }
     for (uint32_t w = 0; w < st.workers.size(); ++w)
       if (st.workers[w].address() == dm.source) {
         lose_worker(self, w, self->system().render(dm.reason));
@@ -187,6 +231,25 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
         lose_worker(self, w, "unresponsive");
         dispatch(self);
       }
+    },
+    [=](restore_atom, uint32_t p, ps_actor& ps) {
+      auto& st = self->state;
+      if (p >= st.servers.size())
+        return;
+      st.servers[p] = ps;
+      self->monitor(ps);
+      for (uint32_t w = 0; w < st.workers.size(); ++w)
+        if (st.alive[w])
+          self->send(st.workers[w], replace_atom_v, p, ps);
+      if (st.recovering > 0 && --st.recovering == 0) {
+        auto pause = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - st.pause_start)
+                       .count();
+        log::info("coordinator", -1,
+                  "ps {} recovered; dispatch resumed after a pause of {:.2f} s",
+                  p, pause);
+      }
+      dispatch(self);
     },
     [=](lost_atom) {
       auto& st = self->state;
@@ -238,9 +301,12 @@ coordinator_actor spawn_coordinator(caf::actor_system& sys,
                                     std::vector<worker_actor> workers,
                                     worker_respawn respawn,
                                     uint32_t restart_budget,
-                                    std::chrono::milliseconds no_worker_grace) {
+                                    std::chrono::milliseconds no_worker_grace,
+                                    std::vector<ps_actor> servers,
+                                    ps_respawn recover_ps) {
   return sys.spawn(coordinator_behavior, std::move(workers),
-                   std::move(respawn), restart_budget, no_worker_grace);
+                   std::move(respawn), restart_budget, no_worker_grace,
+                   std::move(servers), std::move(recover_ps));
 }
 
 } // namespace actorps

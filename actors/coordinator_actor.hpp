@@ -41,20 +41,32 @@ using coordinator_actor = caf::typed_actor<
   caf::reacts_to<replace_atom, uint32_t>,
   // Internal: with no worker left for the grace period, queued closures
   // fail with errc::no_workers.
-  caf::reacts_to<lost_atom>>;
+  caf::reacts_to<lost_atom>,
+  // Internal: parameter server `index` is recovered as `ps`; the workers
+  // switch to it and dispatch resumes.
+  caf::reacts_to<restore_atom, uint32_t, ps_actor>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
 using worker_respawn = std::function<worker_actor(uint32_t index,
                                                   uint32_t incarnation)>;
+
+/// Brings lost parameter server `index` back: a new actor with its shards
+/// restored. Blocking; the dispatcher runs it in a helper thread.
+/// @throws std::exception if that fails (the job then fails).
+using ps_respawn = std::function<ps_actor(uint32_t index)>;
 
 /// Spawns the dispatcher over `workers`. With `respawn`, a lost worker is
 /// restarted after 100 ms, doubling with each restart of the same index, at
 /// most `restart_budget` times per index (supervision in one process).
 /// With every worker lost, queued closures wait `no_worker_grace` for one
 /// to come back (replace_atom) before they fail with errc::no_workers.
+/// With `recover_ps`, the dispatcher watches `servers`: when one is lost it
+/// pauses dispatch, recovers the server, hands it to every worker and
+/// resumes; closures that failed with errc::ps_lost meanwhile run again.
 coordinator_actor spawn_coordinator(
   caf::actor_system& sys, std::vector<worker_actor> workers,
   worker_respawn respawn = nullptr, uint32_t restart_budget = 0,
-  std::chrono::milliseconds no_worker_grace = std::chrono::milliseconds{0});
+  std::chrono::milliseconds no_worker_grace = std::chrono::milliseconds{0},
+  std::vector<ps_actor> servers = {}, ps_respawn recover_ps = nullptr);
 
 } // namespace actorps

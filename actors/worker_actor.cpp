@@ -76,6 +76,14 @@ void fail(worker_ptr self, caf::error err) {
   finish(self, err);
 }
 
+/// A pull or push to server `p` failed with `err`: a server that is gone
+/// is reported as errc::ps_lost (the dispatcher may wait for its recovery).
+caf::error server_error(worker_ptr self, uint32_t p, caf::error err) {
+  if (err == caf::sec::request_receiver_down)
+    return caf::make_error(errc::ps_lost, "ps", p, self->system().render(err));
+  return err;
+}
+
 void push_all(worker_ptr self) {
   auto& st = self->state;
   auto& pl = *st.opts.layout;
@@ -100,7 +108,7 @@ void push_all(worker_ptr self) {
         },
         [=](caf::error& err) {
           if (self->state.result.closure == closure)
-            fail(self, std::move(err));
+            fail(self, server_error(self, p, std::move(err)));
         });
   }
 }
@@ -149,7 +157,7 @@ void pull_all(worker_ptr self) {
         },
         [=](caf::error& err) {
           if (self->state.result.closure == closure)
-            fail(self, std::move(err));
+            fail(self, server_error(self, p, std::move(err)));
         });
   }
 }
@@ -199,6 +207,16 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       }
   });
   return {
+    [=](replace_atom, uint32_t p, ps_actor& ps) {
+      auto& st = self->state;
+      if (p >= st.opts.servers.size())
+        return;
+      st.opts.servers[p] = std::move(ps);
+      self->monitor(st.opts.servers[p]);
+      st.ps_lost = caf::error{};
+      log::info("worker", static_cast<int>(st.opts.index),
+                "uses the recovered ps{}", p);
+    },
     [=](freeze_atom, uint64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     },

@@ -36,7 +36,10 @@ using worker_actor = caf::typed_actor<
   caf::replies_to<seek_atom, uint64_t, uint64_t>::with<bool>,
   // Fault injection: the worker stops answering for `ms` milliseconds (its
   // thread blocks, as a hung process would).
-  caf::reacts_to<freeze_atom, uint64_t>>;
+  caf::reacts_to<freeze_atom, uint64_t>,
+  // Parameter server `index` was lost and is back as `ps` (recovered): the
+  // worker uses it from now on and runs closures again.
+  caf::reacts_to<replace_atom, uint32_t, ps_actor>>;
 
 /// Step functions every worker knows by name.
 inline constexpr const char* train_step_name = "train_step";

@@ -61,7 +61,7 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
   st.step_in_epoch = progress.step_in_epoch;
   st.workers = progress.workers;
   st.job = job_fields(make_fingerprint(cfg, layout));
-  auto& servers = cl.servers();
+  auto servers = cl.servers();
   for (uint32_t p = 0; p < servers.size(); ++p) {
     auto snap = ask<ps_snapshot>(cl.system(), servers[p],
                                  fmt::format("saving ps {}", p), save_atom_v);
@@ -138,32 +138,41 @@ void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
   }
 }
 
+ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
+                         uint32_t p) {
+  ps_snapshot snap;
+  snap.clock = st.ps_clocks.at(p);
+  snap.optimizer_steps = st.optimizer_steps.at(p);
+  snap.values.values.resize(layout.ps_sizes[p]);
+  for (auto& s : layout.shards_of(p)) {
+    auto& var = layout.variables[s.variable];
+    for (auto& c : st.shards) {
+      if (c.variable != var.name || c.index != s.index)
+        continue;
+      std::copy(c.values.begin(), c.values.end(),
+                snap.values.values.begin() + s.ps_offset);
+      if (snap.slots.size() < c.slots.size())
+        snap.slots.resize(c.slots.size(),
+                          float_buffer{float_vector(layout.ps_sizes[p])});
+      for (size_t i = 0; i < c.slots.size(); ++i)
+        std::copy(c.slots[i].begin(), c.slots[i].end(),
+                  snap.slots[i].values.begin() + s.ps_offset);
+    }
+  }
+  return snap;
+}
+
+void restore_ps(caf::actor_system& sys, const ps_actor& ps, uint32_t index,
+                ps_snapshot snap) {
+  ask<uint64_t>(sys, ps, fmt::format("restoring ps {}", index), restore_atom_v,
+                std::move(snap));
+}
+
 void restore_checkpoint(cluster& cl, const checkpoint_state& st) {
   auto& layout = cl.layout();
-  auto& servers = cl.servers();
-  for (uint32_t p = 0; p < servers.size(); ++p) {
-    ps_snapshot snap;
-    snap.clock = st.ps_clocks.at(p);
-    snap.optimizer_steps = st.optimizer_steps.at(p);
-    snap.values.values.resize(layout.ps_sizes[p]);
-    for (auto& s : layout.shards_of(p)) {
-      auto& var = layout.variables[s.variable];
-      for (auto& c : st.shards) {
-        if (c.variable != var.name || c.index != s.index)
-          continue;
-        std::copy(c.values.begin(), c.values.end(),
-                  snap.values.values.begin() + s.ps_offset);
-        if (snap.slots.size() < c.slots.size())
-          snap.slots.resize(c.slots.size(),
-                            float_buffer{float_vector(layout.ps_sizes[p])});
-        for (size_t i = 0; i < c.slots.size(); ++i)
-          std::copy(c.slots[i].begin(), c.slots[i].end(),
-                    snap.slots[i].values.begin() + s.ps_offset);
-      }
-    }
-    ask<uint64_t>(cl.system(), servers[p], fmt::format("restoring ps {}", p),
-                  restore_atom_v, std::move(snap));
-  }
+  auto servers = cl.servers();
+  for (uint32_t p = 0; p < servers.size(); ++p)
+    restore_ps(cl.system(), servers[p], p, snapshot_for(layout, st, p));
   auto& workers = cl.workers();
   for (uint32_t w = 0; w < workers.size(); ++w)
     ask<bool>(cl.system(), workers[w],

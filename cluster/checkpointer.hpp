@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/messages.hpp"
+#include "actors/ps_actor.hpp"
 #include "core/checkpoint.hpp"
 #include "core/dataset.hpp"
 
@@ -43,6 +45,16 @@ void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
 /// check_checkpoint) and moves each worker's data to its saved position.
 /// @throws runtime_failure if a server or worker refuses or is lost.
 void restore_checkpoint(cluster& cl, const checkpoint_state& st);
+
+/// The state of parameter server `ps` in `st` (checked with
+/// check_checkpoint), in the server's buffer layout.
+ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
+                         uint32_t ps);
+
+/// Restores parameter server `ps` (index `index`) from `snap`.
+/// @throws runtime_failure if it refuses or is lost.
+void restore_ps(caf::actor_system& sys, const ps_actor& ps, uint32_t index,
+                ps_snapshot snap);
 
 /// The progress recorded in `st`.
 training_progress progress_of(const checkpoint_state& st);

@@ -13,6 +13,8 @@
 #include "caf/send.hpp"
 
 #include "core/error.hpp"
+#include "cluster/checkpointer.hpp"
+#include "core/checkpoint.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
 #include "models/model.hpp"
@@ -83,10 +85,19 @@ placement job_placement(const job_config& cfg, const model& net) {
 void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net) {
+  for (uint32_t p = 0; p < servers.size(); ++p)
+    create_shards(sys, layout, servers[p], p, cfg, net);
+}
+
+void create_shards(caf::actor_system& sys, const placement& layout,
+                   const ps_actor& server, uint32_t ps, const job_config& cfg,
+                   const model& net) {
   std::vector<float> init(layout.model_size);
   net.initialize(init.data(), cfg.init_seed);
   caf::scoped_actor self{sys};
   for (auto& s : layout.shards) {
+    if (s.ps != ps)
+      continue;
     auto& var = layout.variables[s.variable];
     create_shard req;
     req.variable = var.name;
@@ -97,7 +108,7 @@ void create_variables(caf::actor_system& sys, const placement& layout,
     req.values.values.assign(init.begin() + s.model_offset,
                              init.begin() + s.model_offset + s.size);
     caf::error failure;
-    self->request(servers[s.ps], setup_timeout, create_atom_v, std::move(req))
+    self->request(server, setup_timeout, create_atom_v, std::move(req))
       .receive(
         [&](uint64_t offset) {
           if (offset != s.ps_offset)
@@ -180,23 +191,54 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   for (uint32_t w = 0; w < cfg.workers; ++w)
     workers_.push_back(spawn_worker(
       sys, worker_options{w, 0, net, data[w], layout_, servers_}));
-  spawned_->current = workers_;
+  shared_->workers = workers_;
+  shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
   // iterator, which goes on where the lost one stopped.
   auto layout = layout_;
-  auto servers = servers_;
-  auto spawned = spawned_;
-  worker_respawn respawn = [&sys, net, data, layout, servers,
-                            spawned](uint32_t w, uint32_t incarnation) {
-    auto worker = spawn_worker(
-      sys, worker_options{w, incarnation, net, data[w], layout, servers});
-    std::lock_guard<std::mutex> guard{spawned->mtx};
-    spawned->workers.push_back(worker);
-    spawned->current.at(w) = worker;
+  auto shared = shared_;
+  worker_respawn respawn = [&sys, net, data, layout,
+                            shared](uint32_t w, uint32_t incarnation) {
+    std::lock_guard<std::mutex> guard{shared->mtx};
+    auto worker = spawn_worker(sys, worker_options{w, incarnation, net,
+                                                   data[w], layout,
+                                                   shared->servers});
+    shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
+    shared->workers.at(w) = worker;
     return worker;
   };
+  // A lost ps comes back as a new actor with its shards restored from the
+  // newest checkpoint (or, with none yet, from the initial values). Runs in
+  // a helper thread of the dispatcher's.
+  ps_respawn respawn_ps = [&sys, cfg, net, layout, shared](uint32_t p) {
+    auto ps = spawn_ps(sys, ps_options{p, cfg.optimizer,
+                                       parse_consistency(cfg.mode),
+                                       cfg.workers, cfg.staleness});
+    {
+      std::lock_guard<std::mutex> guard{shared->mtx};
+      shared->spawned.push_back(caf::actor_cast<caf::actor>(ps));
+    }
+    create_shards(sys, *layout, ps, p, cfg, *net);
+    auto dir = cfg.checkpoint_dir.empty()
+                 ? std::string{}
+                 : latest_checkpoint(cfg.checkpoint_dir);
+    if (dir.empty()) {
+      log::warn("coordinator", -1,
+                "no checkpoint to restore ps {} from: it starts again from "
+                "the initial values",
+                p);
+    } else {
+      auto st = read_checkpoint(dir);
+      restore_ps(sys, ps, p, snapshot_for(*layout, st, p));
+      log::info("coordinator", -1, "ps {} restored from {}", p, dir);
+    }
+    std::lock_guard<std::mutex> guard{shared->mtx};
+    shared->servers.at(p) = ps;
+    return ps;
+  };
   dispatcher_ = spawn_coordinator(sys, workers_, std::move(respawn),
-                                  cfg.restart_budget);
+                                  cfg.restart_budget, {}, servers_,
+                                  std::move(respawn_ps));
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
 }
@@ -212,22 +254,25 @@ local_cluster::~local_cluster() {
   }
   for (auto& w : workers_)
     caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-  {
-    std::lock_guard<std::mutex> guard{spawned_->mtx};
-    for (auto& w : spawned_->workers)
-      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-  }
   for (auto& p : servers_)
     caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> guard{shared_->mtx};
+  for (auto& a : shared_->spawned)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+std::vector<ps_actor> local_cluster::servers() const {
+  std::lock_guard<std::mutex> guard{shared_->mtx};
+  return shared_->servers;
 }
 
 void local_cluster::inject(const fault_spec& f) {
   caf::actor target;
-  if (f.role == "ps") {
-    target = caf::actor_cast<caf::actor>(servers_.at(f.index));
-  } else {
-    std::lock_guard<std::mutex> guard{spawned_->mtx};
-    target = caf::actor_cast<caf::actor>(spawned_->current.at(f.index));
+  {
+    std::lock_guard<std::mutex> guard{shared_->mtx};
+    target = f.role == "ps"
+               ? caf::actor_cast<caf::actor>(shared_->servers.at(f.index))
+               : caf::actor_cast<caf::actor>(shared_->workers.at(f.index));
   }
   log::warn("coordinator", -1, "fault injection: {}", to_string(f));
   if (f.action == fault_spec::kind::kill)
@@ -238,11 +283,11 @@ void local_cluster::inject(const fault_spec& f) {
 }
 
 std::vector<float> local_cluster::pull_model() {
-  return actorps::pull_model(sys_, *layout_, servers_);
+  return actorps::pull_model(sys_, *layout_, servers());
 }
 
 std::vector<ps_stats> local_cluster::stats() {
-  return ps_stats_of(sys_, servers_);
+  return ps_stats_of(sys_, servers());
 }
 
 } // namespace actorps

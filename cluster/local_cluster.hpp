@@ -67,8 +67,9 @@ public:
   /// does not answer).
   virtual std::vector<ps_stats> stats() = 0;
 
-  /// The parameter servers, by index.
-  virtual const std::vector<ps_actor>& servers() const = 0;
+  /// The parameter servers, by index (a copy: a recovered server replaces
+  /// a lost one while the job runs).
+  virtual std::vector<ps_actor> servers() const = 0;
 
   /// The workers, by index.
   virtual const std::vector<worker_actor>& workers() const = 0;
@@ -94,6 +95,13 @@ placement job_placement(const job_config& cfg, const model& net);
 void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net);
+
+/// Creates the shards `layout` places on parameter server `ps` (index) on
+/// `server`, with their initial values.
+/// @throws runtime_failure as create_variables.
+void create_shards(caf::actor_system& sys, const placement& layout,
+                   const ps_actor& server, uint32_t ps, const job_config& cfg,
+                   const model& net);
 
 /// Pulls every server's shards into one flat model buffer. Watches each
 /// server while it waits, so a lost server fails the pull at once.
@@ -131,9 +139,7 @@ public:
     return *layout_;
   }
 
-  const std::vector<ps_actor>& servers() const override {
-    return servers_;
-  }
+  std::vector<ps_actor> servers() const override;
 
   const std::vector<worker_actor>& workers() const override {
     return workers_;
@@ -150,19 +156,21 @@ public:
   std::vector<ps_stats> stats() override;
 
 private:
-  /// Workers the dispatcher restarted (they too are stopped at the end).
-  struct spawned_workers {
+  /// What supervision changes while the job runs (guarded by mtx).
+  struct shared_state {
     std::mutex mtx;
+    /// The current incarnation of each worker and server.
     std::vector<worker_actor> workers;
-    /// The newest incarnation of each worker index.
-    std::vector<worker_actor> current;
+    std::vector<ps_actor> servers;
+    /// Every actor started after the constructor (stopped at the end).
+    std::vector<caf::actor> spawned;
   };
 
   caf::actor_system& sys_;
   std::shared_ptr<const placement> layout_;
   std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;
-  std::shared_ptr<spawned_workers> spawned_ = std::make_shared<spawned_workers>();
+  std::shared_ptr<shared_state> shared_ = std::make_shared<shared_state>();
   coordinator_actor dispatcher_;
   std::unique_ptr<cluster_coordinator> coordinator_;
 };

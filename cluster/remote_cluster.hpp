@@ -86,7 +86,7 @@ public:
 
   std::vector<ps_stats> stats() override;
 
-  const std::vector<ps_actor>& servers() const override {
+  std::vector<ps_actor> servers() const override {
     return servers_;
   }
 

@@ -334,6 +334,12 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                               ? 0.0
                               : double(staleness_sum) / double(report.pushes);
     auto counts = coord.counts();
+    // Every closure pushes once to every server; a server restored from a
+    // checkpoint lost the pushes since it (sync counts rounds instead).
+    if (cfg.mode != "sync")
+      for (auto& s : cluster.stats())
+        if (s.pushes < progress.global_step)
+          report.updates_lost += progress.global_step - s.pushes;
     report.closures = counts.finished;
     report.scheduled = counts.scheduled;
     report.reexecuted = counts.reexecuted;
@@ -351,14 +357,18 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                "staleness: mean {:.2f}, max {} over {} pushes; worker time: "
                "compute {:.0f}%, pull {:.0f}%, push {:.0f}%, waiting {:.0f}%\n"
                "closures: {} scheduled, {} finished, {} re-executed; pushes: "
-               "{} applied, {} discarded as duplicates\n",
+               "{} applied, {} discarded as duplicates{}\n",
                last.test_accuracy, last.test_loss, report.samples_per_sec,
                report.epochs.size(), report.workers, report.ps,
                report.mean_staleness, report.max_staleness, report.pushes,
                share(report.compute_s), share(report.pull_s),
                share(report.push_s), share(wait_s), report.scheduled,
                report.closures, report.reexecuted, report.pushes,
-               report.duplicates);
+               report.duplicates,
+               report.updates_lost == 0
+                 ? std::string{}
+                 : fmt::format(", {} lost to parameter-server recovery",
+                               report.updates_lost));
     std::fflush(opts.out);
   }
   metrics.write({{"type", "final"},
@@ -376,6 +386,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                  {"closures_scheduled", report.scheduled},
                  {"closures_reexecuted", report.reexecuted},
                  {"duplicate_pushes", report.duplicates},
+                 {"updates_lost", report.updates_lost},
                  {"optimizer", to_string(cfg.optimizer.type)},
                  {"mode", cfg.mode},
                  {"time_share",

@@ -38,6 +38,9 @@ struct train_report {
   uint64_t scheduled = 0;     ///< closures scheduled
   uint64_t reexecuted = 0;    ///< extra runs of closures whose worker was lost
   uint64_t duplicates = 0;    ///< pushes discarded as already applied
+  /// Pushes rolled back when a parameter server was restored from a
+  /// checkpoint (at most one checkpoint interval per recovery).
+  uint64_t updates_lost = 0;
   /// Summed over all steps of all workers, seconds.
   double pull_s = 0;
   double compute_s = 0;
