@@ -8,6 +8,7 @@
 #include "caf/after.hpp"
 #include "caf/scoped_actor.hpp"
 
+#include "cluster/ask.hpp"
 #include "cluster/handshake.hpp"
 #include "cluster/local_cluster.hpp"
 #include "core/error.hpp"
@@ -19,26 +20,11 @@ namespace {
 
 constexpr auto answer_timeout = std::chrono::seconds(60);
 
-/// Sends `xs` to `dest` and waits for one reply of type T, watching `dest`:
-/// a lost actor fails at once. @throws runtime_failure naming `what`.
 template <class T, class Handle, class... Ts>
 T ask(caf::actor_system& sys, const Handle& dest, const std::string& what,
       Ts&&... xs) {
-  caf::scoped_actor self{sys};
-  self->monitor(dest);
-  self->send(dest, std::forward<Ts>(xs)...);
-  T result;
-  std::string failure;
-  self->receive(
-    [&](T& x) { result = std::move(x); },
-    [&](caf::error& err) { failure = sys.render(err); },
-    [&](caf::down_msg& dm) { failure = "lost: " + sys.render(dm.reason); },
-    caf::after(answer_timeout) >> [&] {
-      failure = fmt::format("no answer within {} s", answer_timeout.count());
-    });
-  if (!failure.empty())
-    throw runtime_failure(fmt::format("{}: {}", what, failure));
-  return result;
+  return detail::ask<T>(sys, dest, what, answer_timeout,
+                        std::forward<Ts>(xs)...);
 }
 
 std::map<std::string, std::string> job_fields(const job_fingerprint& fp) {

@@ -13,6 +13,7 @@
 #include "caf/send.hpp"
 
 #include "core/error.hpp"
+#include "cluster/ask.hpp"
 #include "cluster/checkpointer.hpp"
 #include "core/checkpoint.hpp"
 #include "core/job_config.hpp"
@@ -127,27 +128,14 @@ std::vector<float> pull_model(caf::actor_system& sys, const placement& layout,
                               const std::vector<ps_actor>& servers) {
   std::vector<float> result(layout.model_size);
   for (uint32_t p = 0; p < servers.size(); ++p) {
-    // A plain send, not a request: the reply comes back as a message, so the
-    // same receive sees the server's down_msg if it is lost meanwhile.
-    caf::scoped_actor self{sys};
-    self->monitor(servers[p]);
-    self->send(servers[p], pull_atom_v, no_worker);
-    std::string failure;
-    self->receive(
-      [&](pull_reply& r) {
-        if (r.values.values.size() != layout.ps_sizes[p])
-          failure = fmt::format("expected {} floats, got {}",
-                                layout.ps_sizes[p], r.values.values.size());
-        else
-          scatter_shards(layout, p, r.values.values.data(), result.data());
-      },
-      [&](caf::error& err) { failure = sys.render(err); },
-      [&](caf::down_msg& dm) { failure = "lost: " + sys.render(dm.reason); },
-      caf::after(setup_timeout) >> [&] {
-        failure = fmt::format("no answer within {} s", setup_timeout.count());
-      });
-    if (!failure.empty())
-      throw runtime_failure(fmt::format("pulling from ps {}: {}", p, failure));
+    auto what = fmt::format("pulling from ps {}", p);
+    auto r = detail::ask<pull_reply>(sys, servers[p], what, setup_timeout,
+                                     pull_atom_v, no_worker);
+    if (r.values.values.size() != layout.ps_sizes[p])
+      throw runtime_failure(fmt::format("{}: expected {} floats, got {}", what,
+                                        layout.ps_sizes[p],
+                                        r.values.values.size()));
+    scatter_shards(layout, p, r.values.values.data(), result.data());
   }
   return result;
 }
