@@ -32,6 +32,7 @@ struct coordinator_state {
   // -- parameter server recovery ------------------------------------------------
   std::vector<ps_actor> servers;
   ps_respawn recover_ps;
+  std::vector<bool> recovering_ps;
   /// Servers being recovered; dispatch pauses while there are any.
   uint32_t recovering = 0;
   std::chrono::steady_clock::time_point pause_start;
@@ -152,6 +153,31 @@ void dispatch(coordinator_ptr self) {
   }
 }
 
+/// Parameter server `p` is lost: pauses dispatch and recovers it in a helper
+/// thread (once, however many report the loss).
+void start_recovery(coordinator_ptr self, uint32_t p, const std::string& why) {
+  auto& st = self->state;
+  if (!st.recover_ps || p >= st.servers.size() || st.recovering_ps[p])
+    return;
+  st.recovering_ps[p] = true;
+  if (st.recovering++ == 0)
+    st.pause_start = std::chrono::steady_clock::now();
+  log::warn("coordinator", -1,
+            "ps {} lost ({}); dispatch paused while it is recovered", p, why);
+  auto fn = st.recover_ps;
+  coordinator_actor me = self;
+  self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
+    try {
+      helper->send(me, restore_atom_v, p, fn(p));
+    } catch (const std::exception& e) {
+      helper->send(me, cancel_atom_v,
+                   caf::make_error(errc::ps_lost, "ps", p,
+                                   std::string{"recovery failed: "}
+                                     + e.what()));
+    }
+  });
+}
+
 /// Worker `w` is back as `worker`.
 void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
   auto& st = self->state;
@@ -187,6 +213,7 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
   }
   st.servers = std::move(servers);
   st.recover_ps = std::move(recover_ps);
+  st.recovering_ps.assign(st.servers.size(), false);
   if (st.recover_ps)
     for (auto& s : st.servers)
       self->monitor(s);
@@ -194,23 +221,7 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
     auto& st = self->state;
     for (uint32_t p = 0; p < st.servers.size(); ++p)
       if (st.recover_ps && st.servers[p].address() == dm.source) {
-        if (st.recovering++ == 0)
-          st.pause_start = std::chrono::steady_clock::now();
-        log::warn("coordinator", -1,
-                  "ps {} lost ({}); dispatch paused while it is recovered", p,
-                  self->system().render(dm.reason));
-        auto fn = st.recover_ps;
-        coordinator_actor me = self;
-        self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
-          try {
-            helper->send(me, restore_atom_v, p, fn(p));
-          } catch (const std::exception& e) {
-            helper->send(me, cancel_atom_v,
-                         caf::make_error(errc::ps_lost, "ps", p,
-                                         std::string{"recovery failed: "}
-                                           + e.what()));
-          }
-        });
+        start_recovery(self, p, self->system().render(dm.reason));
         return;
       }
     for (uint32_t w = 0; w < st.workers.size(); ++w)
@@ -237,10 +248,12 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
       if (p >= st.servers.size())
         return;
       st.servers[p] = ps;
+      st.recovering_ps[p] = false;
       self->monitor(ps);
       for (uint32_t w = 0; w < st.workers.size(); ++w)
         if (st.alive[w])
-          self->send(st.workers[w], replace_atom_v, p, ps);
+          self->send(st.workers[w], replace_atom_v, p,
+                     caf::actor_cast<caf::strong_actor_ptr>(ps));
       if (st.recovering > 0 && --st.recovering == 0) {
         auto pause = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - st.pause_start)
@@ -250,6 +263,9 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
                   p, pause);
       }
       dispatch(self);
+    },
+    [=](restore_atom, uint32_t p) {
+      start_recovery(self, p, "reported by the watcher");
     },
     [=](lost_atom) {
       auto& st = self->state;

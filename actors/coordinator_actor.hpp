@@ -44,7 +44,10 @@ using coordinator_actor = caf::typed_actor<
   caf::reacts_to<lost_atom>,
   // Internal: parameter server `index` is recovered as `ps`; the workers
   // switch to it and dispatch resumes.
-  caf::reacts_to<restore_atom, uint32_t, ps_actor>>;
+  caf::reacts_to<restore_atom, uint32_t, ps_actor>,
+  // Parameter server `index` is lost (found by other means, e.g. a remote
+  // node's silence): recover it as when its actor goes down.
+  caf::reacts_to<restore_atom, uint32_t>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
 using worker_respawn = std::function<worker_actor(uint32_t index,

@@ -207,10 +207,21 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       }
   });
   return {
-    [=](replace_atom, uint32_t p, ps_actor& ps) {
+    [=](replace_atom, uint32_t p, caf::strong_actor_ptr& ptr) {
+      auto ps = caf::actor_cast<ps_actor>(std::move(ptr));
       auto& st = self->state;
       if (p >= st.opts.servers.size())
         return;
+      if (st.opts.redial) {
+        try {
+          ps = st.opts.redial(p);
+        } catch (const std::exception& e) {
+          log::warn("worker", static_cast<int>(st.opts.index),
+                    "cannot reach the recovered ps{} directly ({}); going "
+                    "through the coordinator",
+                    p, e.what());
+        }
+      }
       st.opts.servers[p] = std::move(ps);
       self->monitor(st.opts.servers[p]);
       st.ps_lost = caf::error{};

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -39,7 +40,9 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<freeze_atom, uint64_t>,
   // Parameter server `index` was lost and is back as `ps` (recovered): the
   // worker uses it from now on and runs closures again.
-  caf::reacts_to<replace_atom, uint32_t, ps_actor>>;
+  // (The handle travels as a strong_actor_ptr: typed handles are not
+  // registered message types.)
+  caf::reacts_to<replace_atom, uint32_t, caf::strong_actor_ptr>>;
 
 /// Step functions every worker knows by name.
 inline constexpr const char* train_step_name = "train_step";
@@ -55,6 +58,11 @@ struct worker_options {
   std::shared_ptr<const placement> layout;
   /// Parameter server i holds the shards with shard_info::ps == i.
   std::vector<ps_actor> servers;
+  /// Across processes: connects to recovered server `index` directly and
+  /// returns it (blocking, a few milliseconds), instead of using the handle
+  /// the coordinator forwards (which CAF would route through the
+  /// coordinator's node). Throws when it cannot.
+  std::function<ps_actor(uint32_t index)> redial;
 };
 
 /// Spawns a worker; its behaviour lives in worker_actor.cpp.

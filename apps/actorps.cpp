@@ -132,9 +132,10 @@ int run_launch(const std::vector<std::string>& args) {
               "--index", std::to_string(index), "--cluster", file.path()};
     c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
     c.env = {{"ACTORPS_LAUNCHED", "1"}};
-    // A worker that dies is started again; it joins its servers and the
-    // coordinator takes it back. (A lost ps fails the job: not restarted.)
-    if (role == "worker")
+    // A worker or ps that dies is started again: a worker joins its
+    // servers and the coordinator takes it back; a ps gets its shards back
+    // from the newest checkpoint.
+    if (role != "coordinator")
       c.restart_budget = job.restart_budget;
     children.push_back(std::move(c));
   };

@@ -446,7 +446,8 @@ public:
           bool died = WIFSIGNALED(c.wait_status)
                       || (WIFEXITED(c.wait_status)
                           && WEXITSTATUS(c.wait_status) != 0);
-          if (died && !main_exited && c.restarts < c.spec->restart_budget) {
+          if (died && !main_exited && !stopping_
+              && c.restarts < c.spec->restart_budget) {
             auto delay = opts_.restart_delay * (1 << c.restarts);
             c.restart_pending = true;
             c.restart_at = clock::now() + delay;
@@ -566,9 +567,14 @@ private:
     ssize_t n;
     while ((n = ::read(wake_read_fd, sigs, sizeof(sigs))) > 0) {
       for (ssize_t i = 0; i < n; ++i) {
-        if (sigs[i] == SIGINT || sigs[i] == SIGTERM)
+        if (sigs[i] == SIGINT || sigs[i] == SIGTERM) {
+          // The user is stopping everything: no child comes back.
+          stopping_ = true;
+          for (auto& c : children_)
+            c.restart_pending = false;
           signal_running(sigs[i], fmt::format("received {}; forwarding it",
                                               signal_name(sigs[i])));
+        }
       }
     }
   }
@@ -661,6 +667,8 @@ private:
     batch_.clear();
   }
 
+  /// Set once SIGINT or SIGTERM reached the launcher: no more restarts.
+  bool stopping_ = false;
   const launch_options& opts_;
   const signal_guard& signals_;
   int devnull_;

@@ -13,6 +13,7 @@
 #include "cluster/local_cluster.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
+#include "core/log.hpp"
 
 namespace actorps {
 
@@ -152,6 +153,24 @@ void restore_ps(caf::actor_system& sys, const ps_actor& ps, uint32_t index,
                 ps_snapshot snap) {
   ask<uint64_t>(sys, ps, fmt::format("restoring ps {}", index), restore_atom_v,
                 std::move(snap));
+}
+
+std::string restore_ps_from_latest(caf::actor_system& sys,
+                                   const placement& layout,
+                                   const job_config& cfg, const ps_actor& ps,
+                                   uint32_t index) {
+  auto dir = cfg.checkpoint_dir.empty() ? std::string{}
+                                        : latest_checkpoint(cfg.checkpoint_dir);
+  if (dir.empty()) {
+    log::warn("coordinator", -1,
+              "no checkpoint to restore ps {} from: it starts again from the "
+              "initial values",
+              index);
+    return dir;
+  }
+  restore_ps(sys, ps, index, snapshot_for(layout, read_checkpoint(dir), index));
+  log::info("coordinator", -1, "ps {} restored from {}", index, dir);
+  return dir;
 }
 
 void restore_checkpoint(cluster& cl, const checkpoint_state& st) {

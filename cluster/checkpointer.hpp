@@ -56,6 +56,16 @@ ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
 void restore_ps(caf::actor_system& sys, const ps_actor& ps, uint32_t index,
                 ps_snapshot snap);
 
+/// Gives a new parameter server `ps` (index `index`, shards created) the
+/// state of the newest checkpoint in cfg.checkpoint_dir; with none, it keeps
+/// the initial values (logged). Returns the checkpoint used ("" if none).
+/// @throws input_error for an unreadable checkpoint; runtime_failure if the
+///         server refuses.
+std::string restore_ps_from_latest(caf::actor_system& sys,
+                                   const placement& layout,
+                                   const job_config& cfg, const ps_actor& ps,
+                                   uint32_t index);
+
 /// The progress recorded in `st`.
 training_progress progress_of(const checkpoint_state& st);
 

@@ -207,19 +207,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
       shared->spawned.push_back(caf::actor_cast<caf::actor>(ps));
     }
     create_shards(sys, *layout, ps, p, cfg, *net);
-    auto dir = cfg.checkpoint_dir.empty()
-                 ? std::string{}
-                 : latest_checkpoint(cfg.checkpoint_dir);
-    if (dir.empty()) {
-      log::warn("coordinator", -1,
-                "no checkpoint to restore ps {} from: it starts again from "
-                "the initial values",
-                p);
-    } else {
-      auto st = read_checkpoint(dir);
-      restore_ps(sys, ps, p, snapshot_for(*layout, st, p));
-      log::info("coordinator", -1, "ps {} restored from {}", p, dir);
-    }
+    restore_ps_from_latest(sys, *layout, cfg, ps, p);
     std::lock_guard<std::mutex> guard{shared->mtx};
     shared->servers.at(p) = ps;
     return ps;

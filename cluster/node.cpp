@@ -103,6 +103,11 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   log::info("worker", static_cast<int>(index),
             "joined {} ps; {} training examples in this worker's slice",
             joined.size(), data->shard_rows());
+  opts.redial = [&sys, servers, me](uint32_t p) {
+    auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
+                          std::chrono::seconds(5));
+    return caf::actor_cast<ps_actor>(j[0].welcome.role_actor);
+  };
   auto worker = spawn_worker(sys, std::move(opts));
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
                spec.worker[index]);

@@ -16,6 +16,7 @@
 
 #include "actors/node_actor.hpp"
 #include "cluster/gate.hpp"
+#include "cluster/checkpointer.hpp"
 #include "cluster/handshake.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
@@ -85,8 +86,7 @@ void declare_lost(watcher_actor* self, watched_node& n, const std::string& why) 
   if (n.role == "worker")
     self->send(st.dispatcher, lost_atom_v, n.index);
   else
-    self->send(st.dispatcher, cancel_atom_v,
-               caf::make_error(errc::ps_lost, "ps", n.index, why));
+    self->send(st.dispatcher, restore_atom_v, n.index);
 }
 
 caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
@@ -165,7 +165,8 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
         table->nodes.at(slot) = node;
       }
       log::info("coordinator", -1, "{} joined again", n.name);
-      if (st.dispatcher)
+      // A ps goes back to the dispatcher from the recovery that joined it.
+      if (st.dispatcher && n.role == "worker")
         self->send(st.dispatcher, replace_atom_v, n.index,
                    caf::actor_cast<worker_actor>(role_actor));
     },
@@ -314,8 +315,11 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       }
       caf::anon_send(watcher_, joined[i].node, members_[i].name(),
                      members_[i].role, members_[i].index);
-      if (members_[i].role == "ps")
+      if (members_[i].role == "ps") {
         servers_.push_back(caf::actor_cast<ps_actor>(role_actor));
+        std::lock_guard<std::mutex> guard{table_->mtx};
+        table_->servers.push_back(servers_.back());
+      }
       else
         workers_.push_back(caf::actor_cast<worker_actor>(role_actor));
     }
@@ -327,9 +331,34 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   log::info("coordinator", -1, "every node joined; variables created");
   // Lost workers may come back (launch restarts them): with none left, the
   // queue waits for one as long as nodes may take to join.
-  dispatcher_ = spawn_coordinator(
-    sys, workers_, nullptr, 0,
-    std::chrono::milliseconds(cfg.connect_timeout_ms));
+  // A lost ps is recovered when its node is back: joined again (waiting up
+  // to connect_timeout), its shards created and restored from the newest
+  // checkpoint. Runs in a helper thread of the dispatcher's.
+  auto timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
+  auto layout = layout_;
+  auto table = table_;
+  auto watcher = watcher_;
+  auto members = members_;
+  ps_respawn recover = [&sys, cfg, net, layout, table, watcher, members, mine,
+                        timeout](uint32_t p) {
+    uint64_t slot = 0;
+    while (slot < members.size()
+           && !(members[slot].role == "ps" && members[slot].index == p))
+      ++slot;
+    log::info("coordinator", -1, "waiting for ps{} to come back", p);
+    auto joined = join_members(sys, {members.at(slot)}, mine, watcher,
+                               timeout);
+    auto ps = caf::actor_cast<ps_actor>(joined[0].welcome.role_actor);
+    caf::anon_send(watcher, replace_atom_v, slot, joined[0].node,
+                   joined[0].welcome.role_actor);
+    create_shards(sys, *layout, ps, p, cfg, *net);
+    restore_ps_from_latest(sys, *layout, cfg, ps, p);
+    std::lock_guard<std::mutex> guard{table->mtx};
+    table->servers.at(p) = ps;
+    return ps;
+  };
+  dispatcher_ = spawn_coordinator(sys, workers_, nullptr, 0, timeout, servers_,
+                                  std::move(recover));
   caf::anon_send(watcher_, dispatcher_);
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
@@ -378,12 +407,17 @@ void remote_cluster::inject(const fault_spec& f) {
   }
 }
 
+std::vector<ps_actor> remote_cluster::servers() const {
+  std::lock_guard<std::mutex> guard{table_->mtx};
+  return table_->servers;
+}
+
 std::vector<float> remote_cluster::pull_model() {
-  return actorps::pull_model(sys_, *layout_, servers_);
+  return actorps::pull_model(sys_, *layout_, servers());
 }
 
 std::vector<ps_stats> remote_cluster::stats() {
-  return ps_stats_of(sys_, servers_);
+  return ps_stats_of(sys_, servers());
 }
 
 } // namespace actorps

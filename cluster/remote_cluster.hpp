@@ -51,6 +51,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
 struct node_table {
   std::mutex mtx;
   std::vector<caf::actor> nodes; ///< in the order of the members
+  std::vector<ps_actor> servers; ///< the current actor of each ps
 };
 
 /// The coordinator's side of a multi-process cluster: the parameter servers
@@ -59,7 +60,10 @@ struct node_table {
 /// join_members), creates the variables on the parameter servers and starts
 /// the dispatcher over the remote workers. Every node is watched: a lost one
 /// is logged at once (CAF heartbeats: within about heartbeat_timeout); a lost
-/// worker's closure is re-queued, a lost ps fails the job.
+/// worker's closure is re-queued and the worker taken back when it joins
+/// again; a lost ps is recovered when its node comes back (restarted by
+/// `launch` or by hand): dispatch pauses, its shards are restored from the
+/// newest checkpoint, the workers switch to it.
 class remote_cluster : public cluster {
 public:
   /// @throws runtime_failure as join_members, or if a server refuses a shard.
@@ -86,9 +90,7 @@ public:
 
   std::vector<ps_stats> stats() override;
 
-  std::vector<ps_actor> servers() const override {
-    return servers_;
-  }
+  std::vector<ps_actor> servers() const override;
 
   const std::vector<worker_actor>& workers() const override {
     return workers_;

@@ -431,6 +431,29 @@ case_faults() {
   fi
   exactly_once "$tmp/r.log" && ok "launch with restarts: every closure applied once per ps" \
     || bad "launch restart counts: $(grep -o 'closures: .*' "$tmp/r.log")"
+  # A ps process killed: launch restarts it, the coordinator restores its
+  # shards from the newest checkpoint, the workers switch, the job goes on.
+  "$bin" launch "${short[@]}" --train-limit 12800 --epochs 2 --workers 2 --ps 2 \
+    --checkpoint-dir "$tmp/lck" --checkpoint-every 40 \
+    --fault kill:ps:1@100 >"$tmp/s.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q 'ps 1 restored from .*ckpt-0000000080' "$tmp/s.log" \
+     && grep -q 'ps 1 recovered; dispatch resumed after a pause of' "$tmp/s.log" \
+     && [[ $(grep -c 'uses the recovered ps1' "$tmp/s.log") -eq 2 ]]; then
+    ok "launch: killed ps recovered: $(grep -o 'ps 1 recovered.*' "$tmp/s.log")"
+  else
+    bad "launch ps kill: exit $rc: $(grep -E 'launch|ps 1|ps1|failed' "$tmp/s.log" | tail -12)"
+  fi
+  line=$(grep -o 'closures: .*' "$tmp/s.log")
+  finished=$(echo "$line" | awk '{print $4}')
+  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
+  lost=$(echo "$line" | sed -n 's/.*, \([0-9]*\) lost to parameter-server recovery.*/\1/p')
+  lost=${lost:-0}
+  if [[ -n $line ]] && ((applied + lost == 2 * finished && lost <= 40)); then
+    ok "launch ps recovery: $applied applied + $lost lost = 2 x $finished closures"
+  else
+    bad "launch ps recovery counts: $line"
+  fi
 }
 
 "case_$case_name"
