@@ -77,10 +77,12 @@ uint64_t remote_value::closure_id() const {
 
 cluster_coordinator::cluster_coordinator(caf::actor_system& sys,
                                          coordinator_actor dispatcher,
-                                         uint64_t max_queued)
+                                         uint64_t max_queued,
+                                         uint64_t first_id)
   : sys_(sys),
     dispatcher_(std::move(dispatcher)),
     max_queued_(std::max<uint64_t>(max_queued, 1)),
+    next_id_(first_id),
     tracker_(std::make_shared<detail::closure_tracker>()) {
   // nop
 }

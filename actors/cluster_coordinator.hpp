@@ -102,8 +102,11 @@ class cluster_coordinator {
 public:
   /// @param max_queued schedule() blocks while this many closures are
   ///        unfinished (a bounded queue, as TF's).
+  /// @param first_id the first closure's id; ids then count up. Parameter
+  ///        servers apply one push per closure id, so coordinators that may
+  ///        meet the same servers (a restarted one) must not reuse ids.
   cluster_coordinator(caf::actor_system& sys, coordinator_actor dispatcher,
-                      uint64_t max_queued);
+                      uint64_t max_queued, uint64_t first_id = 1);
 
   ~cluster_coordinator();
 

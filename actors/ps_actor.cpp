@@ -201,6 +201,9 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts) {
                   slots[i].begin());
       st.optimizer.set_steps(snap.optimizer_steps);
       st.stats.clock = snap.clock;
+      // The restored state predates every push applied since: their ids no
+      // longer count as applied.
+      st.applied.clear();
       // Without sync's rounds, the clock counts the pushes applied.
       if (st.opts.mode != consistency::sync)
         st.stats.pushes = snap.clock;

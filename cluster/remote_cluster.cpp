@@ -1,6 +1,7 @@
 #include "cluster/remote_cluster.hpp"
 
 #include <map>
+#include <random>
 #include <mutex>
 #include <thread>
 
@@ -323,7 +324,25 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       else
         workers_.push_back(caf::actor_cast<worker_actor>(role_actor));
     }
-    create_variables(sys, *layout_, servers_, cfg, *net);
+    // A ps that already holds its shards kept them from a coordinator
+    // before this one (which died; this one was started with --resume or
+    // joins a running job): they stay as they are.
+    auto held = ps_stats_of(sys, servers_);
+    for (uint32_t p = 0; p < servers_.size(); ++p) {
+      if (held[p].shards == 0) {
+        create_shards(sys, *layout_, servers_[p], p, cfg, *net);
+      } else if (held[p].floats == layout_->ps_sizes[p]
+                 && held[p].shards == layout_->shards_of(p).size()) {
+        log::info("coordinator", -1,
+                  "ps{} already holds its {} shards (clock {}): kept", p,
+                  held[p].shards, held[p].clock);
+      } else {
+        throw runtime_failure(fmt::format(
+          "ps{} holds {} shards with {} floats, this job places {} with {}",
+          p, held[p].shards, held[p].floats, layout_->shards_of(p).size(),
+          layout_->ps_sizes[p]));
+      }
+    }
   } catch (...) {
     caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
     throw;
@@ -360,8 +379,14 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   dispatcher_ = spawn_coordinator(sys, workers_, nullptr, 0, timeout, servers_,
                                   std::move(recover));
   caf::anon_send(watcher_, dispatcher_);
+  // Closure ids start at a random multiple of 2^40: a coordinator restarted
+  // against running servers must not repeat the ids its predecessor used
+  // (the servers would discard those pushes as duplicates).
+  std::random_device rd;
+  auto base = (uint64_t{rd()} % ((uint64_t{1} << 23) - 1) + 1) << 40;
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
-                                                       cfg.max_queued);
+                                                       cfg.max_queued,
+                                                       base + 1);
 }
 
 remote_cluster::~remote_cluster() {

@@ -57,8 +57,9 @@ struct node_table {
 /// The coordinator's side of a multi-process cluster: the parameter servers
 /// and workers of `spec` run in other processes (`actorps node`), reached
 /// over CAF's network layer. The constructor joins every node (see
-/// join_members), creates the variables on the parameter servers and starts
-/// the dispatcher over the remote workers. Every node is watched: a lost one
+/// join_members), creates the variables on the parameter servers that hold
+/// none yet (a server that already holds them, from a coordinator that died,
+/// keeps them) and starts the dispatcher over the remote workers. Every node is watched: a lost one
 /// is logged at once (CAF heartbeats: within about heartbeat_timeout); a lost
 /// worker's closure is re-queued and the worker taken back when it joins
 /// again; a lost ps is recovered when its node comes back (restarted by

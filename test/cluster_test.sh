@@ -454,6 +454,38 @@ case_faults() {
   else
     bad "launch ps recovery counts: $line"
   fi
+  # The coordinator SIGKILLed: started again by hand with --resume, it joins
+  # the running nodes (their shards kept) and continues from the newest
+  # checkpoint; its closures are new ids, so nothing is discarded.
+  write_spec "$tmp/cspec.json" 2 2
+  local node_args=("${short[@]}" --train-limit 12800 --epochs 3
+                   --cluster "$tmp/cspec.json" --checkpoint-dir "$tmp/cck"
+                   --checkpoint-every 50)
+  start_node cps0 "${node_args[@]}" --role ps --index 0
+  start_node cps1 "${node_args[@]}" --role ps --index 1
+  start_node cw0 "${node_args[@]}" --role worker --index 0
+  start_node cw1 "${node_args[@]}" --role worker --index 1
+  start_node chief1 "${node_args[@]}" --role coordinator
+  if [[ $(wait_for_line "$tmp/chief1.log" "epoch   1/3" 60) == never ]]; then
+    bad "first coordinator: $(tail -5 "$tmp/chief1.log")"
+    return
+  fi
+  kill -KILL "$(cat "$tmp/chief1.pid")"
+  "$bin" node "${node_args[@]}" --role coordinator --resume >"$tmp/chief2.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q 'already holds its 6 shards' "$tmp/chief2.log" \
+     && grep -q 'resumed from .*: 1 epochs' "$tmp/chief2.log" \
+     && grep -q '^epoch   3/3' "$tmp/chief2.log" \
+     && grep -q '0 discarded as duplicates' "$tmp/chief2.log"; then
+    ok "restarted coordinator resumed the running nodes: $(grep '^done' "$tmp/chief2.log")"
+  else
+    bad "restarted coordinator: exit $rc: $(tail -8 "$tmp/chief2.log")"
+  fi
+  local pid
+  for n in cps0 cps1 cw0 cw1; do
+    wait_exit "$(cat "$tmp/$n.pid")" 10
+    [[ $status == 0 ]] || bad "$n after the restarted coordinator: $status"
+  done
 }
 
 "case_$case_name"
