@@ -3,6 +3,9 @@
 #include <random>
 
 #include "caf/actor_system.hpp"
+#include "caf/scheduler/test_coordinator.hpp"
+#include "caf/typed_event_based_actor.hpp"
+#include "caf/typed_response_promise.hpp"
 
 #include "actors/cluster_coordinator.hpp"
 #include "cluster/local_cluster.hpp"
@@ -148,4 +151,82 @@ TEST_CASE("a failing closure surfaces its error on the next join, then "
   auto counts = coord.counts();
   CHECK(counts.failed == 1);
   CHECK(counts.finished == 1);
+}
+
+namespace {
+
+/// A stand-in worker: answers every closure at once with `loss`, or, with
+/// `crash`, dies while holding the first one (as a crashing step would).
+worker_actor::behavior_type fake_worker(worker_actor::pointer self,
+                                        uint32_t index, bool crash) {
+  return {
+    [=](run_atom, closure_request& req) -> caf::result<step_result> {
+      if (crash) {
+        auto rp = self->make_response_promise<step_result>();
+        self->quit(caf::exit_reason::kill);
+        return rp;
+      }
+      step_result r;
+      r.closure = req.id;
+      r.worker = index;
+      r.loss = 1.0;
+      return r;
+    },
+    [=](seek_atom, uint64_t, uint64_t) { return true; },
+    [=](freeze_atom, uint64_t) {},
+    [=](replace_atom, uint32_t, caf::strong_actor_ptr&) {},
+  };
+}
+
+} // namespace
+
+TEST_CASE("a closure whose worker dies runs on another, and the worker is "
+          "restarted after its back-off (deterministic scheduler)",
+          "[actors][coordinator][faults]") {
+  system_config cfg;
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  caf::actor_system sys{cfg};
+  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(
+    sys.scheduler());
+  auto w0 = sys.spawn(fake_worker, 0u, true);
+  auto w1 = sys.spawn(fake_worker, 1u, false);
+  std::vector<uint32_t> respawned;
+  std::vector<worker_actor> extra;
+  worker_respawn respawn = [&](uint32_t w, uint32_t incarnation) {
+    respawned.push_back(w);
+    CHECK(incarnation == 1);
+    extra.push_back(sys.spawn(fake_worker, w, false));
+    return extra.back();
+  };
+  auto dispatcher = spawn_coordinator(sys, {w0, w1}, respawn, 1);
+  sched.run();
+  {
+    cluster_coordinator coord{sys, dispatcher, 16};
+    auto a = coord.schedule(train_step_name);
+    auto b = coord.schedule(train_step_name);
+    sched.run();
+    // Worker 0 died holding one closure; worker 1 ran both.
+    CHECK(a.done());
+    CHECK(b.done());
+    auto counts = coord.counts();
+    CHECK(counts.finished == 2);
+    CHECK(counts.reexecuted == 1);
+    CHECK(respawned.empty()); // the restart waits for its back-off
+    sched.trigger_timeouts();
+    sched.run();
+    REQUIRE(respawned == std::vector<uint32_t>{0});
+    // The restarted worker takes closures again.
+    auto c = coord.schedule(train_step_name);
+    auto d = coord.schedule(train_step_name);
+    sched.run();
+    CHECK(c.done());
+    CHECK(d.done());
+    CHECK(coord.counts().finished == 4);
+  }
+  sched.run();
+  caf::anon_send_exit(dispatcher, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(w1, caf::exit_reason::user_shutdown);
+  for (auto& w : extra)
+    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+  sched.run();
 }
