@@ -33,6 +33,10 @@ struct coordinator_state {
   std::vector<ps_actor> servers;
   ps_respawn recover_ps;
   std::vector<bool> recovering_ps;
+  // -- injected message faults --------------------------------------------------
+  double chaos_drop = 0;
+  double chaos_delay = 0;
+  uint64_t chaos_ms = 0;
   /// Servers being recovered; dispatch pauses while there are any.
   uint32_t recovering = 0;
   std::chrono::steady_clock::time_point pause_start;
@@ -185,6 +189,9 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
     return;
   st.workers[w] = std::move(worker);
   self->monitor(st.workers[w]);
+  if (st.chaos_drop > 0 || st.chaos_delay > 0)
+    self->send(st.workers[w], chaos_atom_v, st.chaos_drop, st.chaos_delay,
+               st.chaos_ms);
   st.alive[w] = true;
   ++st.alive_count;
   st.idle.push_back(w);
@@ -263,6 +270,19 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
                   p, pause);
       }
       dispatch(self);
+    },
+    [=](chaos_atom, double drop, double delay, uint64_t ms) {
+      auto& st = self->state;
+      if (drop >= 0)
+        st.chaos_drop = drop;
+      if (delay >= 0) {
+        st.chaos_delay = delay;
+        st.chaos_ms = ms;
+      }
+      for (uint32_t w = 0; w < st.workers.size(); ++w)
+        if (st.alive[w])
+          self->send(st.workers[w], chaos_atom_v, st.chaos_drop,
+                     st.chaos_delay, st.chaos_ms);
     },
     [=](restore_atom, uint32_t p) {
       start_recovery(self, p, "reported by the watcher");

@@ -47,7 +47,11 @@ using coordinator_actor = caf::typed_actor<
   caf::reacts_to<restore_atom, uint32_t, ps_actor>,
   // Parameter server `index` is lost (found by other means, e.g. a remote
   // node's silence): recover it as when its actor goes down.
-  caf::reacts_to<restore_atom, uint32_t>>;
+  caf::reacts_to<restore_atom, uint32_t>,
+  // Fault injection: every worker (also later restarted ones) drops the
+  // share `drop` of its pulls and pushes and delays the share `delay` by
+  // `delay_ms`; a negative share leaves that setting as it is.
+  caf::reacts_to<chaos_atom, double, double, uint64_t>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
 using worker_respawn = std::function<worker_actor(uint32_t index,

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <random>
 #include <thread>
 
 #include "caf/actor_system.hpp"
@@ -41,6 +42,17 @@ struct worker_state {
   std::deque<job> queue; // queue.front() is running when busy
   /// Set when a parameter server is lost: every closure fails with it.
   caf::error ps_lost;
+  /// Injected message faults (fault injection): shares of pulls and pushes
+  /// dropped or delayed.
+  struct {
+    double drop = 0;
+    double delay = 0;
+    std::chrono::milliseconds delay_by{0};
+    std::chrono::milliseconds retry_after{200};
+    uint64_t dropped = 0;
+    uint64_t delayed = 0;
+    std::mt19937_64 rng;
+  } chaos;
   bool busy = false;
   // -- the running closure ----------------------------------------------------
   size_t pending = 0;
@@ -84,33 +96,92 @@ caf::error server_error(worker_ptr self, uint32_t p, caf::error err) {
   return err;
 }
 
+void compute(worker_ptr self);
+
+/// Pushes the running closure's gradient to server `p`.
+void push_one(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  auto closure = st.result.closure;
+  push_request req;
+  req.read_clock = st.read_clocks[p];
+  req.id = update_id{st.opts.index, st.opts.incarnation, closure};
+  req.gradient.values = gather_shards(*st.opts.layout, p, st.grad.data());
+  self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
+    .then(
+      [=](uint64_t) {
+        auto& st = self->state;
+        if (st.failed || st.result.closure != closure)
+          return;
+        if (--st.pending == 0) {
+          st.result.push_s = seconds_since(st.t0);
+          finish(self, caf::error{});
+        }
+      },
+      [=](caf::error& err) {
+        if (self->state.result.closure == closure)
+          fail(self, server_error(self, p, std::move(err)));
+      });
+}
+
+/// Pulls every shard of server `p` for the running closure.
+void pull_one(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  auto closure = st.result.closure;
+  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, st.opts.index)
+    .then(
+      [=](pull_reply& reply) {
+        auto& st = self->state;
+        if (st.failed || st.result.closure != closure)
+          return;
+        auto& pl = *st.opts.layout;
+        if (reply.values.values.size() != pl.ps_sizes[p])
+          return fail(self, caf::make_error(errc::shape_mismatch,
+                                            "pull from ps", p, pl.ps_sizes[p],
+                                            reply.values.values.size()));
+        scatter_shards(pl, p, reply.values.values.data(), st.params.data());
+        st.read_clocks[p] = reply.clock;
+        if (--st.pending == 0) {
+          st.result.pull_s = seconds_since(st.t0);
+          compute(self);
+        }
+      },
+      [=](caf::error& err) {
+        if (self->state.result.closure == closure)
+          fail(self, server_error(self, p, std::move(err)));
+      });
+}
+
+/// Sends the running closure's pull or push to server `p`, unless injected
+/// message faults drop it (it is sent again after the retry timeout, as a
+/// sender that timed out would: safe, since a server applies one push per
+/// closure) or delay it.
+void send_to_server(worker_ptr self, uint32_t p, bool push) {
+  auto& st = self->state;
+  auto& chaos = st.chaos;
+  std::uniform_real_distribution<double> u{0.0, 1.0};
+  auto closure = st.result.closure;
+  if (chaos.drop > 0 && u(chaos.rng) < chaos.drop) {
+    ++chaos.dropped;
+    self->delayed_send(self, chaos.retry_after, retry_atom_v, closure, p, push);
+    return;
+  }
+  if (chaos.delay > 0 && u(chaos.rng) < chaos.delay) {
+    ++chaos.delayed;
+    self->delayed_send(self, chaos.delay_by, retry_atom_v, closure, p, push);
+    return;
+  }
+  if (push)
+    push_one(self, p);
+  else
+    pull_one(self, p);
+}
+
 void push_all(worker_ptr self) {
   auto& st = self->state;
-  auto& pl = *st.opts.layout;
   st.t0 = clock_type::now();
   st.pending = st.opts.servers.size();
-  auto closure = st.result.closure;
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p) {
-    push_request req;
-    req.read_clock = st.read_clocks[p];
-    req.id = update_id{st.opts.index, st.opts.incarnation, closure};
-    req.gradient.values = gather_shards(pl, p, st.grad.data());
-    self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
-      .then(
-        [=](uint64_t) {
-          auto& st = self->state;
-          if (st.failed || st.result.closure != closure)
-            return;
-          if (--st.pending == 0) {
-            st.result.push_s = seconds_since(st.t0);
-            finish(self, caf::error{});
-          }
-        },
-        [=](caf::error& err) {
-          if (self->state.result.closure == closure)
-            fail(self, server_error(self, p, std::move(err)));
-        });
-  }
+  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
+    send_to_server(self, p, true);
 }
 
 void compute(worker_ptr self) {
@@ -133,33 +204,8 @@ void pull_all(worker_ptr self) {
   auto& st = self->state;
   st.t0 = clock_type::now();
   st.pending = st.opts.servers.size();
-  auto closure = st.result.closure;
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p) {
-    self->request(st.opts.servers[p], caf::infinite, pull_atom_v,
-                  st.opts.index)
-      .then(
-        [=](pull_reply& reply) {
-          auto& st = self->state;
-          if (st.failed || st.result.closure != closure)
-            return;
-          auto& pl = *st.opts.layout;
-          if (reply.values.values.size() != pl.ps_sizes[p])
-            return fail(self, caf::make_error(errc::shape_mismatch,
-                                              "pull from ps", p,
-                                              pl.ps_sizes[p],
-                                              reply.values.values.size()));
-          scatter_shards(pl, p, reply.values.values.data(), st.params.data());
-          st.read_clocks[p] = reply.clock;
-          if (--st.pending == 0) {
-            st.result.pull_s = seconds_since(st.t0);
-            compute(self);
-          }
-        },
-        [=](caf::error& err) {
-          if (self->state.result.closure == closure)
-            fail(self, server_error(self, p, std::move(err)));
-        });
-  }
+  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
+    send_to_server(self, p, false);
 }
 
 void start_next(worker_ptr self) {
@@ -191,6 +237,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.x.resize(rows * st.opts.net->input_dim());
   st.y.resize(rows);
   st.read_clocks.resize(st.opts.servers.size());
+  st.chaos.rng.seed(0x9e3779b97f4a7c15ULL ^ st.opts.index);
   // A remote server's death fails no pull or push: CAF only reports it here.
   for (auto& server : st.opts.servers)
     self->monitor(server);
@@ -230,6 +277,21 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
     },
     [=](freeze_atom, uint64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    },
+    [=](chaos_atom, double drop, double delay, uint64_t delay_ms) {
+      auto& c = self->state.chaos;
+      c.drop = drop;
+      c.delay = delay;
+      c.delay_by = std::chrono::milliseconds(delay_ms);
+    },
+    [=](retry_atom, uint64_t closure, uint32_t p, bool push) {
+      auto& st = self->state;
+      if (!st.busy || st.failed || st.result.closure != closure)
+        return;
+      if (push)
+        push_one(self, p);
+      else
+        pull_one(self, p);
     },
     [=](seek_atom, uint64_t epoch, uint64_t offset) -> caf::result<bool> {
       auto& data = *self->state.opts.data;

@@ -42,7 +42,14 @@ using worker_actor = caf::typed_actor<
   // worker uses it from now on and runs closures again.
   // (The handle travels as a strong_actor_ptr: typed handles are not
   // registered message types.)
-  caf::reacts_to<replace_atom, uint32_t, caf::strong_actor_ptr>>;
+  caf::reacts_to<replace_atom, uint32_t, caf::strong_actor_ptr>,
+  // Fault injection: from now on, drop the share `drop` of pulls and pushes
+  // (each is sent again after 200 ms, as after a timeout) and delay the
+  // share `delay` by `delay_ms` milliseconds.
+  caf::reacts_to<chaos_atom, double, double, uint64_t>,
+  // Internal: send a dropped or delayed pull / push of `closure` to server
+  // `index` now.
+  caf::reacts_to<retry_atom, uint64_t, uint32_t, bool>>;
 
 /// Step functions every worker knows by name.
 inline constexpr const char* train_step_name = "train_step";

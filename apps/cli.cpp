@@ -64,7 +64,9 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --resume               continue from the newest checkpoint in --checkpoint-dir
   --fault SPEC           inject a failure: kill:worker:1@40 (kill worker 1 when
                          40 steps are done), stop:ps:0@100:2.5 (stop ps 0 for
-                         2.5 s); repeatable (faults in the config)
+                         2.5 s), drop:ps:10%@50 (drop 10% of the messages to
+                         the servers), delay:ps:20%@50:0.05 (delay 20% by
+                         50 ms); repeatable (faults in the config)
   --no-progress          no progress bar, even on a terminal
   --quiet                no diagnostics on stderr
   -h, --help             this text

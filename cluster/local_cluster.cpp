@@ -83,6 +83,22 @@ placement job_placement(const job_config& cfg, const model& net) {
   return place_variables(net.variables(), pcfg, cfg.ps);
 }
 
+bool inject_message_fault(const coordinator_actor& dispatcher,
+                          const fault_spec& f) {
+  if (f.action == fault_spec::kind::drop) {
+    log::warn("coordinator", -1, "fault injection: {}", to_string(f));
+    caf::anon_send(dispatcher, chaos_atom_v, f.share, -1.0, uint64_t{0});
+    return true;
+  }
+  if (f.action == fault_spec::kind::delay) {
+    log::warn("coordinator", -1, "fault injection: {}", to_string(f));
+    caf::anon_send(dispatcher, chaos_atom_v, -1.0, f.share,
+                   static_cast<uint64_t>(f.seconds * 1000));
+    return true;
+  }
+  return false;
+}
+
 void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net) {
@@ -243,6 +259,8 @@ std::vector<ps_actor> local_cluster::servers() const {
 }
 
 void local_cluster::inject(const fault_spec& f) {
+  if (inject_message_fault(dispatcher_, f))
+    return;
   caf::actor target;
   {
     std::lock_guard<std::mutex> guard{shared_->mtx};

@@ -96,6 +96,11 @@ void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net);
 
+/// Injects a drop or delay fault (messages to the parameter servers) through
+/// the dispatcher, which tells every worker. Returns false for other kinds.
+bool inject_message_fault(const coordinator_actor& dispatcher,
+                          const fault_spec& f);
+
 /// Creates the shards `layout` places on parameter server `ps` (index) on
 /// `server`, with their initial values.
 /// @throws runtime_failure as create_variables.

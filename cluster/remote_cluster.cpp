@@ -417,6 +417,8 @@ remote_cluster::~remote_cluster() {
 }
 
 void remote_cluster::inject(const fault_spec& f) {
+  if (inject_message_fault(dispatcher_, f))
+    return;
   std::lock_guard<std::mutex> guard{table_->mtx};
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i].role != f.role || members_[i].index != f.index)

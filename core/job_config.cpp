@@ -218,15 +218,22 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
       f.get("action", action);
       if (action == "stop")
         x.action = fault_spec::kind::stop;
+      else if (action == "drop")
+        x.action = fault_spec::kind::drop;
+      else if (action == "delay")
+        x.action = fault_spec::kind::delay;
       else if (action != "kill")
-        f.fail(field + ".action", "expected kill or stop, got \"" + action
-                                    + "\"");
+        f.fail(field + ".action", "expected kill, stop, drop or delay, got \""
+                                    + action + "\"");
       f.get("role", x.role);
       f.get("index", x.index, 0, 1u << 20);
       f.get("step", x.step, 0);
       float seconds = 0;
       f.get("seconds", seconds, 0.0, 3600.0);
       x.seconds = seconds;
+      float share = 0;
+      f.get("share", share, 0.0, 1.0);
+      x.share = share;
       cfg.faults.push_back(x);
     }
   }
@@ -268,8 +275,16 @@ void validate(const job_config& cfg) {
       fail(field, fmt::format("index {} is out of range: the job has {} {}",
                               f.index, n, f.role == "worker" ? "workers"
                                                              : "ps"));
-    if (f.action == fault_spec::kind::stop && !(f.seconds > 0))
-      fail(field, "a stop needs seconds > 0");
+    bool messages = f.action == fault_spec::kind::drop
+                    || f.action == fault_spec::kind::delay;
+    if (messages && f.role != "ps")
+      fail(field, "drop and delay act on messages to the ps only");
+    if (messages && !(f.share > 0))
+      fail(field, "drop and delay need a share in (0, 1]");
+    if ((f.action == fault_spec::kind::stop
+         || f.action == fault_spec::kind::delay)
+        && !(f.seconds > 0))
+      fail(field, "a stop or delay needs seconds > 0");
   }
   if (cfg.heartbeat_interval_ms > 0
       && cfg.heartbeat_timeout_ms <= cfg.heartbeat_interval_ms)
@@ -286,7 +301,8 @@ fault_spec parse_fault(const std::string& text) {
   auto bad = [&](const std::string& why) -> input_error {
     return input_error(fmt::format("--fault \"{}\": {} (expected ACTION:ROLE:"
                                    "INDEX@STEP[:SECONDS], e.g. kill:worker:1@40 "
-                                   "or stop:ps:0@100:2.5)",
+                                   "or stop:ps:0@100:2.5, or drop:ps:10%@50, "
+                                   "delay:ps:20%@50:0.05)",
                                    text, why));
   };
   auto at = text.find('@');
@@ -302,8 +318,14 @@ fault_spec parse_fault(const std::string& text) {
   auto action = head.substr(0, c1);
   if (action == "stop")
     f.action = fault_spec::kind::stop;
+  else if (action == "drop")
+    f.action = fault_spec::kind::drop;
+  else if (action == "delay")
+    f.action = fault_spec::kind::delay;
   else if (action != "kill")
     throw bad("unknown action \"" + action + "\"");
+  bool messages = f.action == fault_spec::kind::drop
+                  || f.action == fault_spec::kind::delay;
   f.role = head.substr(c1 + 1, c2 - c1 - 1);
   if (f.role != "worker" && f.role != "ps")
     throw bad("unknown role \"" + f.role + "\"");
@@ -313,7 +335,19 @@ fault_spec parse_fault(const std::string& text) {
       throw bad(fmt::format("{} \"{}\" is not a whole number", what, s));
     return std::stoull(s);
   };
-  f.index = static_cast<uint32_t>(number(head.substr(c2 + 1), "index"));
+  if (messages) {
+    auto pct = head.substr(c2 + 1);
+    if (pct.empty() || pct.back() != '%')
+      throw bad("expected a share like 10% after the role");
+    auto n = number(pct.substr(0, pct.size() - 1), "share");
+    if (n == 0 || n > 100)
+      throw bad("the share must be 1% to 100%");
+    f.share = static_cast<double>(n) / 100.0;
+    if (f.role != "ps")
+      throw bad("drop and delay act on messages to the ps only");
+  } else {
+    f.index = static_cast<uint32_t>(number(head.substr(c2 + 1), "index"));
+  }
   auto c3 = tail.find(':');
   f.step = number(tail.substr(0, c3), "step");
   if (c3 != std::string::npos) {
@@ -323,18 +357,29 @@ fault_spec parse_fault(const std::string& text) {
     if (secs.empty() || *end != '\0' || !(f.seconds > 0) || f.seconds > 3600)
       throw bad("seconds \"" + secs + "\" is not a number in (0, 3600]");
   }
-  if (f.action == fault_spec::kind::stop && !(f.seconds > 0))
-    throw bad("a stop needs :SECONDS");
-  if (f.action == fault_spec::kind::kill && c3 != std::string::npos)
-    throw bad("a kill takes no seconds");
+  if ((f.action == fault_spec::kind::stop
+       || f.action == fault_spec::kind::delay)
+      && !(f.seconds > 0))
+    throw bad("a stop or delay needs :SECONDS");
+  if ((f.action == fault_spec::kind::kill
+       || f.action == fault_spec::kind::drop)
+      && c3 != std::string::npos)
+    throw bad("a kill or drop takes no seconds");
   return f;
 }
 
 std::string to_string(const fault_spec& f) {
-  auto out = fmt::format("{}:{}:{}@{}",
-                         f.action == fault_spec::kind::kill ? "kill" : "stop",
-                         f.role, f.index, f.step);
-  if (f.action == fault_spec::kind::stop)
+  static const char* names[] = {"kill", "stop", "drop", "delay"};
+  auto action = names[static_cast<int>(f.action)];
+  std::string out;
+  if (f.action == fault_spec::kind::drop
+      || f.action == fault_spec::kind::delay)
+    out = fmt::format("{}:{}:{}%@{}", action, f.role,
+                      static_cast<int>(f.share * 100 + 0.5), f.step);
+  else
+    out = fmt::format("{}:{}:{}@{}", action, f.role, f.index, f.step);
+  if (f.action == fault_spec::kind::stop
+      || f.action == fault_spec::kind::delay)
     out += fmt::format(":{}", f.seconds);
   return out;
 }

@@ -175,6 +175,8 @@ worker_actor::behavior_type fake_worker(worker_actor::pointer self,
     [=](seek_atom, uint64_t, uint64_t) { return true; },
     [=](freeze_atom, uint64_t) {},
     [=](replace_atom, uint32_t, caf::strong_actor_ptr&) {},
+    [=](chaos_atom, double, double, uint64_t) {},
+    [=](retry_atom, uint64_t, uint32_t, bool) {},
   };
 }
 

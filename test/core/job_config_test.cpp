@@ -211,6 +211,19 @@ TEST_CASE("fault specs parse and render back", "[core][job_config][faults]") {
     INFO(bad);
     CHECK_THROWS_AS(parse_fault(bad), input_error);
   }
+  auto d = parse_fault("drop:ps:10%@50");
+  CHECK(d.action == fault_spec::kind::drop);
+  CHECK(d.share == Approx(0.1));
+  CHECK(to_string(d) == "drop:ps:10%@50");
+  auto l = parse_fault("delay:ps:20%@5:0.05");
+  CHECK(l.action == fault_spec::kind::delay);
+  CHECK(l.seconds == Approx(0.05));
+  CHECK(to_string(l) == "delay:ps:20%@5:0.05");
+  for (auto bad : {"drop:ps:10@50", "drop:ps:0%@50", "drop:ps:101%@50",
+                   "drop:worker:10%@50", "drop:ps:10%@50:1", "delay:ps:10%@50"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_fault(bad), input_error);
+  }
   CHECK_THROWS_WITH(parse_fault("kill:worker:1"),
                     Catch::Contains("kill:worker:1") && Catch::Contains("@STEP"));
 }
@@ -236,5 +249,5 @@ TEST_CASE("the faults array is read and checked against the cluster",
     Catch::Contains("index 2 is out of range: the job has 2 workers"));
   CHECK_THROWS_WITH(
     parse_job_config(R"({"faults": [{"action": "stop", "role": "ps"}]})"),
-    Catch::Contains("a stop needs seconds > 0"));
+    Catch::Contains("a stop or delay needs seconds > 0"));
 }
