@@ -135,8 +135,23 @@ int run_launch(const std::vector<std::string>& args) {
     // A worker or ps that dies is started again: a worker joins its
     // servers and the coordinator takes it back; a ps gets its shards back
     // from the newest checkpoint.
-    if (role != "coordinator")
+    if (role != "coordinator") {
       c.restart_budget = job.restart_budget;
+    } else if (!job.checkpoint_dir.empty()) {
+      // A coordinator that crashes comes back from the newest checkpoint
+      // and joins the running nodes.
+      c.restart_budget = job.restart_budget;
+      for (size_t k = 0; k < c.argv.size(); ++k) {
+        if (c.argv[k] == "--restore") { // replaced by --resume
+          ++k;
+          continue;
+        }
+        if (c.argv[k].rfind("--restore=", 0) == 0 || c.argv[k] == "--resume")
+          continue;
+        c.restart_argv.push_back(c.argv[k]);
+      }
+      c.restart_argv.push_back("--resume");
+    }
     children.push_back(std::move(c));
   };
   for (uint32_t i = 0; i < job.ps; ++i)

@@ -330,7 +330,10 @@ public:
   void start(size_t i) {
     auto& c = children_[i];
     const auto& spec = *c.spec;
-    const auto& program = spec.argv.front();
+    const auto& args = c.restarts > 0 && !spec.restart_argv.empty()
+                         ? spec.restart_argv
+                         : spec.argv;
+    const auto& program = args.front();
     // Everything the child needs is built here: between fork and exec the
     // child may only make async-signal-safe calls.
     auto env = child_environment(spec);
@@ -339,7 +342,7 @@ public:
       throw runtime_failure(fmt::format("cannot start {}: {}: not found in PATH",
                                         spec.name, program));
     std::vector<char*> argv;
-    for (const auto& arg : spec.argv)
+    for (const auto& arg : args)
       argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
     std::vector<char*> envp;
@@ -435,7 +438,19 @@ public:
         if (!c.running || !try_reap(c))
           continue;
         drain(c);
-        if (i == main_index) {
+        if (i == main_index && WIFSIGNALED(c.wait_status) && !stopping_
+            && c.restarts < c.spec->restart_budget) {
+          // The main child crashed (killed by a signal): it is started
+          // again, with restart_argv if given; the others keep running.
+          auto delay = opts_.restart_delay * (1 << c.restarts);
+          c.restart_pending = true;
+          c.restart_at = clock::now() + delay;
+          launcher_line(fmt::format("{} {}; restarting in {} ms (restart {} "
+                                    "of {})",
+                                    c.spec->name, describe(c.wait_status),
+                                    delay.count(), c.restarts + 1,
+                                    c.spec->restart_budget));
+        } else if (i == main_index) {
           main_exited = true;
           term_at = clock::now() + grace;
           for (auto& other : children_)

@@ -22,8 +22,12 @@ struct child_spec {
   std::vector<std::pair<std::string, std::string>> env;
   /// How often the child is started again when it dies (exits with a
   /// status other than 0, or by a signal) while the main child runs: after
-  /// launch_options::restart_delay, doubling with each restart.
+  /// launch_options::restart_delay, doubling with each restart. The main
+  /// child itself is restarted only when a signal killed it (a crash; an
+  /// exit status is its answer).
   uint32_t restart_budget = 0;
+  /// The command line of restarts (empty: argv), e.g. with --resume.
+  std::vector<std::string> restart_argv;
 };
 
 /// How run_children starts, watches and stops its children.

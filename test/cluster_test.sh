@@ -497,6 +497,24 @@ case_faults() {
     wait_exit "$(cat "$tmp/$n.pid")" 10
     [[ $status == 0 ]] || bad "$n after the restarted coordinator: $status"
   done
+  # Under launch, a coordinator killed by a signal is restarted with
+  # --resume and joins the running nodes.
+  "$bin" launch "${short[@]}" --train-limit 12800 --epochs 3 --workers 2 --ps 2 \
+    --checkpoint-dir "$tmp/lcr" --checkpoint-every 50 >"$tmp/lc.log" 2>&1 &
+  local launcher=$!
+  pids+=($launcher)
+  if [[ $(wait_for_line "$tmp/lc.log" "epoch   1/3" 60) == never ]]; then
+    bad "launch for the coordinator kill: $(tail -5 "$tmp/lc.log")"
+    return
+  fi
+  pkill -KILL -f -- "--role coordinator .*--checkpoint-dir $tmp/lcr"
+  wait_exit "$launcher" 60
+  if [[ $status == 0 ]] && grep -q 'coordinator killed by signal 9 (SIGKILL); restarting' "$tmp/lc.log" \
+     && grep -q 'resumed from' "$tmp/lc.log" && grep -q 'epoch   3/3' "$tmp/lc.log"; then
+    ok "launch: killed coordinator restarted with --resume, job done"
+  else
+    bad "launch coordinator kill: exit $status: $(grep -E 'launch|resumed|failed|error' "$tmp/lc.log" | tail -10)"
+  fi
 }
 
 "case_$case_name"

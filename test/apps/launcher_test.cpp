@@ -401,3 +401,24 @@ TEST_CASE("a child that dies is restarted within its budget",
   CHECK(count("worker0: restarting") == 0);
   CHECK(no_children_left());
 }
+
+TEST_CASE("a main child killed by a signal is restarted with its restart "
+          "command line", "[launcher]") {
+  capture out;
+  auto opts = out.options(200ms);
+  opts.restart_delay = 20ms;
+  auto chief = sh("chief", "echo first; kill -9 $$");
+  chief.restart_budget = 1;
+  chief.restart_argv = {"/bin/sh", "-c", "echo second; exit 4"};
+  CHECK(run_children({sh("ps0", "sleep 0.3"), chief}, 1, opts) == 4);
+  auto text = out.text();
+  INFO(text);
+  CHECK(text.find("[chief] first") != std::string::npos);
+  CHECK(text.find("[launch] chief killed by signal 9 (SIGKILL); restarting in "
+                  "20 ms (restart 1 of 1)")
+        != std::string::npos);
+  CHECK(text.find("[chief] second") != std::string::npos);
+  // An exit status is the main child's answer: not restarted.
+  CHECK(text.find("restart 2") == std::string::npos);
+  CHECK(no_children_left());
+}
