@@ -305,6 +305,9 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                        std::chrono::milliseconds(cfg.heartbeat_interval_ms),
                        std::chrono::milliseconds(cfg.heartbeat_timeout_ms),
                        members_, mine, table_);
+  // The servers as joined; afterwards table_->servers is the current list (a
+  // recovered server replaces a lost one there).
+  std::vector<ps_actor> servers;
   try {
     auto joined = join_members(sys, members_, mine, watcher_,
                                connect_timeout);
@@ -317,20 +320,20 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       caf::anon_send(watcher_, joined[i].node, members_[i].name(),
                      members_[i].role, members_[i].index);
       if (members_[i].role == "ps") {
-        servers_.push_back(caf::actor_cast<ps_actor>(role_actor));
+        servers.push_back(caf::actor_cast<ps_actor>(role_actor));
         std::lock_guard<std::mutex> guard{table_->mtx};
-        table_->servers.push_back(servers_.back());
-      }
-      else
+        table_->servers.push_back(servers.back());
+      } else {
         workers_.push_back(caf::actor_cast<worker_actor>(role_actor));
+      }
     }
     // A ps that already holds its shards kept them from a coordinator
     // before this one (which died; this one was started with --resume or
     // joins a running job): they stay as they are.
-    auto held = ps_stats_of(sys, servers_);
-    for (uint32_t p = 0; p < servers_.size(); ++p) {
+    auto held = ps_stats_of(sys, servers);
+    for (uint32_t p = 0; p < servers.size(); ++p) {
       if (held[p].shards == 0) {
-        create_shards(sys, *layout_, servers_[p], p, cfg, *net);
+        create_shards(sys, *layout_, servers[p], p, cfg, *net);
       } else if (held[p].floats == layout_->ps_sizes[p]
                  && held[p].shards == layout_->shards_of(p).size()) {
         log::info("coordinator", -1,
@@ -376,7 +379,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     table->servers.at(p) = ps;
     return ps;
   };
-  dispatcher_ = spawn_coordinator(sys, workers_, nullptr, 0, timeout, servers_,
+  dispatcher_ = spawn_coordinator(sys, workers_, nullptr, 0, timeout, servers,
                                   std::move(recover));
   caf::anon_send(watcher_, dispatcher_);
   // Closure ids start at a random multiple of 2^40: a coordinator restarted

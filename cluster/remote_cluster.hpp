@@ -110,7 +110,6 @@ private:
   std::shared_ptr<const placement> layout_;
   std::vector<cluster_member> members_;
   std::shared_ptr<node_table> table_ = std::make_shared<node_table>();
-  std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;
   caf::actor watcher_;
   coordinator_actor dispatcher_;

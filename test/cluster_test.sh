@@ -367,6 +367,23 @@ exactly_once() {
   [[ -n $line && $scheduled == "$finished" && $applied == $((2 * finished)) ]]
 }
 
+# recovery_counts NAME LOG MAX_LOST: after a ps recovery, the pushes applied
+# and those lost to the restore add up to one per closure and server (2
+# servers), and at most MAX_LOST (a checkpoint interval) were lost.
+recovery_counts() {
+  local line finished applied lost
+  line=$(grep -o 'closures: .*' "$2")
+  finished=$(echo "$line" | awk '{print $4}')
+  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
+  lost=$(echo "$line" | sed -n 's/.*, \([0-9]*\) lost to parameter-server recovery.*/\1/p')
+  lost=${lost:-0}
+  if [[ -n $line ]] && ((applied + lost == 2 * finished && lost <= $3)); then
+    ok "$1: $applied applied + $lost lost = 2 x $finished closures"
+  else
+    bad "$1 counts: $line"
+  fi
+}
+
 case_faults() {
   local job=("${short[@]}" --epochs 2)
   # One process: a worker killed twice comes back each time.
@@ -404,17 +421,7 @@ case_faults() {
   else
     bad "in-process ps kill: exit $rc: $(tail -8 "$tmp/p.log")"
   fi
-  local line finished applied lost
-  line=$(grep -o 'closures: .*' "$tmp/p.log")
-  finished=$(echo "$line" | awk '{print $4}')
-  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
-  lost=$(echo "$line" | sed -n 's/.*, \([0-9]*\) lost to parameter-server recovery.*/\1/p')
-  lost=${lost:-0}
-  if [[ -n $line ]] && ((applied + lost == 2 * finished && lost <= 20)); then
-    ok "in-process ps recovery: $applied applied + $lost lost = 2 x $finished closures"
-  else
-    bad "in-process ps recovery counts: $line"
-  fi
+  recovery_counts "in-process ps recovery" "$tmp/p.log" 20
   # As processes: worker 1's process is SIGKILLed; worker 0 finishes the job.
   "$bin" launch "${job[@]}" --workers 2 --ps 2 --fault kill:worker:1@40 \
     >"$tmp/l.log" 2>&1
@@ -455,16 +462,7 @@ case_faults() {
   else
     bad "launch ps kill: exit $rc: $(grep -E 'launch|ps 1|ps1|failed' "$tmp/s.log" | tail -12)"
   fi
-  line=$(grep -o 'closures: .*' "$tmp/s.log")
-  finished=$(echo "$line" | awk '{print $4}')
-  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
-  lost=$(echo "$line" | sed -n 's/.*, \([0-9]*\) lost to parameter-server recovery.*/\1/p')
-  lost=${lost:-0}
-  if [[ -n $line ]] && ((applied + lost == 2 * finished && lost <= 40)); then
-    ok "launch ps recovery: $applied applied + $lost lost = 2 x $finished closures"
-  else
-    bad "launch ps recovery counts: $line"
-  fi
+  recovery_counts "launch ps recovery" "$tmp/s.log" 40
   # The coordinator SIGKILLed: started again by hand with --resume, it joins
   # the running nodes (their shards kept) and continues from the newest
   # checkpoint; its closures are new ids, so nothing is discarded.

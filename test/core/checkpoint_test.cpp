@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "test/temp_dir.hpp"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <zlib.h>
@@ -29,33 +31,9 @@ using json = nlohmann::json;
 
 namespace {
 
-/// A fresh directory under the system's temp dir, removed with its contents
-/// at scope exit.
-class temp_dir {
-public:
-  temp_dir() {
-    static int counter = 0;
-    auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = fs::temp_directory_path()
-            / ("actorps_checkpoint_test_" + std::to_string(::getpid()) + "_"
-               + std::to_string(stamp) + "_" + std::to_string(++counter));
-    fs::create_directories(path_);
-  }
-
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  std::string file(const std::string& name) const {
-    return (path_ / name).string();
-  }
-
-private:
-  fs::path path_;
+/// A fresh directory for one test case (test/temp_dir.hpp).
+struct temp_dir : test::temp_dir {
+  temp_dir() : test::temp_dir("actorps_checkpoint_test") {}
 };
 
 std::vector<float> ramp(size_t n, float start) {

@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "test/temp_dir.hpp"
+
 #include "core/dataset.hpp"
 #include "core/error.hpp"
 
@@ -20,33 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory under the system's temp dir, removed with its contents
-/// at scope exit.
-class temp_dir {
-public:
-  temp_dir() {
-    static int counter = 0;
-    auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = fs::temp_directory_path()
-            / ("actorps_idx_test_" + std::to_string(::getpid()) + "_"
-               + std::to_string(stamp) + "_" + std::to_string(++counter));
-    fs::create_directories(path_);
-  }
-
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  std::string file(const std::string& name) const {
-    return (path_ / name).string();
-  }
-
-private:
-  fs::path path_;
+/// A fresh directory for one test case (test/temp_dir.hpp).
+struct temp_dir : test::temp_dir {
+  temp_dir() : test::temp_dir("actorps_idx_test") {}
 };
 
 using bytes = std::vector<uint8_t>;
