@@ -1,9 +1,12 @@
 #include "actors/cluster_coordinator.hpp"
 
+#include <stdexcept>
+
 #include "caf/actor_system.hpp"
 #include "caf/send.hpp"
 
 #include "core/error.hpp"
+#include "models/step_function.hpp"
 
 namespace actorps {
 
@@ -46,31 +49,61 @@ void detail::closure_state::complete(const step_result* result,
 
 // -- remote_value -------------------------------------------------------------
 
+const detail::closure_state& remote_value::state() const {
+  if (!st_)
+    throw std::logic_error("empty remote_value (default-constructed)");
+  return *st_;
+}
+
 bool remote_value::done() const {
-  std::lock_guard<std::mutex> guard{st_->mtx};
-  return st_->finished;
+  auto& st = state();
+  std::lock_guard<std::mutex> guard{st.mtx};
+  return st.finished;
 }
 
 void remote_value::wait() const {
-  std::unique_lock<std::mutex> guard{st_->mtx};
-  st_->cv.wait(guard, [&] { return st_->finished; });
+  auto& st = state();
+  std::unique_lock<std::mutex> guard{st.mtx};
+  st.cv.wait(guard, [&] { return st.finished; });
 }
 
 step_result remote_value::fetch() const {
-  std::unique_lock<std::mutex> guard{st_->mtx};
-  st_->cv.wait(guard, [&] { return st_->finished; });
-  if (st_->error)
-    throw runtime_failure(st_->error_text);
-  return st_->value;
+  auto& st = state();
+  std::unique_lock<std::mutex> guard{st.mtx};
+  st.cv.wait(guard, [&] { return st.finished; });
+  if (st.error)
+    throw runtime_failure(st.error_text);
+  return st.value;
+}
+
+std::optional<step_result> remote_value::get() const {
+  auto& st = state();
+  std::lock_guard<std::mutex> guard{st.mtx};
+  if (!st.finished)
+    return std::nullopt;
+  if (st.error)
+    throw runtime_failure(st.error_text);
+  return st.value;
 }
 
 caf::error remote_value::error() const {
-  std::lock_guard<std::mutex> guard{st_->mtx};
-  return st_->error;
+  auto& st = state();
+  std::lock_guard<std::mutex> guard{st.mtx};
+  return st.error;
 }
 
 uint64_t remote_value::closure_id() const {
-  return st_->id;
+  return state().id;
+}
+
+std::vector<step_result> fetch(const std::vector<remote_value>& values) {
+  for (auto& v : values)
+    v.wait();
+  std::vector<step_result> result;
+  result.reserve(values.size());
+  for (auto& v : values)
+    result.push_back(v.fetch());
+  return result;
 }
 
 // -- cluster_coordinator ------------------------------------------------------
@@ -82,9 +115,8 @@ cluster_coordinator::cluster_coordinator(caf::actor_system& sys,
   : sys_(sys),
     dispatcher_(std::move(dispatcher)),
     max_queued_(std::max<uint64_t>(max_queued, 1)),
-    next_id_(first_id),
     tracker_(std::make_shared<detail::closure_tracker>()) {
-  // nop
+  tracker_->next_id = first_id;
 }
 
 cluster_coordinator::~cluster_coordinator() {
@@ -93,27 +125,48 @@ cluster_coordinator::~cluster_coordinator() {
 }
 
 void cluster_coordinator::raise_pending_error() {
-  // Called with tracker_->mtx held.
-  if (tracker_->has_error) {
-    tracker_->has_error = false;
-    throw runtime_failure(std::move(tracker_->error_text));
-  }
+  auto& t = *tracker_;
+  if (!t.has_error)
+    return;
+  t.has_error = false;
+  // Closures scheduled from now on belong to the next epoch: the error no
+  // longer cancels them.
+  ++t.epoch;
+  t.cv.notify_all();
+  throw runtime_failure(std::move(t.error_text));
 }
 
 remote_value cluster_coordinator::schedule(const std::string& function) {
+  if (find_step_function(function) == nullptr) {
+    std::string known;
+    for (auto& name : step_function_names())
+      known += (known.empty() ? "" : ", ") + name;
+    throw unknown_step_function("schedule: unknown step function \""
+                                + function + "\" (known: " + known + ")");
+  }
   auto c = std::make_shared<detail::closure_state>();
-  c->id = next_id_++;
   c->function = function;
   c->tracker = tracker_;
   {
-    std::unique_lock<std::mutex> guard{tracker_->mtx};
-    tracker_->cv.wait(guard, [&] {
-      return tracker_->has_error || tracker_->unfinished < max_queued_;
-    });
-    raise_pending_error();
-    ++tracker_->unfinished;
-    ++tracker_->counts.scheduled;
+    auto& t = *tracker_;
+    std::unique_lock<std::mutex> guard{t.mtx};
+    for (;;) {
+      t.cv.wait(guard,
+                [&] { return t.has_error || t.unfinished < max_queued_; });
+      if (!t.has_error)
+        break;
+      // TF: when schedule raises, no closure is running or queued.
+      t.cv.wait(guard, [&] { return !t.has_error || t.unfinished == 0; });
+      raise_pending_error(); // unless another thread raised it meanwhile
+    }
+    c->id = t.next_id++;
+    c->epoch = t.epoch;
+    ++t.unfinished;
+    ++t.counts.scheduled;
   }
+  // Sent outside the lock: if an error of this epoch reaches the dispatcher
+  // first, it cancels this closure on arrival (same epoch), and the error is
+  // raised only after that (unfinished counts this closure).
   caf::anon_send(dispatcher_, schedule_atom_v, c);
   return remote_value{std::move(c)};
 }
@@ -134,8 +187,13 @@ bool cluster_coordinator::join_for(std::chrono::milliseconds timeout) {
 }
 
 bool cluster_coordinator::done() {
-  std::lock_guard<std::mutex> guard{tracker_->mtx};
-  raise_pending_error();
+  std::unique_lock<std::mutex> guard{tracker_->mtx};
+  if (tracker_->has_error) {
+    tracker_->cv.wait(guard, [&] {
+      return !tracker_->has_error || tracker_->unfinished == 0;
+    });
+    raise_pending_error();
+  }
   return tracker_->unfinished == 0;
 }
 

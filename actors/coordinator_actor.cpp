@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <deque>
 
+#include <fmt/format.h>
+
 #include "caf/actor_system.hpp"
 #include "caf/blocking_actor.hpp"
 #include "caf/stateful_actor.hpp"
@@ -16,46 +18,134 @@ namespace actorps {
 namespace {
 
 struct coordinator_state {
-  std::vector<worker_actor> workers;
+  // -- closures ---------------------------------------------------------------
+  std::deque<closure_ptr> queue;
   /// The closure each worker runs (null: none).
   std::vector<closure_ptr> running;
+  /// Closures of an epoch below this are cancelled: an error of their epoch
+  /// happened and the facade has not raised it yet.
+  uint64_t cancel_below = 0;
+  /// The error that cancels them ("closure 3 (train_step) failed on ...").
+  std::string cancel_cause;
+  /// Set when the job cannot go on: every closure fails with it.
+  caf::error fatal;
+  std::string fatal_text;
+  // -- workers ----------------------------------------------------------------
+  std::vector<worker_actor> workers;
   std::vector<bool> alive;
   size_t alive_count = 0;
+  std::deque<uint32_t> idle;
+  std::vector<std::string> lost_reason; ///< per worker index
   worker_respawn respawn;
   uint32_t restart_budget = 0;
   std::vector<uint32_t> restarts;   ///< per worker index
   std::vector<uint32_t> incarnation; ///< per worker index
   uint32_t pending_restarts = 0;
+  // -- no worker in service ---------------------------------------------------
   std::chrono::milliseconds no_worker_grace{0};
-  /// Whether a no-worker check is scheduled.
-  bool grace_pending = false;
-  // -- parameter server recovery ------------------------------------------------
+  /// Whether the grace period runs (or ran) since the last worker was lost.
+  bool grace_started = false;
+  /// Whether it is over: closures fail with errc::no_workers.
+  bool grace_over = false;
+  /// Tells a timer of an earlier grace period from the current one's.
+  uint64_t grace_number = 0;
+  // -- parameter server recovery ----------------------------------------------
   std::vector<ps_actor> servers;
   ps_respawn recover_ps;
   std::vector<bool> recovering_ps;
-  // -- injected message faults --------------------------------------------------
-  double chaos_drop = 0;
-  double chaos_delay = 0;
-  uint64_t chaos_ms = 0;
   /// Servers being recovered; dispatch pauses while there are any.
   uint32_t recovering = 0;
   std::chrono::steady_clock::time_point pause_start;
-  std::deque<uint32_t> idle;
-  std::deque<closure_ptr> queue;
+  // -- injected message faults ------------------------------------------------
+  double chaos_drop = 0;
+  double chaos_delay = 0;
+  uint64_t chaos_ms = 0;
+
+  /// Nobody would complete what is left: cancel it.
+  ~coordinator_state() {
+    auto err = caf::make_error(errc::cancelled);
+    auto cancel = [&](const closure_ptr& c) {
+      c->complete(nullptr, &err,
+                  fmt::format("closure {} cancelled: the coordinator stopped",
+                              c->id));
+    };
+    for (auto& c : queue)
+      cancel(c);
+    for (auto& c : running)
+      if (c)
+        cancel(c);
+  }
+
   static constexpr const char* name = "coordinator";
 };
 
 using coordinator_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
 
-void cancel_queue(coordinator_ptr self, errc code = errc::cancelled) {
-  auto err = caf::make_error(code);
-  auto queue = std::move(self->state.queue);
-  self->state.queue.clear();
-  for (auto& c : queue)
-    c->complete(nullptr, &err,
-                "closure " + std::to_string(c->id)
-                  + (code == errc::cancelled ? " cancelled"
-                                             : " not run: no worker left"));
+std::string name_of(const detail::closure_state& c) {
+  return fmt::format("closure {} ({})", c.id, c.function);
+}
+
+// -- completing closures ------------------------------------------------------
+
+void cancel(coordinator_ptr self, const closure_ptr& c) {
+  auto err = caf::make_error(errc::cancelled);
+  auto& cause = self->state.cancel_cause;
+  c->complete(nullptr, &err,
+              cause.empty()
+                ? fmt::format("closure {} cancelled", c->id)
+                : fmt::format("closure {} cancelled after {}", c->id, cause));
+}
+
+void fail_fatal(coordinator_ptr self, const closure_ptr& c) {
+  c->complete(nullptr, &self->state.fatal,
+              fmt::format("{} failed: {}", name_of(*c), self->state.fatal_text));
+}
+
+/// Queues `c`, unless it must be cancelled or failed instead.
+void enqueue(coordinator_ptr self, closure_ptr c, bool front) {
+  auto& st = self->state;
+  if (st.fatal)
+    fail_fatal(self, c);
+  else if (c->epoch < st.cancel_below)
+    cancel(self, c);
+  else if (front)
+    st.queue.push_front(std::move(c));
+  else
+    st.queue.push_back(std::move(c));
+}
+
+/// Sends `cancel_atom, id` to every worker running a closure.
+void cancel_running(coordinator_ptr self) {
+  auto& st = self->state;
+  for (uint32_t w = 0; w < st.running.size(); ++w)
+    if (st.running[w] && st.alive[w])
+      self->send(st.workers[w], cancel_atom_v, st.running[w]->id);
+}
+
+/// The first error of closure `c`'s epoch: cancels the rest of the epoch.
+void cancel_epoch(coordinator_ptr self, const detail::closure_state& c,
+                  const std::string& cause) {
+  auto& st = self->state;
+  if (c.epoch < st.cancel_below)
+    return; // already cancelling
+  st.cancel_below = c.epoch + 1;
+  st.cancel_cause = cause;
+  auto queue = std::move(st.queue);
+  st.queue.clear();
+  for (auto& q : queue)
+    cancel(self, q);
+  cancel_running(self);
+}
+
+// -- workers ------------------------------------------------------------------
+
+void plan_restart(coordinator_ptr self, uint32_t w) {
+  auto& st = self->state;
+  if (!st.respawn || st.restarts[w] >= st.restart_budget)
+    return;
+  auto delay = std::chrono::milliseconds(100) * (1 << st.restarts[w]);
+  self->delayed_send(self, delay, replace_atom_v, w);
+  ++st.pending_restarts;
 }
 
 /// Takes worker `w` out of service; its running closure, if any, goes back
@@ -66,20 +156,17 @@ void lose_worker(coordinator_ptr self, uint32_t w, const std::string& why) {
     return;
   st.alive[w] = false;
   --st.alive_count;
+  st.lost_reason[w] = why;
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
-  if (st.respawn && st.restarts[w] < st.restart_budget) {
-    auto delay = std::chrono::milliseconds(100) * (1 << st.restarts[w]);
-    self->delayed_send(self, delay, replace_atom_v, w);
-    ++st.pending_restarts;
-  }
+  plan_restart(self, w);
   if (auto c = std::move(st.running[w])) {
     st.running[w] = nullptr;
     log::warn("coordinator", -1,
               "worker {} lost ({}) while running closure {}; re-queued, {} "
               "worker(s) left",
               w, why, c->id, st.alive_count);
-    st.queue.push_front(std::move(c));
+    enqueue(self, std::move(c), true);
   } else {
     log::warn("coordinator", -1, "worker {} lost ({}); {} worker(s) left", w,
               why, st.alive_count);
@@ -91,18 +178,75 @@ bool worker_lost(const caf::error& err) {
   return err == caf::sec::request_receiver_down;
 }
 
-void dispatch(coordinator_ptr self) {
+/// No worker in service and none restarting: starts the grace period, or
+/// fails the queue once it is over.
+void no_worker_in_service(coordinator_ptr self) {
   auto& st = self->state;
-  if (st.alive_count == 0 && st.pending_restarts == 0 && !st.queue.empty()) {
+  if (!st.grace_started) {
+    st.grace_started = true;
+    ++st.grace_number;
     if (st.no_worker_grace.count() == 0) {
-      cancel_queue(self, errc::no_workers);
-    } else if (!st.grace_pending) {
-      st.grace_pending = true;
+      st.grace_over = true;
+    } else {
       log::warn("coordinator", -1,
                 "no worker left; waiting {} s for one to come back",
                 st.no_worker_grace.count() / 1000.0);
-      self->delayed_send(self, st.no_worker_grace, lost_atom_v);
+      self->delayed_send(self, st.no_worker_grace, caf::timeout_atom_v,
+                         st.grace_number);
     }
+  }
+  if (!st.grace_over || st.queue.empty())
+    return;
+  std::string why;
+  for (uint32_t w = 0; w < st.workers.size(); ++w)
+    why += fmt::format("{}worker {}: {}", why.empty() ? "" : "; ", w,
+                       st.lost_reason[w]);
+  if (st.workers.empty())
+    why = "the cluster has none";
+  auto err = caf::make_error(errc::no_workers);
+  auto queue = std::move(st.queue);
+  st.queue.clear();
+  for (auto& c : queue)
+    c->complete(nullptr, &err,
+                fmt::format("{} not run: no worker in service for {} s ({})",
+                            name_of(*c), st.no_worker_grace.count() / 1000.0,
+                            why));
+}
+
+void dispatch(coordinator_ptr self);
+
+/// Worker `w` replied to closure `c` with an error.
+void on_error(coordinator_ptr self, uint32_t w, const closure_ptr& c,
+              const caf::error& err) {
+  auto& st = self->state;
+  if (worker_lost(err)) {
+    lose_worker(self, w, self->system().render(err));
+    return;
+  }
+  st.running[w] = nullptr;
+  st.idle.push_back(w);
+  if (err == errc::ps_lost && st.recover_ps) {
+    // The server comes back: the closure runs again then.
+    enqueue(self, c, true);
+  } else if (err == errc::cancelled) {
+    if (st.fatal)
+      fail_fatal(self, c);
+    else
+      cancel(self, c);
+  } else {
+    auto text = fmt::format("{} failed on worker {}: {}", name_of(*c), w,
+                            self->system().render(err));
+    // Said now: the caller hears of it only at its next schedule/join/done.
+    log::error("coordinator", -1, "{}", text);
+    c->complete(nullptr, &err, text);
+    cancel_epoch(self, *c, text);
+  }
+}
+
+void dispatch(coordinator_ptr self) {
+  auto& st = self->state;
+  if (st.alive_count == 0 && st.pending_restarts == 0) {
+    no_worker_in_service(self);
     return;
   }
   if (st.recovering > 0)
@@ -127,59 +271,12 @@ void dispatch(coordinator_ptr self) {
           dispatch(self);
         },
         [=](caf::error& err) {
-          auto& st = self->state;
-          if (st.running[w] != c)
+          if (self->state.running[w] != c)
             return;
-          if (worker_lost(err)) {
-            lose_worker(self, w, self->system().render(err));
-            dispatch(self);
-            return;
-          }
-          if (err == errc::ps_lost && st.recover_ps) {
-            // The server comes back: the closure runs again then.
-            st.running[w] = nullptr;
-            st.queue.push_front(c);
-            st.idle.push_back(w);
-            dispatch(self);
-            return;
-          }
-          st.running[w] = nullptr;
-          auto text = "closure " + std::to_string(c->id) + " ("
-                      + c->function + ") failed on worker "
-                      + std::to_string(w) + ": "
-                      + self->system().render(err);
-          // Said now: the caller hears of it only at its next schedule/join.
-          log::error("coordinator", -1, "{}", text);
-          c->complete(nullptr, &err, text);
-          cancel_queue(self);
-          self->state.idle.push_back(w);
+          on_error(self, w, c, err);
+          dispatch(self);
         });
   }
-}
-
-/// Parameter server `p` is lost: pauses dispatch and recovers it in a helper
-/// thread (once, however many report the loss).
-void start_recovery(coordinator_ptr self, uint32_t p, const std::string& why) {
-  auto& st = self->state;
-  if (!st.recover_ps || p >= st.servers.size() || st.recovering_ps[p])
-    return;
-  st.recovering_ps[p] = true;
-  if (st.recovering++ == 0)
-    st.pause_start = std::chrono::steady_clock::now();
-  log::warn("coordinator", -1,
-            "ps {} lost ({}); dispatch paused while it is recovered", p, why);
-  auto fn = st.recover_ps;
-  coordinator_actor me = self;
-  self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
-    try {
-      helper->send(me, restore_atom_v, p, fn(p));
-    } catch (const std::exception& e) {
-      helper->send(me, cancel_atom_v,
-                   caf::make_error(errc::ps_lost, "ps", p,
-                                   std::string{"recovery failed: "}
-                                     + e.what()));
-    }
-  });
 }
 
 /// Worker `w` is back as `worker`.
@@ -194,9 +291,79 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
                st.chaos_ms);
   st.alive[w] = true;
   ++st.alive_count;
+  st.grace_started = false;
+  st.grace_over = false;
   st.idle.push_back(w);
   dispatch(self);
 }
+
+// -- parameter servers --------------------------------------------------------
+
+/// Parameter server `p` is lost: pauses dispatch and recovers it in a helper
+/// thread (once, however many report the loss).
+void start_recovery(coordinator_ptr self, uint32_t p, const std::string& why) {
+  auto& st = self->state;
+  if (!st.recover_ps || p >= st.servers.size() || st.recovering_ps[p]
+      || st.fatal)
+    return;
+  st.recovering_ps[p] = true;
+  if (st.recovering++ == 0)
+    st.pause_start = std::chrono::steady_clock::now();
+  log::warn("coordinator", -1,
+            "ps {} lost ({}); dispatch paused while it is recovered", p, why);
+  auto fn = st.recover_ps;
+  coordinator_actor me = self;
+  self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
+    try {
+      helper->send(me, restore_atom_v, p, fn(p));
+    } catch (const std::exception& e) {
+      helper->send(me, cancel_atom_v,
+                   caf::make_error(errc::ps_lost,
+                                   fmt::format("ps{} lost and not recovered: "
+                                               "{}",
+                                               p, e.what())));
+    }
+  });
+}
+
+void recovered(coordinator_ptr self, uint32_t p, const ps_actor& ps) {
+  auto& st = self->state;
+  if (p >= st.servers.size())
+    return;
+  st.servers[p] = ps;
+  st.recovering_ps[p] = false;
+  self->monitor(ps);
+  for (uint32_t w = 0; w < st.workers.size(); ++w)
+    if (st.alive[w])
+      self->send(st.workers[w], replace_atom_v, p,
+                 caf::actor_cast<caf::strong_actor_ptr>(ps));
+  if (st.recovering > 0 && --st.recovering == 0) {
+    auto pause = std::chrono::duration<double>(
+                   std::chrono::steady_clock::now() - st.pause_start)
+                   .count();
+    log::info("coordinator", -1,
+              "ps {} recovered; dispatch resumed after a pause of {:.2f} s", p,
+              pause);
+  }
+  dispatch(self);
+}
+
+void fail_job(coordinator_ptr self, const caf::error& reason) {
+  auto& st = self->state;
+  if (st.fatal)
+    return; // the first reason stands
+  st.fatal = reason;
+  st.fatal_text = self->system().render(reason);
+  log::error("coordinator", -1, "failing every closure: {}", st.fatal_text);
+  auto queue = std::move(st.queue);
+  st.queue.clear();
+  for (auto& c : queue)
+    fail_fatal(self, c);
+  // Running ones fail when their workers answer the cancel.
+  cancel_running(self);
+}
+
+// -- behaviour ----------------------------------------------------------------
 
 coordinator_actor::behavior_type
 coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
@@ -206,14 +373,16 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
   auto& st = self->state;
   st.no_worker_grace = no_worker_grace;
   st.workers = std::move(workers);
+  auto n = st.workers.size();
   st.respawn = std::move(respawn);
   st.restart_budget = restart_budget;
-  st.restarts.assign(st.workers.size(), 0);
-  st.incarnation.assign(st.workers.size(), 0);
-  st.running.resize(st.workers.size());
-  st.alive.assign(st.workers.size(), true);
-  st.alive_count = st.workers.size();
-  for (uint32_t i = 0; i < st.workers.size(); ++i) {
+  st.restarts.assign(n, 0);
+  st.incarnation.assign(n, 0);
+  st.running.resize(n);
+  st.lost_reason.assign(n, "never started");
+  st.alive.assign(n, true);
+  st.alive_count = n;
+  for (uint32_t i = 0; i < n; ++i) {
     st.idle.push_back(i);
     // A remote worker's death fails no request: CAF only reports it here.
     self->monitor(st.workers[i]);
@@ -240,36 +409,63 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
   });
   return {
     [=](schedule_atom, closure_ptr& c) {
-      self->state.queue.push_back(std::move(c));
+      enqueue(self, std::move(c), false);
       dispatch(self);
     },
-    [=](cancel_atom) { cancel_queue(self); },
+    [=](cancel_atom) {
+      auto queue = std::move(self->state.queue);
+      self->state.queue.clear();
+      for (auto& c : queue)
+        cancel(self, c);
+      cancel_running(self);
+    },
     [=](lost_atom, uint32_t w) {
       if (w < self->state.workers.size()) {
         lose_worker(self, w, "unresponsive");
         dispatch(self);
       }
     },
-    [=](restore_atom, uint32_t p, ps_actor& ps) {
+    [=](cancel_atom, caf::error& reason) { fail_job(self, reason); },
+    [=](replace_atom, uint32_t w, worker_actor& worker) {
+      log::info("coordinator", -1, "worker {} is back", w);
+      admit(self, w, std::move(worker));
+    },
+    [=](replace_atom, uint32_t w) {
       auto& st = self->state;
-      if (p >= st.servers.size())
+      if (st.pending_restarts > 0)
+        --st.pending_restarts;
+      if (w >= st.workers.size() || st.alive[w] || !st.respawn) {
+        dispatch(self);
         return;
-      st.servers[p] = ps;
-      st.recovering_ps[p] = false;
-      self->monitor(ps);
-      for (uint32_t w = 0; w < st.workers.size(); ++w)
-        if (st.alive[w])
-          self->send(st.workers[w], replace_atom_v, p,
-                     caf::actor_cast<caf::strong_actor_ptr>(ps));
-      if (st.recovering > 0 && --st.recovering == 0) {
-        auto pause = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - st.pause_start)
-                       .count();
-        log::info("coordinator", -1,
-                  "ps {} recovered; dispatch resumed after a pause of {:.2f} s",
-                  p, pause);
       }
+      ++st.restarts[w];
+      ++st.incarnation[w];
+      worker_actor worker;
+      try {
+        worker = st.respawn(w, st.incarnation[w]);
+      } catch (const std::exception& e) {
+        log::error("coordinator", -1, "worker {} not restarted: {}", w,
+                   e.what());
+        st.lost_reason[w] += fmt::format(", restart failed: {}", e.what());
+        plan_restart(self, w);
+        dispatch(self);
+        return;
+      }
+      log::info("coordinator", -1,
+                "worker {} restarted (incarnation {}, restart {} of {})", w,
+                st.incarnation[w], st.restarts[w], st.restart_budget);
+      admit(self, w, std::move(worker));
+    },
+    [=](caf::timeout_atom, uint64_t number) {
+      auto& st = self->state;
+      if (number != st.grace_number || !st.grace_started)
+        return; // a worker came back meanwhile
+      st.grace_over = true;
       dispatch(self);
+    },
+    [=](restore_atom, uint32_t p, ps_actor& ps) { recovered(self, p, ps); },
+    [=](restore_atom, uint32_t p) {
+      start_recovery(self, p, "reported by the watcher");
     },
     [=](chaos_atom, double drop, double delay, uint64_t ms) {
       auto& st = self->state;
@@ -283,50 +479,6 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
         if (st.alive[w])
           self->send(st.workers[w], chaos_atom_v, st.chaos_drop,
                      st.chaos_delay, st.chaos_ms);
-    },
-    [=](restore_atom, uint32_t p) {
-      start_recovery(self, p, "reported by the watcher");
-    },
-    [=](lost_atom) {
-      auto& st = self->state;
-      st.grace_pending = false;
-      if (st.alive_count == 0 && !st.queue.empty())
-        cancel_queue(self, errc::no_workers);
-    },
-    [=](replace_atom, uint32_t w, worker_actor& worker) {
-      log::info("coordinator", -1, "worker {} is back", w);
-      admit(self, w, std::move(worker));
-    },
-    [=](replace_atom, uint32_t w) {
-      auto& st = self->state;
-      if (st.pending_restarts > 0)
-        --st.pending_restarts;
-      if (w >= st.workers.size() || st.alive[w] || !st.respawn)
-        return;
-      ++st.restarts[w];
-      auto worker = st.respawn(w, ++st.incarnation[w]);
-      log::info("coordinator", -1,
-                "worker {} restarted (incarnation {}, restart {} of {})", w,
-                st.incarnation[w], st.restarts[w], st.restart_budget);
-      admit(self, w, std::move(worker));
-    },
-    [=](cancel_atom, caf::error& reason) {
-      auto& st = self->state;
-      auto text = self->system().render(reason);
-      log::error("coordinator", -1, "failing every closure: {}", text);
-      for (auto& c : st.running)
-        if (c) {
-          auto running = std::move(c);
-          c = nullptr;
-          running->complete(nullptr, &reason,
-                            "closure " + std::to_string(running->id)
-                              + " failed: " + text);
-        }
-      auto queue = std::move(st.queue);
-      st.queue.clear();
-      for (auto& c : queue)
-        c->complete(nullptr, &reason,
-                    "closure " + std::to_string(c->id) + " failed: " + text);
     },
   };
 }

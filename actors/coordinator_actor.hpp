@@ -17,31 +17,56 @@ namespace actorps {
 /// The coordinator's dispatcher: a FIFO queue of closures and the idle
 /// workers. A closure goes to the first idle worker; when its reply comes,
 /// the closure's remote_value is completed and the worker takes the next one.
-/// The dispatcher monitors every worker: a closure whose worker dies (or,
-/// remote, becomes unreachable) before replying goes back to the front of the
-/// queue and the worker leaves service (at-least-once execution, as
-/// TensorFlow's ClusterCoordinator). With no worker left, queued closures
-/// fail with errc::no_workers. A closure that fails otherwise completes with
-/// its error, and every closure still queued is cancelled (errc::cancelled).
+///
+/// Two kinds of failure, never mixed (DESIGN.md section 6):
+/// - Node failure. The dispatcher monitors every worker: a closure whose
+///   worker dies (or, remote, becomes unreachable) before replying goes back
+///   to the front of the queue and the worker leaves service (at-least-once
+///   execution, as TensorFlow's ClusterCoordinator). A closure that fails
+///   with errc::ps_lost while the lost server is recovered runs again too.
+/// - Closure error. Any other error of a closure (errc::step_failed,
+///   errc::unknown_function, an error of a pull or push) completes that
+///   closure with the error and a text naming the closure, its function and
+///   the worker; it is not retried and the worker stays in service. Then
+///   every closure of the same epoch (see detail::closure_state) is
+///   cancelled: queued ones at once (errc::cancelled), running ones at their
+///   next message boundary (`cancel_atom, id` to their worker; a worker whose
+///   push was already sent replies with its value, the closure then counts
+///   as finished), and ones that arrive later at once, until the facade has
+///   raised the error (closures of a later epoch run normally).
+///
+/// With every worker lost and no restart pending, queued closures wait
+/// `no_worker_grace` for a worker to come back (replace_atom), then fail with
+/// errc::no_workers (the text says for how long and why each worker was
+/// lost); so do closures scheduled while still no worker is in service.
+///
+/// A lost parameter server that cannot be recovered (`cancel_atom, error`)
+/// ends the job: every queued, running and later closure fails with that
+/// error.
+///
+/// In one process only (closures travel as closure_ptr). Closures still
+/// unfinished when the dispatcher stops are cancelled.
 using coordinator_actor = caf::typed_actor<
   // Queues a closure. No reply: the closure state itself is completed.
   caf::reacts_to<schedule_atom, closure_ptr>,
-  // Cancels every queued closure (running ones finish).
+  // Cancels every queued closure and every running one (at its next message
+  // boundary); for a facade that goes away.
   caf::reacts_to<cancel_atom>,
   // Takes worker `index` out of service as if it had died (its running
   // closure is re-queued): for workers found unresponsive by other means.
   caf::reacts_to<lost_atom, uint32_t>,
-  // Fails every running and queued closure with `reason` (e.g. a lost
-  // parameter server): the job cannot go on.
+  // The job cannot go on (e.g. a parameter server lost and not recovered):
+  // fails every queued and running closure (running ones are cancelled at
+  // their next message boundary first) and every later one with `reason`.
   caf::reacts_to<cancel_atom, caf::error>,
   // Worker `index` (lost before) is back as `worker`, e.g. a restarted
   // process that joined again: it is watched and takes closures again.
   caf::reacts_to<replace_atom, uint32_t, worker_actor>,
   // Internal: restart lost worker `index` with the respawn function.
   caf::reacts_to<replace_atom, uint32_t>,
-  // Internal: with no worker left for the grace period, queued closures
-  // fail with errc::no_workers.
-  caf::reacts_to<lost_atom>,
+  // Internal: the no-worker grace period number `n` is over; if still no
+  // worker is in service, queued closures fail with errc::no_workers.
+  caf::reacts_to<caf::timeout_atom, uint64_t>,
   // Internal: parameter server `index` is recovered as `ps`; the workers
   // switch to it and dispatch resumes.
   caf::reacts_to<restore_atom, uint32_t, ps_actor>,
@@ -54,19 +79,23 @@ using coordinator_actor = caf::typed_actor<
   caf::reacts_to<chaos_atom, double, double, uint64_t>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
+/// @throws std::exception if it cannot (logged; counts as a restart).
 using worker_respawn = std::function<worker_actor(uint32_t index,
                                                   uint32_t incarnation)>;
 
 /// Brings lost parameter server `index` back: a new actor with its shards
 /// restored. Blocking; the dispatcher runs it in a helper thread.
-/// @throws std::exception if that fails (the job then fails).
+/// @throws std::exception if that fails (the job then fails: every closure
+///         fails with errc::ps_lost naming the server and the reason).
 using ps_respawn = std::function<ps_actor(uint32_t index)>;
 
 /// Spawns the dispatcher over `workers`. With `respawn`, a lost worker is
 /// restarted after 100 ms, doubling with each restart of the same index, at
 /// most `restart_budget` times per index (supervision in one process).
-/// With every worker lost, queued closures wait `no_worker_grace` for one
-/// to come back (replace_atom) before they fail with errc::no_workers.
+/// With every worker lost and no restart pending, queued closures wait
+/// `no_worker_grace` (from the moment the last one was lost) for one to
+/// come back (replace_atom) before they fail with errc::no_workers; 0 fails
+/// them at once.
 /// With `recover_ps`, the dispatcher watches `servers`: when one is lost it
 /// pauses dispatch, recovers the server, hands it to every worker and
 /// resumes; closures that failed with errc::ps_lost meanwhile run again.

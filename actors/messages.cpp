@@ -22,6 +22,12 @@ std::string to_string(errc x) {
       return "ps_lost";
     case errc::no_workers:
       return "no_workers";
+    case errc::unknown_variable:
+      return "unknown_variable";
+    case errc::key_out_of_range:
+      return "key_out_of_range";
+    case errc::bad_message:
+      return "bad_message";
   }
   return "unknown_error";
 }

@@ -46,6 +46,12 @@ enum class errc : uint8_t {
   ps_lost,
   /// No worker is left to run closures.
   no_workers,
+  /// A pull or push names a variable (table shard) the server does not hold.
+  unknown_variable,
+  /// A key is outside a fixed-vocabulary table's [0, vocabulary).
+  key_out_of_range,
+  /// A message from a peer is malformed (sizes that do not fit each other).
+  bad_message,
 };
 
 } // namespace actorps
@@ -56,6 +62,41 @@ namespace actorps {
 
 /// Renders an errc for people ("shape_mismatch", ...).
 std::string to_string(errc x);
+
+namespace detail {
+
+/// Serialises a vector of trivially copyable T as one raw block (the
+/// element count, then the bytes), refusing more than `max` elements from a
+/// peer. CAF 0.17 encodes std::vector<float> element by element, 7-14x
+/// slower (caf-0.17-notes.md, section 3).
+template <class Inspector, class Vector>
+typename Inspector::result_type
+inspect_raw(Inspector& f, Vector& xs, size_t max, const char* what) {
+  using value_type = typename Vector::value_type;
+  static_assert(std::is_trivially_copyable<value_type>::value);
+  if constexpr (std::is_same<Inspector, caf::serializer>::value) {
+    size_t n = xs.size();
+    if (auto err = f.begin_sequence(n))
+      return err;
+    if (n > 0)
+      if (auto err = f.apply_raw(n * sizeof(value_type), xs.data()))
+        return err;
+    return f.end_sequence();
+  } else {
+    size_t n = 0;
+    if (auto err = f.begin_sequence(n))
+      return err;
+    if (n > max)
+      return caf::make_error(caf::sec::invalid_argument, what);
+    xs.resize(n);
+    if (n > 0)
+      if (auto err = f.apply_raw(n * sizeof(value_type), xs.data()))
+        return err;
+    return f.end_sequence();
+  }
+}
+
+} // namespace detail
 
 /// Dense floats as one contiguous block. Across the network the payload is
 /// copied as raw bytes in one block, instead of CAF 0.17's element-by-element
@@ -70,29 +111,31 @@ struct float_buffer {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, float_buffer& x) {
-  if constexpr (std::is_same<Inspector, caf::serializer>::value) {
-    size_t n = x.values.size();
-    if (auto err = f.begin_sequence(n))
-      return err;
-    if (n > 0)
-      if (auto err = f.apply_raw(n * sizeof(float), x.values.data()))
-        return err;
-    return f.end_sequence();
-  } else if constexpr (std::is_same<Inspector, caf::deserializer>::value) {
-    size_t n = 0;
-    if (auto err = f.begin_sequence(n))
-      return err;
-    if (n > float_buffer::max_floats)
-      return caf::make_error(caf::sec::invalid_argument,
-                             "float_buffer larger than 1 GiB");
-    x.values.resize(n);
-    if (n > 0)
-      if (auto err = f.apply_raw(n * sizeof(float), x.values.data()))
-        return err;
-    return f.end_sequence();
-  } else {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value
+                || std::is_same<Inspector, caf::deserializer>::value)
+    return detail::inspect_raw(f, x.values, float_buffer::max_floats,
+                               "float_buffer larger than 1 GiB");
+  else
     return f(caf::meta::type_name("actorps::float_buffer"), x.values);
-  }
+}
+
+/// 64-bit keys (of embedding-table rows) as one contiguous block, like
+/// float_buffer.
+struct key_buffer {
+  std::vector<uint64_t> keys;
+
+  /// Largest buffer a peer may send: 2^27 keys (1 GiB).
+  static constexpr size_t max_keys = size_t{1} << 27;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, key_buffer& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value
+                || std::is_same<Inspector, caf::deserializer>::value)
+    return detail::inspect_raw(f, x.keys, key_buffer::max_keys,
+                               "key_buffer larger than 1 GiB");
+  else
+    return f(caf::meta::type_name("actorps::key_buffer"), x.keys);
 }
 
 /// Identifies one update: worker, worker incarnation, closure. A parameter
@@ -110,47 +153,100 @@ typename Inspector::result_type inspect(Inspector& f, update_id& x) {
            x.closure);
 }
 
-/// coordinator -> ps: create one shard of a variable, rows [row_begin,
-/// row_end) x cols, with its initial values (row-major).
+/// coordinator -> ps: create one shard of a variable.
+/// - dense (`table` false): rows [row_begin, row_end) x cols with their
+///   initial values (row-major), appended to the server's dense region.
+/// - table: shard `shard` (its shard id in the placement) of an embedding
+///   table with rows of `cols` floats, keys below `vocabulary` (0 =
+///   unbounded), new rows U(-init_scale, init_scale) from (seed, variable,
+///   key); `values` empty.
 struct create_shard {
   std::string variable;
   uint32_t shard = 0;
+  bool table = false;
   uint64_t row_begin = 0;
   uint64_t row_end = 0;
   uint64_t cols = 0;
+  uint64_t vocabulary = 0;
+  float init_scale = 0;
+  uint64_t seed = 0;
   float_buffer values;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, create_shard& x) {
   return f(caf::meta::type_name("actorps::create_shard"), x.variable, x.shard,
-           x.row_begin, x.row_end, x.cols, x.values);
+           x.table, x.row_begin, x.row_end, x.cols, x.vocabulary,
+           x.init_scale, x.seed, x.values);
 }
 
-/// ps -> worker: every shard the server holds, one after another in creation
-/// order, and the server clock they were read at.
-struct pull_reply {
-  uint64_t clock = 0;
+/// Rows of one table shard by key: in a pull request the keys asked for
+/// (`values` empty); in a pull reply the rows of those keys (keys.size() x
+/// dim floats, row i for keys[i]; `keys` empty, the request has them); in a
+/// push the unique keys and their row gradients (keys.size() x dim).
+struct table_rows {
+  /// Shard id: the shard's position in the job's placement.
+  uint32_t shard = 0;
+  key_buffer keys;
   float_buffer values;
 };
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
-  return f(caf::meta::type_name("actorps::pull_reply"), x.clock, x.values);
+typename Inspector::result_type inspect(Inspector& f, table_rows& x) {
+  return f(caf::meta::type_name("actorps::table_rows"), x.shard, x.keys,
+           x.values);
 }
 
-/// worker -> ps: a gradient for every shard of the server (same layout as
-/// pull_reply::values), computed on values read at `read_clock`.
+/// worker -> ps: what one step reads from one server: its whole dense region
+/// (if `dense`) and, per table shard, the batch's unique keys that shard
+/// holds.
+struct pull_request {
+  /// The reader's worker index (no_worker: the coordinator; never held back
+  /// under ssp).
+  uint32_t worker = 0;
+  bool dense = true;
+  std::vector<table_rows> tables;
+  /// Whether rows not held yet are created (workers: yes; evaluation reads
+  /// initial values without storing them).
+  bool create = true;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pull_request& x) {
+  return f(caf::meta::type_name("actorps::pull_request"), x.worker, x.dense,
+           x.tables, x.create);
+}
+
+/// ps -> worker: the dense region (empty unless asked for) and the rows of
+/// each table of the request (tables[i] answers request.tables[i]), read at
+/// server clock `clock`.
+struct pull_reply {
+  uint64_t clock = 0;
+  float_buffer values;
+  std::vector<table_rows> tables;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
+  return f(caf::meta::type_name("actorps::pull_reply"), x.clock, x.values,
+           x.tables);
+}
+
+/// worker -> ps: one step's update of one server, computed on values read
+/// at `read_clock`: a gradient for the whole dense region (same layout as
+/// pull_reply::values; empty if the server has no dense shard) and, per
+/// table shard the batch touched, unique keys with their row gradients.
 struct push_request {
   uint64_t read_clock = 0;
   update_id id;
   float_buffer gradient;
+  std::vector<table_rows> tables;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
   return f(caf::meta::type_name("actorps::push_request"), x.read_clock, x.id,
-           x.gradient);
+           x.gradient, x.tables);
 }
 
 /// ps -> anyone: counters of one parameter server.
@@ -160,30 +256,51 @@ struct ps_stats {
   uint64_t duplicates = 0;      ///< pushes discarded as already applied
   uint64_t staleness_sum = 0;   ///< sum over applied pushes
   uint64_t staleness_max = 0;   ///< largest staleness seen
-  uint64_t floats = 0;          ///< floats held
-  uint64_t shards = 0;          ///< shards held
+  uint64_t floats = 0;          ///< floats in the dense region
+  uint64_t shards = 0;          ///< shards held (dense and table)
+  uint64_t table_rows = 0;      ///< rows held by all table shards
+  uint64_t table_bytes = 0;     ///< memory of the table shards (approx.)
+  uint64_t keys_pulled = 0;     ///< table keys read by pulls
+  uint64_t keys_pushed = 0;     ///< table rows updated by pushes
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("actorps::ps_stats"), x.clock, x.pushes,
-           x.duplicates,
-           x.staleness_sum, x.staleness_max, x.floats, x.shards);
+           x.duplicates, x.staleness_sum, x.staleness_max, x.floats, x.shards,
+           x.table_rows, x.table_bytes, x.keys_pulled, x.keys_pushed);
+}
+
+/// Everything one table shard holds, for a checkpoint: row i is keys[i],
+/// values[i * dim ..), slots[s][i * dim ..), with steps[i] updates applied.
+struct table_snapshot {
+  uint32_t shard = 0;
+  key_buffer keys;
+  float_buffer values;
+  std::vector<float_buffer> slots;
+  key_buffer steps;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, table_snapshot& x) {
+  return f(caf::meta::type_name("actorps::table_snapshot"), x.shard, x.keys,
+           x.values, x.slots, x.steps);
 }
 
 /// ps -> coordinator: everything a parameter server holds, for a checkpoint;
 /// coordinator -> ps: the same, to restore one.
 struct ps_snapshot {
   uint64_t clock = 0;           ///< updates applied
-  uint64_t optimizer_steps = 0; ///< the optimizer's step count (Adam's t)
-  float_buffer values;          ///< every shard, in buffer order
-  std::vector<float_buffer> slots; ///< optimizer slots, each like values
+  uint64_t optimizer_steps = 0; ///< the dense region's step count (Adam's t)
+  float_buffer values;          ///< the dense region
+  std::vector<float_buffer> slots; ///< its optimizer slots, each like values
+  std::vector<table_snapshot> tables; ///< every table shard held
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
   return f(caf::meta::type_name("actorps::ps_snapshot"), x.clock,
-           x.optimizer_steps, x.values, x.slots);
+           x.optimizer_steps, x.values, x.slots, x.tables);
 }
 
 /// coordinator -> worker: run step function `function` as closure `id`.
@@ -209,13 +326,19 @@ struct step_result {
   /// The worker's data position after this step (for checkpoints).
   uint64_t data_epoch = 0;
   uint64_t data_offset = 0;
+  /// Unique table keys the step pulled (and pushed), over all tables.
+  uint64_t keys = 0;
+  /// Payload bytes of the step's pulls (replies) and pushes: floats and
+  /// keys, without message headers.
+  uint64_t bytes_pulled = 0;
+  uint64_t bytes_pushed = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("actorps::step_result"), x.closure, x.worker,
            x.loss, x.samples, x.pull_s, x.compute_s, x.push_s, x.data_epoch,
-           x.data_offset);
+           x.data_offset, x.keys, x.bytes_pulled, x.bytes_pushed);
 }
 
 /// What a node believes the job is, field by field, each as canonical text
@@ -228,12 +351,17 @@ struct job_fingerprint {
   std::string optimizer;    ///< the update rule the servers apply
   std::string consistency;  ///< "async", "sync" or "ssp staleness 2"
   std::string cluster;      ///< "2 workers, 2 ps"
+  /// What makes data positions meaningful: dataset and its options, train
+  /// limit, batch size, shuffle seed (not the folder, which may differ
+  /// between machines).
+  std::string data;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_fingerprint& x) {
   return f(caf::meta::type_name("actorps::job_fingerprint"), x.model,
-           x.variables, x.partitioning, x.optimizer, x.consistency, x.cluster);
+           x.variables, x.partitioning, x.optimizer, x.consistency, x.cluster,
+           x.data);
 }
 
 /// The first message between two nodes, in both directions: who the sender
@@ -279,6 +407,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorps::closure_ptr)
 
 CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::float_buffer))
+  CAF_ADD_TYPE_ID(actorps, (actorps::key_buffer))
+  CAF_ADD_TYPE_ID(actorps, (actorps::table_rows))
+  CAF_ADD_TYPE_ID(actorps, (actorps::pull_request))
+  CAF_ADD_TYPE_ID(actorps, (actorps::table_snapshot))
   CAF_ADD_TYPE_ID(actorps, (actorps::update_id))
   CAF_ADD_TYPE_ID(actorps, (actorps::create_shard))
   CAF_ADD_TYPE_ID(actorps, (actorps::pull_reply))

@@ -8,41 +8,58 @@
 #include "caf/typed_actor.hpp"
 
 #include "actors/messages.hpp"
-#include "core/optimizer.hpp"
+#include "core/update_rule.hpp"
 
 namespace actorps {
 
-/// One parameter server. Holds the shards placed on it in one contiguous
-/// buffer (creation order), the optimizer slots for them, and a clock: the
-/// number of updates applied so far.
+/// One parameter server. Holds the dense shards placed on it in one
+/// contiguous dense region (creation order) with the dense update rule's
+/// slots, the table shards placed on it (key -> row hash maps with per-row
+/// slots and step counts, see core/table_store.hpp), and a clock: the number
+/// of updates applied so far.
 using ps_actor = caf::typed_actor<
-  // Appends one shard with its initial values. Replies with the shard's float
-  // offset in the server's buffer.
-  // Errors: errc::shape_mismatch if values.size() != (row_end - row_begin) * cols.
+  // Creates one shard: a dense one is appended to the dense region (replies
+  // with its float offset there); a table shard is registered under its
+  // shard id (replies with 0).
+  // Errors: errc::shape_mismatch if values.size() != (row_end - row_begin) *
+  // cols, or a table has cols 0 or values, or the shard id is taken.
   caf::replies_to<create_atom, create_shard>::with<uint64_t>,
-  // Reads every shard for worker `worker` (no_worker: for the coordinator,
-  // never held back). Replies with the values and the clock they were read
-  // at. Under ssp the reply waits while the worker is more than `staleness`
-  // pushes ahead of the slowest worker.
-  // Errors: errc::no_shards before the first create; errc::unknown_worker.
-  caf::replies_to<pull_atom, uint32_t>::with<pull_reply>,
-  // Applies a gradient for every shard with the server's optimizer, unless its
-  // update id was applied before (then only the clock is returned). Replies
-  // with the server clock after the update. Staleness (clock at arrival
-  // minus read_clock) is recorded. Under sync the reply waits until every
-  // worker pushed for this round; the round's mean gradient is applied once.
-  // Errors: errc::shape_mismatch if the gradient's size differs from the
-  // buffer's; errc::unknown_worker; on error nothing changes.
+  // Reads the dense region (if asked) and the rows of the keys asked for,
+  // for worker `worker` (no_worker: the coordinator, never held back).
+  // Replies with the values and the clock they were read at. Under ssp the
+  // reply waits while the worker is more than `staleness` pushes ahead of
+  // the slowest worker.
+  // Errors: errc::no_shards before the first create; errc::unknown_worker;
+  // errc::unknown_variable for a shard id the server does not hold;
+  // errc::key_out_of_range (variable, key) for a key outside a table's
+  // vocabulary. On error nothing is created.
+  caf::replies_to<pull_atom, pull_request>::with<pull_reply>,
+  // Applies the dense gradient and the row gradients of every table shard
+  // with the server's rules, unless its update id was applied before (then
+  // only the clock is returned). Replies with the server clock after the
+  // update. Staleness (clock at arrival minus read_clock) is recorded. Under
+  // sync the reply waits until every worker pushed for this round; the
+  // round's mean gradient (dense and per row) is applied once.
+  // Errors: errc::shape_mismatch if the dense gradient's size differs from
+  // the region's or a table's values are not keys x dim floats;
+  // errc::unknown_variable; errc::key_out_of_range; errc::bad_message for
+  // a key that repeats within one table shard (or a shard named twice), and
+  // under sync for a second push of one worker in the same round;
+  // errc::unknown_worker. On error nothing changes.
   caf::replies_to<push_atom, push_request>::with<uint64_t>,
   // Replies with the server's counters.
   caf::replies_to<stats_atom>::with<ps_stats>,
-  // Replies with a copy of everything the server holds (values, optimizer
-  // slots and steps, clock), for a checkpoint.
+  // Replies with a copy of everything the server holds (dense values, slots
+  // and steps, every table shard's rows, clock), for a checkpoint.
   caf::replies_to<save_atom>::with<ps_snapshot>,
-  // Replaces values, optimizer slots and steps, and the clock with the
-  // snapshot's (a restored checkpoint). Replies with the clock.
-  // Errors: errc::shape_mismatch if the sizes or the number of slots differ
-  // from the server's (nothing changes then).
+  // Replaces everything the server holds with the snapshot's (a restored
+  // checkpoint). Replies with the clock.
+  // A sync round in progress is abandoned (its pushes were computed on the
+  // state being replaced; their acks fail with errc::cancelled).
+  // Errors: errc::shape_mismatch if the dense sizes or the number of slots
+  // differ from the server's, or a table snapshot does not fit its shard or
+  // names it twice; errc::unknown_variable for a table shard the server does
+  // not hold (nothing changes then).
   caf::replies_to<restore_atom, ps_snapshot>::with<uint64_t>,
   // Fault injection: the server stops answering for `ms` milliseconds (its
   // thread blocks, as a hung process would).
@@ -70,13 +87,15 @@ consistency parse_consistency(const std::string& name);
 struct ps_options {
   /// This server's index in the cluster (for log lines).
   uint32_t index = 0;
-  /// The rule applied to every update.
+  /// The rule applied to the dense region.
   optimizer_config optimizer;
   consistency mode = consistency::async;
   /// Number of workers (sync, ssp: worker indices are below it).
   uint32_t workers = 1;
   /// ssp: the bound s.
   uint64_t staleness = 0;
+  /// The rule applied to the rows of table shards.
+  optimizer_config table_optimizer{"adagrad", 0.05f, {}};
 };
 
 /// Spawns a parameter server; its behaviour lives in ps_actor.cpp.

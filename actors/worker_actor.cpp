@@ -10,6 +10,7 @@
 #include "caf/typed_event_based_actor.hpp"
 #include "caf/typed_response_promise.hpp"
 
+#include "actors/key_routes.hpp"
 #include "core/dataset.hpp"
 #include "core/log.hpp"
 #include "core/placement.hpp"
@@ -31,13 +32,17 @@ struct job {
   caf::typed_response_promise<step_result> promise;
 };
 
+/// Where the running closure is.
+enum class phase { idle, pulling, pushing };
+
 struct worker_state {
   worker_options opts;
   std::unique_ptr<model_workspace> ws;
   std::vector<float> params;
   std::vector<float> grad;
-  std::vector<float> x;
-  std::vector<int32_t> y;
+  example_batch batch;
+  std::vector<table_lookup> tables;
+  key_routes routes;
   std::vector<uint64_t> read_clocks;
   std::deque<job> queue; // queue.front() is running when busy
   /// Set when a parameter server is lost: every closure fails with it.
@@ -55,6 +60,8 @@ struct worker_state {
   } chaos;
   bool busy = false;
   // -- the running closure ----------------------------------------------------
+  const step_function* step = nullptr;
+  phase at = phase::idle;
   size_t pending = 0;
   bool failed = false;
   step_result result;
@@ -66,12 +73,13 @@ using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void start_next(worker_ptr self);
 
-/// Ends the running closure with `value` or `err` and starts the next one.
+/// Ends the running closure with its result or `err` and starts the next one.
 void finish(worker_ptr self, const caf::error& err) {
   auto& st = self->state;
   auto j = std::move(st.queue.front());
   st.queue.pop_front();
   st.busy = false;
+  st.at = phase::idle;
   if (err)
     j.promise.deliver(err);
   else
@@ -88,6 +96,18 @@ void fail(worker_ptr self, caf::error err) {
   finish(self, err);
 }
 
+/// The running closure's own code failed (the dataset or the model threw):
+/// the closure's error, not the worker's. Nothing was pushed.
+void step_error(worker_ptr self, const char* where, const std::exception& e) {
+  auto& st = self->state;
+  log::error("worker", static_cast<int>(st.opts.index),
+             "closure {} failed in {}: {}", st.result.closure, where,
+             e.what());
+  fail(self, caf::make_error(errc::step_failed,
+                             "worker " + std::to_string(st.opts.index), where,
+                             std::string{e.what()}));
+}
+
 /// A pull or push to server `p` failed with `err`: a server that is gone
 /// is reported as errc::ps_lost (the dispatcher may wait for its recovery).
 caf::error server_error(worker_ptr self, uint32_t p, caf::error err) {
@@ -98,14 +118,17 @@ caf::error server_error(worker_ptr self, uint32_t p, caf::error err) {
 
 void compute(worker_ptr self);
 
-/// Pushes the running closure's gradient to server `p`.
+/// Pushes the running closure's gradients to server `p`.
 void push_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   auto closure = st.result.closure;
   push_request req;
   req.read_clock = st.read_clocks[p];
   req.id = update_id{st.opts.index, st.opts.incarnation, closure};
-  req.gradient.values = gather_shards(*st.opts.layout, p, st.grad.data());
+  if (st.opts.layout->ps_sizes[p] > 0)
+    req.gradient.values = gather_shards(*st.opts.layout, p, st.grad.data());
+  st.routes.fill_push(p, st.tables, req.tables);
+  st.result.bytes_pushed += payload_bytes(req);
   self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
@@ -123,22 +146,31 @@ void push_one(worker_ptr self, uint32_t p) {
       });
 }
 
-/// Pulls every shard of server `p` for the running closure.
+/// Pulls the dense region and the batch's rows of server `p`.
 void pull_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   auto closure = st.result.closure;
-  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, st.opts.index)
+  pull_request req;
+  req.worker = st.opts.index;
+  req.dense = st.opts.layout->ps_sizes[p] > 0;
+  st.routes.fill_pull(p, req.tables);
+  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
     .then(
       [=](pull_reply& reply) {
         auto& st = self->state;
         if (st.failed || st.result.closure != closure)
           return;
         auto& pl = *st.opts.layout;
-        if (reply.values.values.size() != pl.ps_sizes[p])
+        auto dense = pl.ps_sizes[p];
+        if (reply.values.values.size() != dense)
           return fail(self, caf::make_error(errc::shape_mismatch,
-                                            "pull from ps", p, pl.ps_sizes[p],
+                                            "pull from ps", p, dense,
                                             reply.values.values.size()));
-        scatter_shards(pl, p, reply.values.values.data(), st.params.data());
+        if (dense > 0)
+          scatter_shards(pl, p, reply.values.values.data(), st.params.data());
+        if (auto err = st.routes.scatter_pull(p, reply.tables, st.tables))
+          return fail(self, std::move(err));
+        st.result.bytes_pulled += payload_bytes(reply);
         st.read_clocks[p] = reply.clock;
         if (--st.pending == 0) {
           st.result.pull_s = seconds_since(st.t0);
@@ -178,6 +210,7 @@ void send_to_server(worker_ptr self, uint32_t p, bool push) {
 
 void push_all(worker_ptr self) {
   auto& st = self->state;
+  st.at = phase::pushing;
   st.t0 = clock_type::now();
   st.pending = st.opts.servers.size();
   for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
@@ -187,21 +220,44 @@ void push_all(worker_ptr self) {
 void compute(worker_ptr self) {
   auto& st = self->state;
   auto t0 = clock_type::now();
-  auto rows = st.opts.data->batch_size();
-  st.opts.data->next(st.x.data(), st.y.data());
-  batch_view batch{st.x.data(), st.y.data(), rows};
-  st.result.loss = st.opts.net->loss_and_gradient(st.params.data(), batch,
-                                                  st.grad.data(), *st.ws);
-  st.result.samples = rows;
-  auto pos = st.opts.data->position();
-  st.result.data_epoch = pos.epoch;
-  st.result.data_offset = pos.offset;
+  for (auto& t : st.tables)
+    std::fill(t.grad.begin(), t.grad.end(), 0.0f);
+  model_inputs in{st.params.data(), &st.tables};
+  try {
+    st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
+                                      st.grad.data(), *st.ws);
+  } catch (const std::exception& e) {
+    return step_error(self, "the model", e);
+  }
   st.result.compute_s = seconds_since(t0);
+  if (!st.step->pushes)
+    return finish(self, caf::error{});
   push_all(self);
 }
 
-void pull_all(worker_ptr self) {
+/// Takes the next batch, lets the model name its keys, and pulls.
+void begin_step(worker_ptr self) {
   auto& st = self->state;
+  try {
+    st.opts.data->next(st.batch);
+    for (auto& t : st.tables)
+      t.occurrences.clear();
+    st.opts.net->collect_keys(st.batch, st.tables);
+  } catch (const std::exception& e) {
+    return step_error(self, "the dataset", e);
+  }
+  uint64_t keys = 0;
+  for (auto& t : st.tables) {
+    t.deduplicate();
+    keys += t.keys.size();
+  }
+  st.routes.route(*st.opts.layout, st.tables);
+  st.result.samples = st.batch.rows;
+  st.result.keys = keys;
+  auto pos = st.opts.data->position();
+  st.result.data_epoch = pos.epoch;
+  st.result.data_offset = pos.offset;
+  st.at = phase::pulling;
   st.t0 = clock_type::now();
   st.pending = st.opts.servers.size();
   for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
@@ -215,14 +271,15 @@ void start_next(worker_ptr self) {
   auto& req = st.queue.front().req;
   if (st.ps_lost)
     return finish(self, st.ps_lost);
-  if (req.function != train_step_name)
+  st.step = find_step_function(req.function);
+  if (st.step == nullptr)
     return finish(self, caf::make_error(errc::unknown_function, req.function));
   st.busy = true;
   st.failed = false;
   st.result = step_result{};
   st.result.closure = req.id;
   st.result.worker = st.opts.index;
-  pull_all(self);
+  begin_step(self);
 }
 
 worker_actor::behavior_type
@@ -231,11 +288,17 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   auto& st = self->state;
   st.opts = std::move(opts);
   auto rows = st.opts.data->batch_size();
+  auto& layout = *st.opts.layout;
   st.ws = st.opts.net->make_workspace(rows);
-  st.params.resize(st.opts.layout->model_size);
-  st.grad.resize(st.opts.layout->model_size);
-  st.x.resize(rows * st.opts.net->input_dim());
-  st.y.resize(rows);
+  st.params.resize(layout.model_size);
+  st.grad.resize(layout.model_size);
+  for (auto v : layout.tables) {
+    table_lookup t;
+    t.variable = v;
+    t.dim = layout.variables[v].cols;
+    st.tables.push_back(std::move(t));
+  }
+  st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
   st.read_clocks.resize(st.opts.servers.size());
   st.chaos.rng.seed(0x9e3779b97f4a7c15ULL ^ st.opts.index);
   // A remote server's death fails no pull or push: CAF only reports it here.
@@ -274,6 +337,23 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       st.ps_lost = caf::error{};
       log::info("worker", static_cast<int>(st.opts.index),
                 "uses the recovered ps{}", p);
+    },
+    [=](cancel_atom, uint64_t id) {
+      auto& st = self->state;
+      auto cancelled = caf::make_error(errc::cancelled, "closure", id);
+      if (st.busy && st.queue.front().req.id == id) {
+        // Pulls in flight: nothing was pushed yet, so it ends now. Pushes in
+        // flight: they complete (a push sent cannot be taken back).
+        if (st.at == phase::pulling)
+          fail(self, cancelled);
+        return;
+      }
+      for (auto i = st.queue.begin(); i != st.queue.end(); ++i)
+        if (i->req.id == id && !(st.busy && i == st.queue.begin())) {
+          i->promise.deliver(cancelled);
+          st.queue.erase(i);
+          return;
+        }
     },
     [=](freeze_atom, uint64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));

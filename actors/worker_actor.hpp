@@ -11,27 +11,37 @@
 
 #include "actors/messages.hpp"
 #include "actors/ps_actor.hpp"
+#include "models/step_function.hpp"
 
 namespace actorps {
 
-class batch_iterator;
+class batch_source;
 class model;
 struct placement;
 
 /// A worker: runs scheduled closures against the parameter servers, one at a
 /// time (closures that arrive while one runs wait in the worker's queue).
 using worker_actor = caf::typed_actor<
-  // Runs step function `function` as one closure. "train_step": pull every
-  // shard from every server (in parallel) -> forward/backward on the next
-  // minibatch of this worker's dataset -> push the gradient to every server
-  // (in parallel), each push carrying the clock its values were read at.
-  // Replies when every push is acknowledged.
-  // Errors: errc::unknown_function; errc::ps_lost once a parameter server
-  // is down or unreachable (the worker monitors each one; every later closure
-  // fails the same way); any error of a pull or push (the first one), e.g.
-  // errc::shape_mismatch.
+  // Runs the step function `function` (models/step_function.hpp) as one
+  // closure. "train_step": the next minibatch of this worker's dataset -> the
+  // model names the table keys it needs -> pull the dense region and those
+  // rows from every server (in parallel) -> forward/backward -> push the
+  // dense and row gradients to every server (in parallel), each push
+  // carrying the clock its values were read at. Replies when every push is
+  // acknowledged.
+  // Errors: errc::unknown_function; errc::step_failed (the model or the
+  // dataset threw: the message names the worker and what it said; the
+  // worker stays and nothing was pushed); errc::cancelled (cancelled before
+  // its push); errc::ps_lost once a parameter server is down or unreachable
+  // (the worker monitors each one; every later closure fails the same way);
+  // any error of a pull or push (the first one), e.g. errc::shape_mismatch.
   caf::replies_to<run_atom, closure_request>::with<step_result>,
-  // Moves the worker's data iterator to (epoch, offset) (a restored
+  // Cancels closure `id`: if it is queued it fails with errc::cancelled at
+  // once; if it is running it fails so at its next message boundary (before
+  // its push is sent, so its gradient is never applied; a push already sent
+  // completes).
+  caf::reacts_to<cancel_atom, uint64_t>,
+  // Moves the worker's data source to (epoch, offset) (a restored
   // checkpoint). Replies with true.
   // Errors: errc::shape_mismatch if the offset is past the worker's shard.
   caf::replies_to<seek_atom, uint64_t, uint64_t>::with<bool>,
@@ -51,17 +61,15 @@ using worker_actor = caf::typed_actor<
   // `index` now.
   caf::reacts_to<retry_atom, uint64_t, uint32_t, bool>>;
 
-/// Step functions every worker knows by name.
-inline constexpr const char* train_step_name = "train_step";
-
 /// What a worker is spawned with.
 struct worker_options {
   uint32_t index = 0;
   /// Incremented each time the worker of this index is respawned.
   uint32_t incarnation = 0;
   std::shared_ptr<const model> net;
-  /// This worker's dataset (from dataset_fn); owned by the worker.
-  std::shared_ptr<batch_iterator> data;
+  /// This worker's dataset (from dataset_fn); used by this worker only
+  /// (a respawned worker goes on with the same source).
+  std::shared_ptr<batch_source> data;
   std::shared_ptr<const placement> layout;
   /// Parameter server i holds the shards with shard_info::ps == i.
   std::vector<ps_actor> servers;

@@ -48,12 +48,16 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --epochs N             training epochs (training.epochs)
   --steps-per-epoch N    steps per worker per epoch (0 = one pass over the data)
   --batch-size N         examples per step (data.batch_size)
-  --optimizer NAME       sgd | momentum | adagrad | adam (optimizer.type)
+  --optimizer NAME       update rule of dense variables: sgd | momentum |
+                         adagrad | adam | ftrl (optimizer.type)
   --learning-rate X      optimizer.learning_rate
+  --table-optimizer NAME update rule of embedding-table rows, row-wise and lazy
+                         (table_optimizer.type)
+  --table-learning-rate X  table_optimizer.learning_rate
   --mode M               async | sync (BSP) | ssp (training.mode)
   --staleness N          ssp: how far a worker may run ahead (training.staleness)
   --threads N            CAF scheduler threads (0 = one per core)
-  --data-dir DIR         folder of the Fashion-MNIST IDX files (data.dir)
+  --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
   --seed N               seed of the initial values (model.seed)
@@ -126,6 +130,7 @@ train_command parse_job_args(
     {"--ps", true},              {"--epochs", true},
     {"--steps-per-epoch", true}, {"--batch-size", true},
     {"--optimizer", true},       {"--learning-rate", true},
+    {"--table-optimizer", true}, {"--table-learning-rate", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
@@ -189,9 +194,13 @@ train_command parse_job_args(
     else if (flag == "--batch-size")
       job.batch_size = to_count(flag, value, 1, 1u << 20);
     else if (flag == "--optimizer")
-      job.optimizer.type = parse_optimizer_kind(value);
+      job.optimizer.type = value;
     else if (flag == "--learning-rate")
       job.optimizer.learning_rate = to_real(flag, value);
+    else if (flag == "--table-optimizer")
+      job.table_optimizer.type = value;
+    else if (flag == "--table-learning-rate")
+      job.table_optimizer.learning_rate = to_real(flag, value);
     else if (flag == "--threads")
       job.threads = static_cast<uint32_t>(to_count(flag, value, 0, 1024));
     else if (flag == "--data-dir")

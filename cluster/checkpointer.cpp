@@ -34,7 +34,41 @@ std::map<std::string, std::string> job_fields(const job_fingerprint& fp) {
           {"partitioning", fp.partitioning},
           {"optimizer", fp.optimizer},
           {"consistency", fp.consistency},
-          {"cluster", fp.cluster}};
+          {"cluster", fp.cluster},
+          {"data", fp.data}};
+}
+
+/// The checkpoint shard of table shard `t` (from server `p`'s snapshot).
+checkpoint_shard table_shard_of(const placement& layout, uint32_t p,
+                                table_snapshot& t) {
+  auto& s = layout.shards.at(t.shard);
+  auto& var = layout.variables[s.variable];
+  checkpoint_shard out;
+  out.variable = var.name;
+  out.index = s.index;
+  out.table = true;
+  out.cols = var.cols;
+  out.ps = p;
+  out.keys = std::move(t.keys.keys);
+  out.values.assign(t.values.values.begin(), t.values.values.end());
+  for (auto& slot : t.slots)
+    out.slots.emplace_back(slot.values.begin(), slot.values.end());
+  out.steps = std::move(t.steps.keys);
+  return out;
+}
+
+/// "dense_0/kernel[0:392), embedding/user (table shard 1)" for server `p`.
+std::string variables_on(const placement& layout, uint32_t p) {
+  std::string out;
+  for (auto& s : layout.shards_of(p)) {
+    auto& name = layout.variables[s.variable].name;
+    out += out.empty() ? "" : ", ";
+    if (s.kind == variable_kind::table)
+      out += fmt::format("{} (table shard {})", name, s.index);
+    else
+      out += fmt::format("{}[{}:{})", name, s.row_begin, s.row_end);
+  }
+  return out;
 }
 
 } // namespace
@@ -58,7 +92,19 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
                                         layout.ps_sizes[p]));
     st.ps_clocks.push_back(snap.clock);
     st.optimizer_steps.push_back(snap.optimizer_steps);
+    for (auto& t : snap.tables) {
+      if (t.shard >= layout.shards.size()
+          || layout.shards[t.shard].kind != variable_kind::table
+          || layout.shards[t.shard].ps != p)
+        throw runtime_failure(fmt::format("saving ps {}: it holds table shard "
+                                          "{}, which the job does not place "
+                                          "there",
+                                          p, t.shard));
+      st.shards.push_back(table_shard_of(layout, p, t));
+    }
     for (auto& s : layout.shards_of(p)) {
+      if (s.kind != variable_kind::dense)
+        continue;
       auto& var = layout.variables[s.variable];
       checkpoint_shard out;
       out.variable = var.name;
@@ -108,20 +154,24 @@ void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
                                   st.shards.size(), layout.shards.size()));
   for (auto& s : layout.shards) {
     auto& var = layout.variables[s.variable];
+    bool table = s.kind == variable_kind::table;
     auto n = std::count_if(st.shards.begin(), st.shards.end(),
                            [&](const checkpoint_shard& c) {
-                             return c.variable == var.name
-                                    && c.index == s.index
-                                    && c.row_begin == s.row_begin
-                                    && c.row_end == s.row_end
-                                    && c.cols == var.cols && c.ps == s.ps
-                                    && c.values.size() == s.size;
+                             if (c.variable != var.name || c.index != s.index
+                                 || c.table != table || c.cols != var.cols
+                                 || c.ps != s.ps)
+                               return false;
+                             return table || (c.row_begin == s.row_begin
+                                              && c.row_end == s.row_end
+                                              && c.values.size() == s.size);
                            });
     if (n != 1)
-      throw input_error(fmt::format("{}: shard {} of {} (rows {}-{} on ps {}) "
-                                    "is missing or appears twice",
-                                    where, s.index, var.name, s.row_begin,
-                                    s.row_end, s.ps));
+      throw input_error(fmt::format(
+        "{}: shard {} of {} ({} on ps {}) is missing or appears twice", where,
+        s.index, var.name,
+        table ? std::string{"table shard"}
+              : fmt::format("rows {}-{}", s.row_begin, s.row_end),
+        s.ps));
   }
 }
 
@@ -136,6 +186,17 @@ ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
     for (auto& c : st.shards) {
       if (c.variable != var.name || c.index != s.index)
         continue;
+      if (s.kind == variable_kind::table) {
+        table_snapshot t;
+        t.shard = layout.variable_shards[s.variable][s.index];
+        t.keys.keys = c.keys;
+        t.values.values.assign(c.values.begin(), c.values.end());
+        for (auto& slot : c.slots)
+          t.slots.push_back(float_buffer{float_vector(slot.begin(), slot.end())});
+        t.steps.keys = c.steps;
+        snap.tables.push_back(std::move(t));
+        continue;
+      }
       std::copy(c.values.begin(), c.values.end(),
                 snap.values.values.begin() + s.ps_offset);
       if (snap.slots.size() < c.slots.size())
@@ -162,9 +223,19 @@ std::string restore_ps_from_latest(caf::actor_system& sys,
   auto dir = cfg.checkpoint_dir.empty() ? std::string{}
                                         : latest_checkpoint(cfg.checkpoint_dir);
   if (dir.empty()) {
+    if (!cfg.reset_lost_ps)
+      throw runtime_failure(fmt::format(
+        "ps {} was lost and its state cannot be restored: {}; its variables "
+        "are lost: {} (set cluster.reset_lost_ps to start a lost ps again "
+        "from the initial values)",
+        index,
+        cfg.checkpoint_dir.empty()
+          ? std::string{"no checkpoint_dir"}
+          : fmt::format("no checkpoint in {} yet", cfg.checkpoint_dir),
+        variables_on(layout, index)));
     log::warn("coordinator", -1,
               "no checkpoint to restore ps {} from: it starts again from the "
-              "initial values",
+              "initial values (cluster.reset_lost_ps)",
               index);
     return dir;
   }

@@ -8,6 +8,7 @@
 
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
+#include "core/update_rule.hpp"
 
 #ifndef ACTORPS_VERSION
 #  define ACTORPS_VERSION "unknown"
@@ -82,44 +83,51 @@ job_fingerprint make_fingerprint(const job_config& cfg, const placement& pl) {
     layers += (layers.empty() ? "" : "-") + std::to_string(w);
   fp.model = fmt::format("{} {}, init seed {}", cfg.model, layers,
                          cfg.init_seed);
-  for (auto& v : pl.variables)
-    fp.variables += fmt::format("{}{} {}x{}", fp.variables.empty() ? "" : ", ",
-                                v.name, v.rows, v.cols);
-  fp.partitioning = partitioner_name(cfg.partitioner.type);
-  for (auto& s : pl.shards)
-    fp.partitioning += fmt::format(", {}[{}:{})@ps{}",
-                                   pl.variables[s.variable].name, s.row_begin,
-                                   s.row_end, s.ps);
-  auto& o = cfg.optimizer;
-  fp.optimizer = fmt::format("{} learning_rate {}", to_string(o.type),
-                             o.learning_rate);
-  switch (o.type) {
-    case optimizer_config::kind::sgd:
-      break;
-    case optimizer_config::kind::momentum:
-      fp.optimizer += fmt::format(" momentum {} nesterov {}", o.momentum,
-                                  o.nesterov);
-      break;
-    case optimizer_config::kind::adagrad:
-      fp.optimizer += fmt::format(" initial_accumulator {} epsilon {}",
-                                  o.initial_accumulator, o.epsilon);
-      break;
-    case optimizer_config::kind::adam:
-      fp.optimizer += fmt::format(" beta1 {} beta2 {} epsilon {}", o.beta1,
-                                  o.beta2, o.epsilon);
-      break;
+  if (!cfg.model_options.empty())
+    fp.model += ", " + to_string(cfg.model_options);
+  for (auto& v : pl.variables) {
+    fp.variables += fp.variables.empty() ? "" : ", ";
+    if (v.kind == variable_kind::dense)
+      fp.variables += fmt::format("{} {}x{}", v.name, v.rows, v.cols);
+    else
+      fp.variables += fmt::format("{} table {}x{} init {}", v.name,
+                                  v.rows == 0 ? std::string{"unbounded"}
+                                              : std::to_string(v.rows),
+                                  v.cols, v.init_scale);
   }
+  fp.partitioning = partitioner_name(cfg.partitioner.type);
+  fp.partitioning += fmt::format(" tables {}",
+                                 to_string(pl.fixed_vocabulary_partition));
+  for (auto& s : pl.shards) {
+    auto& name = pl.variables[s.variable].name;
+    if (s.kind == variable_kind::dense)
+      fp.partitioning += fmt::format(", {}[{}:{})@ps{}", name, s.row_begin,
+                                     s.row_end, s.ps);
+    else
+      fp.partitioning += fmt::format(", {}#{}@ps{}", name, s.index, s.ps);
+  }
+  fp.optimizer = make_update_rule(cfg.optimizer, "optimizer")->describe();
+  if (!pl.tables.empty())
+    fp.optimizer += "; tables: "
+                    + make_update_rule(cfg.table_optimizer, "table_optimizer")
+                        ->describe();
   fp.consistency = cfg.mode;
   if (cfg.mode == "ssp")
     fp.consistency += fmt::format(" staleness {}", cfg.staleness);
   fp.cluster = fmt::format("{} workers, {} ps", cfg.workers, cfg.ps);
+  // The folder is left out: it may differ between machines and runs.
+  fp.data = fmt::format("{}, train limit {}, batch size {}, shuffle seed {}",
+                        cfg.dataset, cfg.train_limit, cfg.batch_size,
+                        cfg.shuffle_seed);
+  if (!cfg.data_options.empty())
+    fp.data += ", " + to_string(cfg.data_options);
   return fp;
 }
 
 std::string fingerprint_id(const job_fingerprint& fp) {
   auto crc = crc32(0L, Z_NULL, 0);
   for (auto* field : {&fp.model, &fp.variables, &fp.partitioning,
-                      &fp.optimizer, &fp.consistency, &fp.cluster}) {
+                      &fp.optimizer, &fp.consistency, &fp.cluster, &fp.data}) {
     // The length first, so that moving text between fields changes the id.
     auto n = static_cast<uint32_t>(field->size());
     crc = crc32(crc, reinterpret_cast<const Bytef*>(&n), sizeof(n));
@@ -160,6 +168,7 @@ std::vector<std::string> handshake_differences(const handshake& mine,
   job_field("job optimizer", &job_fingerprint::optimizer);
   job_field("job consistency", &job_fingerprint::consistency);
   job_field("job cluster", &job_fingerprint::cluster);
+  job_field("job data", &job_fingerprint::data);
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "cluster/ask.hpp"
 #include "cluster/checkpointer.hpp"
+#include "cluster/evaluation.hpp"
 #include "core/checkpoint.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
@@ -75,12 +76,32 @@ system_config::system_config(uint32_t threads, const network_options& net)
 
 cluster::~cluster() = default;
 
+std::vector<float> cluster::pull_dense() {
+  return actorps::pull_dense(system(), layout(), servers());
+}
+
+metric_list cluster::evaluate(const model& net, const dataset& data) {
+  return evaluate_on_servers(system(), layout(), servers(), net, data);
+}
+
+ps_options ps_options_of(const job_config& cfg, uint32_t index) {
+  ps_options opts;
+  opts.index = index;
+  opts.optimizer = cfg.optimizer;
+  opts.table_optimizer = cfg.table_optimizer;
+  opts.mode = parse_consistency(cfg.mode);
+  opts.workers = cfg.workers;
+  opts.staleness = cfg.staleness;
+  return opts;
+}
+
 placement job_placement(const job_config& cfg, const model& net) {
   auto pcfg = cfg.partitioner;
   if (pcfg.type == partitioner_config::kind::fixed_shards
       && pcfg.num_shards == 0)
     pcfg.num_shards = cfg.ps;
-  return place_variables(net.variables(), pcfg, cfg.ps);
+  return place_variables(net.variables(), pcfg, cfg.ps,
+                         cfg.table_partition_strategy);
 }
 
 bool inject_message_fault(const coordinator_actor& dispatcher,
@@ -118,17 +139,25 @@ void create_shards(caf::actor_system& sys, const placement& layout,
     auto& var = layout.variables[s.variable];
     create_shard req;
     req.variable = var.name;
-    req.shard = s.index;
-    req.row_begin = s.row_begin;
-    req.row_end = s.row_end;
     req.cols = var.cols;
-    req.values.values.assign(init.begin() + s.model_offset,
-                             init.begin() + s.model_offset + s.size);
+    if (s.kind == variable_kind::dense) {
+      req.shard = s.index;
+      req.row_begin = s.row_begin;
+      req.row_end = s.row_end;
+      req.values.values.assign(init.begin() + s.model_offset,
+                               init.begin() + s.model_offset + s.size);
+    } else {
+      req.shard = layout.variable_shards[s.variable][s.index];
+      req.table = true;
+      req.vocabulary = var.rows;
+      req.init_scale = var.init_scale;
+      req.seed = cfg.init_seed;
+    }
     caf::error failure;
     self->request(server, setup_timeout, create_atom_v, std::move(req))
       .receive(
         [&](uint64_t offset) {
-          if (offset != s.ps_offset)
+          if (s.kind == variable_kind::dense && offset != s.ps_offset)
             failure = caf::make_error(errc::shape_mismatch, "shard offset",
                                       s.ps_offset, offset);
         },
@@ -138,22 +167,6 @@ void create_shards(caf::actor_system& sys, const placement& layout,
                             + std::to_string(s.ps) + ": "
                             + sys.render(failure));
   }
-}
-
-std::vector<float> pull_model(caf::actor_system& sys, const placement& layout,
-                              const std::vector<ps_actor>& servers) {
-  std::vector<float> result(layout.model_size);
-  for (uint32_t p = 0; p < servers.size(); ++p) {
-    auto what = fmt::format("pulling from ps {}", p);
-    auto r = detail::ask<pull_reply>(sys, servers[p], what, setup_timeout,
-                                     pull_atom_v, no_worker);
-    if (r.values.values.size() != layout.ps_sizes[p])
-      throw runtime_failure(fmt::format("{}: expected {} floats, got {}", what,
-                                        layout.ps_sizes[p],
-                                        r.values.values.size()));
-    scatter_shards(layout, p, r.values.values.data(), result.data());
-  }
-  return result;
 }
 
 std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
@@ -175,14 +188,11 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   : sys_(sys) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
   // Build the datasets first: their errors are the user's to fix.
-  std::vector<std::shared_ptr<batch_iterator>> data;
+  std::vector<std::shared_ptr<batch_source>> data;
   for (uint32_t w = 0; w < cfg.workers; ++w)
-    data.push_back(std::make_shared<batch_iterator>(
-      fn(input_context{cfg.workers, w})));
+    data.push_back(fn(input_context{cfg.workers, w}));
   for (uint32_t p = 0; p < cfg.ps; ++p)
-    servers_.push_back(spawn_ps(
-      sys, ps_options{p, cfg.optimizer, parse_consistency(cfg.mode),
-                      cfg.workers, cfg.staleness}));
+    servers_.push_back(spawn_ps(sys, ps_options_of(cfg, p)));
   try {
     create_variables(sys, *layout_, servers_, cfg, *net);
   } catch (...) {
@@ -212,12 +222,11 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     return worker;
   };
   // A lost ps comes back as a new actor with its shards restored from the
-  // newest checkpoint (or, with none yet, from the initial values). Runs in
-  // a helper thread of the dispatcher's.
+  // newest checkpoint (with none, the job fails, unless cluster.reset_lost_ps
+  // allows starting it again from the initial values). Runs in a helper
+  // thread of the dispatcher's.
   ps_respawn respawn_ps = [&sys, cfg, net, layout, shared](uint32_t p) {
-    auto ps = spawn_ps(sys, ps_options{p, cfg.optimizer,
-                                       parse_consistency(cfg.mode),
-                                       cfg.workers, cfg.staleness});
+    auto ps = spawn_ps(sys, ps_options_of(cfg, p));
     {
       std::lock_guard<std::mutex> guard{shared->mtx};
       shared->spawned.push_back(caf::actor_cast<caf::actor>(ps));
@@ -228,9 +237,12 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     shared->servers.at(p) = ps;
     return ps;
   };
-  dispatcher_ = spawn_coordinator(sys, workers_, std::move(respawn),
-                                  cfg.restart_budget, {}, servers_,
-                                  std::move(respawn_ps));
+  // With every worker lost and none restarting, queued closures wait
+  // connect_timeout_ms for one (as across processes) before they fail.
+  dispatcher_ = spawn_coordinator(
+    sys, workers_, std::move(respawn), cfg.restart_budget,
+    std::chrono::milliseconds(cfg.connect_timeout_ms), servers_,
+    std::move(respawn_ps));
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
 }
@@ -274,10 +286,6 @@ void local_cluster::inject(const fault_spec& f) {
   else
     caf::anon_send(target, freeze_atom_v,
                    static_cast<uint64_t>(f.seconds * 1000));
-}
-
-std::vector<float> local_cluster::pull_model() {
-  return actorps::pull_model(sys_, *layout_, servers());
 }
 
 std::vector<ps_stats> local_cluster::stats() {

@@ -15,6 +15,7 @@
 #include "actors/ps_actor.hpp"
 #include "actors/worker_actor.hpp"
 #include "core/dataset.hpp"
+#include "core/metrics.hpp"
 #include "core/placement.hpp"
 
 namespace actorps {
@@ -58,10 +59,15 @@ public:
   /// Where every variable's shards live.
   virtual const placement& layout() const = 0;
 
-  /// Reads every variable from the parameter servers into one flat model
-  /// buffer (blocking; for evaluation and tests).
+  /// Reads the dense variables from the parameter servers into one flat
+  /// model buffer (blocking; for evaluation and tests).
   /// @throws runtime_failure if a server fails, is lost or does not answer.
-  virtual std::vector<float> pull_model() = 0;
+  std::vector<float> pull_dense();
+
+  /// Test metrics of `net` on `data` with the values the servers hold now
+  /// (see evaluate_on_servers).
+  /// @throws runtime_failure if a server fails, is lost or does not answer.
+  metric_list evaluate(const model& net, const dataset& data);
 
   /// Counters of every parameter server (blocking; zeros for a server that
   /// does not answer).
@@ -83,14 +89,20 @@ public:
 };
 
 /// Where the variables of `net` live in the job `cfg`: split by
-/// cfg.partitioner (fixed_shards with num_shards 0: one shard per ps) and
-/// placed round-robin over cfg.ps servers. Every node of a cluster computes
+/// cfg.partitioner (fixed_shards with num_shards 0: one shard per ps; tables
+/// by cfg.table_partition_strategy) and placed round-robin over cfg.ps
+/// servers. Every node of a cluster computes
 /// the same placement from the same config.
 /// @throws input_error as place_variables.
 placement job_placement(const job_config& cfg, const model& net);
 
-/// Sends every shard of `layout` with its initial values (the model
-/// initialised from cfg.init_seed) to its parameter server.
+/// The options of parameter server `index` of job `cfg` (rules, mode,
+/// workers, staleness).
+ps_options ps_options_of(const job_config& cfg, uint32_t index);
+
+/// Sends every shard of `layout` to its parameter server: dense shards with
+/// their initial values (the model initialised from cfg.init_seed), table
+/// shards with their definition (rows are created on first use).
 /// @throws runtime_failure if a server refuses a shard or does not answer.
 void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
@@ -102,17 +114,11 @@ bool inject_message_fault(const coordinator_actor& dispatcher,
                           const fault_spec& f);
 
 /// Creates the shards `layout` places on parameter server `ps` (index) on
-/// `server`, with their initial values.
+/// `server` (dense ones with their initial values).
 /// @throws runtime_failure as create_variables.
 void create_shards(caf::actor_system& sys, const placement& layout,
                    const ps_actor& server, uint32_t ps, const job_config& cfg,
                    const model& net);
-
-/// Pulls every server's shards into one flat model buffer. Watches each
-/// server while it waits, so a lost server fails the pull at once.
-/// @throws runtime_failure naming the server that failed.
-std::vector<float> pull_model(caf::actor_system& sys, const placement& layout,
-                              const std::vector<ps_actor>& servers);
 
 /// Counters of every server (zeros for one that does not answer in time).
 std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
@@ -155,8 +161,6 @@ public:
   }
 
   void inject(const fault_spec& f) override;
-
-  std::vector<float> pull_model() override;
 
   std::vector<ps_stats> stats() override;
 

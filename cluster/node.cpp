@@ -15,6 +15,7 @@
 #include "cluster/handshake.hpp"
 #include "cluster/local_cluster.hpp"
 #include "cluster/remote_cluster.hpp"
+#include "core/data_registry.hpp"
 #include "core/dataset.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -64,27 +65,24 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
 }
 
 int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
-  auto net = make_model(cfg);
+  // A ps needs the placement, so the model, so the data's schema (for
+  // MovieLens the vocabularies, read from the export; no examples are kept).
+  auto net = make_model(cfg, open_dataset(cfg)->schema());
   auto layout = job_placement(cfg, *net);
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   caf::actor_system sys{sys_cfg};
-  auto ps = spawn_ps(sys, ps_options{index, cfg.optimizer,
-                                     parse_consistency(cfg.mode), cfg.workers,
-                                     cfg.staleness});
+  auto ps = spawn_ps(sys, ps_options_of(cfg, index));
   return serve(sys, cfg, make_handshake(cfg, layout, "ps", index),
                caf::actor_cast<caf::actor>(ps), spec.ps[index]);
 }
 
 int run_worker(const job_config& cfg, const cluster_spec& spec,
                uint32_t index) {
-  auto net = make_model(cfg);
+  auto provider = open_dataset(cfg);
+  auto net = make_model(cfg, provider->schema());
   auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
-  auto train_data = std::make_shared<const dataset>(
-    load_fashion_mnist(cfg.data_dir, "train", cfg.train_limit));
-  check_dataset(*net, *train_data, cfg.data_dir);
-  auto data = std::make_shared<batch_iterator>(
-    train_data, input_context{cfg.workers, index}, cfg.batch_size,
-    cfg.shuffle_seed);
+  auto data = provider->train_source(input_context{cfg.workers, index},
+                                     cfg.batch_size, cfg.shuffle_seed);
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   caf::actor_system sys{sys_cfg};
   auto me = make_handshake(cfg, *layout, "worker", index);

@@ -442,10 +442,6 @@ std::vector<ps_actor> remote_cluster::servers() const {
   return table_->servers;
 }
 
-std::vector<float> remote_cluster::pull_model() {
-  return actorps::pull_model(sys_, *layout_, servers());
-}
-
 std::vector<ps_stats> remote_cluster::stats() {
   return ps_stats_of(sys_, servers());
 }

@@ -87,8 +87,6 @@ public:
     return *layout_;
   }
 
-  std::vector<float> pull_model() override;
-
   std::vector<ps_stats> stats() override;
 
   std::vector<ps_actor> servers() const override;

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/metrics.hpp"
+
 namespace actorps {
 
-struct dataset;
-class model;
 struct cluster_spec;
 struct job_config;
 struct network_options;
@@ -18,8 +18,11 @@ struct epoch_metrics {
   uint32_t epoch = 0;        ///< 1-based
   uint64_t steps = 0;        ///< closures run in this epoch
   double train_loss = 0;     ///< mean minibatch loss of the epoch's steps
-  double test_loss = 0;
-  double test_accuracy = 0;  ///< in [0, 1]
+  /// The model's test metrics, in its order (test_loss first; then
+  /// test_accuracy, or test_auc and test_accuracy).
+  metric_list test;
+  double test_loss = 0;      ///< = test's "test_loss"
+  double test_accuracy = 0;  ///< = test's "test_accuracy", in [0, 1]
   double samples_per_sec = 0; ///< training examples / training time
   double elapsed_s = 0;      ///< since the job started
 };
@@ -29,6 +32,7 @@ struct train_report {
   std::vector<epoch_metrics> epochs;
   uint32_t workers = 0;
   uint32_t ps = 0;
+  /// Floats of the dense variables.
   uint64_t parameters = 0;
   double samples_per_sec = 0; ///< all training examples / all training time
   double mean_staleness = 0;  ///< over every push applied by every server
@@ -47,6 +51,24 @@ struct train_report {
   double push_s = 0;
   /// Worker-seconds of training time in total (workers x training time).
   double worker_s = 0;
+  // -- embedding tables ---------------------------------------------------------
+  /// Unique table keys pulled (and pushed) by all steps.
+  uint64_t keys = 0;
+  /// Payload bytes of all steps' pulls and pushes (floats and keys).
+  uint64_t bytes_pulled = 0;
+  uint64_t bytes_pushed = 0;
+  /// Bytes one step would pull and push if every variable were dense and
+  /// moved whole: (dense floats + vocabulary x dim of every fixed-vocabulary
+  /// table) x 4, each way (0 if a table has unbounded keys).
+  uint64_t dense_equivalent_bytes = 0;
+  /// Rows and bytes the servers' table shards hold at the end.
+  uint64_t table_rows = 0;
+  uint64_t table_bytes = 0;
+  /// Peak resident memory of this process (the coordinator; in one process
+  /// every role), bytes.
+  uint64_t peak_rss_bytes = 0;
+  /// Training time in seconds (without evaluation and checkpoints).
+  double train_s = 0;
 };
 
 /// How train() reports.
@@ -66,14 +88,14 @@ struct train_options {
   bool resume = false;
 };
 
-/// Runs a training job with every role in this process: loads the data,
-/// starts cfg.ps parameter servers, cfg.workers workers and the coordinator
-/// as CAF actors, schedules steps_per_epoch x workers "train_step" closures
-/// per epoch, evaluates on the test set after each epoch. With
-/// cfg.checkpoint_dir set, writes a checkpoint after every
-/// cfg.checkpoint_every_steps steps (0: none within epochs) and at each
-/// epoch end; with opts.restore_dir or opts.resume, continues from one at its
-/// step and data positions.
+/// Runs a training job with every role in this process: opens the dataset
+/// (data registry), builds the model (model registry), starts cfg.ps
+/// parameter servers, cfg.workers workers and the coordinator as CAF actors,
+/// schedules steps_per_epoch x workers "train_step" closures per epoch,
+/// evaluates on the test set after each epoch. With cfg.checkpoint_dir set,
+/// writes a checkpoint after every cfg.checkpoint_every_steps steps (0: none
+/// within epochs) and at each epoch end; with opts.restore_dir or
+/// opts.resume, continues from one at its step and data positions.
 /// @throws input_error for unusable input (data files, shapes, metrics path,
 ///         a checkpoint that is corrupt, truncated or of another job);
 ///         runtime_failure if training fails.
@@ -91,9 +113,7 @@ train_report train_chief(const job_config& cfg, const cluster_spec& spec,
 /// The network settings of a multi-process job (cluster.* fields of cfg).
 network_options network_of(const job_config& cfg);
 
-/// Checks that `data` fits `net` (feature count, classes).
-/// @throws input_error naming the config field and the data folder `dir`.
-void check_dataset(const model& net, const dataset& data,
-                   const std::string& dir);
+/// Peak resident memory of this process so far (getrusage), bytes.
+uint64_t peak_rss_bytes();
 
 } // namespace actorps

@@ -14,28 +14,38 @@ namespace actorps {
 /// The most optimizer slots a shard may carry (Adam's two moments).
 constexpr uint32_t checkpoint_max_slots = 2;
 
-/// Version of the manifest and shard-file format that write_checkpoint writes
-/// and read_checkpoint reads.
-constexpr uint32_t checkpoint_format_version = 1;
+/// Version of the manifest and shard-file format that write_checkpoint writes.
+/// read_checkpoint reads it and version 1 (dense shards only, before tables).
+constexpr uint32_t checkpoint_format_version = 2;
 
-/// One shard of one variable: rows [row_begin, row_end) x cols, held by
-/// parameter server `ps`.
+/// One shard of one variable, held by parameter server `ps`: either rows
+/// [row_begin, row_end) x cols of a dense variable, or the rows an embedding
+/// table shard holds (`table` set: its keys, one row of `cols` floats per key,
+/// and each row's own update count).
 struct checkpoint_shard {
   /// Variable name; any text (it may contain '/'), valid UTF-8.
   std::string variable;
   /// Shard number within the variable; (variable, index) is unique.
   uint32_t index = 0;
-  /// Global first-axis rows [row_begin, row_end) and the columns of each row.
+  /// Whether this is a table shard (keys, steps) rather than a dense range.
+  bool table = false;
+  /// Dense: global first-axis rows [row_begin, row_end). Tables: both 0.
   uint64_t row_begin = 0;
   uint64_t row_end = 0;
+  /// Floats per row (a table's dimension).
   uint64_t cols = 1;
   /// The parameter server that holds the shard.
   uint32_t ps = 0;
-  /// (row_end - row_begin) * cols floats, row-major; element (r, c) is global
-  /// row `row_begin + r`, column c.
+  /// Dense: (row_end - row_begin) * cols floats, row-major; element (r, c) is
+  /// global row `row_begin + r`, column c. Table: keys.size() * cols floats,
+  /// row i belonging to keys[i].
   std::vector<float> values;
   /// Optimizer slots (0 to checkpoint_max_slots), each laid out as `values`.
   std::vector<std::vector<float>> slots;
+  /// Table only: the keys of the rows (unique), and per row the number of
+  /// updates applied to it (lazy Adam's t). Both empty for a dense shard.
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> steps;
 };
 
 /// Everything a checkpoint holds: the shards and the progress of training.
@@ -78,18 +88,29 @@ struct checkpoint_state {
 /// there. One writer per ROOT at a time: a concurrent writer's temporary
 /// directory would be removed.
 ///
-/// Layout of the directory:
+/// Layout of the directory (format version 2):
 /// - "shard-NNNN.bin" for `st.shards[NNNN]` (the position in `shards`, never
-///   the variable name): a 16-byte header (8 bytes "APSSHARD", uint32 format
-///   version, uint32 number of arrays = 1 + slots), then per array a uint64
-///   float count, then the floats of `values` and then of each slot. All
+///   the variable name). With R rows (dense: row_end - row_begin; table:
+///   keys.size()), C = cols, S = slots.size():
+///   - a 16-byte header: 8 bytes "APSSHARD", uint32 format version (2),
+///     uint32 number of arrays A = 1 + S for a dense shard, 3 + S for a table;
+///   - A uint64 element counts, one per array in the order below;
+///   - the float arrays, R * C floats each: `values`, then each slot;
+///   - a table only: two uint64 arrays of R each: `keys`, then `steps`.
+///   Size: 16 + 8 * A + 4 * (1 + S) * R * C (+ 16 * R for a table). All
 ///   integers little-endian, floats little-endian IEEE 754 binary32.
 /// - "manifest.json", written last: {"format": "actorps-checkpoint",
-///   "version": 1, "global_step", "epoch", "step_in_epoch", "workers":
+///   "version": 2, "global_step", "epoch", "step_in_epoch", "workers":
 ///   [{"epoch", "offset"}...], "ps_clocks", "optimizer_steps", "job": {...},
-///   "shards": [{"variable", "index", "row_begin", "row_end", "cols", "ps",
-///   "slots", "file", "bytes", "crc32"}...]}, where "bytes" is the shard
-///   file's size and "crc32" its CRC-32 (zlib's) as 8 lowercase hex digits.
+///   "shards": [{"variable", "index", "kind", "rows" (tables only),
+///   "row_begin", "row_end", "cols", "ps", "slots", "file", "bytes",
+///   "crc32"}...]}, where "kind" is "dense" or "table", "rows" a table's
+///   number of keys, "bytes" the shard file's size and "crc32" its CRC-32
+///   (zlib's) as 8 lowercase hex digits. The CRC and the size cover the
+///   whole file, the keys and steps included.
+///
+/// Version 1 differs only in that it has no tables: no "kind" in the
+/// manifest, "version": 1 there and in each shard file's header.
 ///
 /// A complete checkpoint is a directory named as above with a manifest.json.
 ///
@@ -99,9 +120,13 @@ struct checkpoint_state {
 /// @throws std::invalid_argument, before touching the disk, if `keep` is 0 or
 ///         `st` is inconsistent (a shard's values are not rows * cols floats,
 ///         a slot differs in size from its values, more than
-///         checkpoint_max_slots slots, row_end < row_begin, a duplicate
-///         (variable, index), ps_clocks and optimizer_steps of different
-///         lengths, a string that is not valid UTF-8).
+///         checkpoint_max_slots slots, a duplicate (variable, index),
+///         ps_clocks and optimizer_steps of different lengths, a string that
+///         is not valid UTF-8; a dense shard with row_end < row_begin or with
+///         keys or steps; a table shard with row_begin or row_end not 0,
+///         keys.size() != steps.size(), or a key twice).
+///         The check for a key twice sorts a copy of the keys unless they are
+///         strictly increasing (8 bytes per key, once per table shard).
 /// @throws runtime_failure naming the path and the system's reason on any I/O
 ///         error (disk full, permission, ROOT not a directory). The temporary
 ///         directory is removed and every checkpoint that existed before is
@@ -113,19 +138,23 @@ std::string write_checkpoint(const std::string& root,
 
 /// Reads the checkpoint in directory `dir` (as returned by write_checkpoint
 /// or latest_checkpoint) and verifies all of it before returning anything:
-/// the manifest is valid JSON with format "actorps-checkpoint", a supported
-/// version, every field present with the right type and in range; each shard
-/// file named in it exists, has the manifest's size and CRC-32, a well-formed
-/// header, and as many arrays and floats as the shard's rows * cols and slots
-/// say; no two shards share a file or a (variable, index).
+/// the manifest is valid JSON with format "actorps-checkpoint", version 1 or
+/// 2, every field present with the right type and in range; each shard file
+/// named in it exists, has the manifest's size and CRC-32, a well-formed
+/// header of the manifest's version, and as many arrays and elements as the
+/// shard's kind, rows, cols and slots say; a table shard has row_begin and
+/// row_end 0, as many steps as keys, and no key twice; no two shards share a
+/// file or a (variable, index). A version 1 checkpoint reads as dense shards.
 ///
-/// Memory: the result plus one shard file's bytes at a time.
+/// Memory: the result plus a 1 MiB read buffer (each shard file is decoded
+/// as it is read, once, front to back), and for a table whose keys are not
+/// increasing a sorted copy of its keys (8 bytes per key) for the check.
 /// @returns the state exactly as written (float bits included).
 /// @throws input_error naming the offending file ("DIR/manifest.json" or the
 ///         shard file's full path) and what is wrong, e.g. "checksum mismatch
 ///         (expected 1a2b3c4d, got 5e6f7a8b)", "truncated: 1234 bytes,
-///         manifest says 5678", "unsupported checkpoint version 7". Nothing is
-///         returned in part.
+///         manifest says 5678", "unsupported checkpoint version 7", "12 keys
+///         but 13 steps", "duplicate key 42". Nothing is returned in part.
 checkpoint_state read_checkpoint(const std::string& dir);
 
 /// Returns the newest complete checkpoint directory in `root` (highest step

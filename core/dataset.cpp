@@ -1,7 +1,6 @@
 #include "core/dataset.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <random>
 
 #include <fmt/format.h>
@@ -27,20 +26,23 @@ dataset load_idx_dataset(const std::string& images, const std::string& labels,
     throw input_error(fmt::format("{} has {} images but {} has {} labels",
                                   images, img.items(), labels, lab.items()));
   dataset result;
-  result.rows = img.items();
-  result.dim = img.item_size();
-  result.classes = classes;
-  result.features.resize(img.data.size());
+  result.schema.dense_dim = img.item_size();
+  result.schema.labels = label_kind::multiclass;
+  result.schema.classes = classes;
+  auto& ex = result.examples;
+  ex.reset(img.item_size(), 0);
+  ex.rows = img.items();
+  ex.dense.resize(img.data.size());
   constexpr float scale = 1.0f / 255.0f;
   for (size_t i = 0; i < img.data.size(); ++i)
-    result.features[i] = static_cast<float>(img.data[i]) * scale;
-  result.labels.resize(lab.data.size());
+    ex.dense[i] = static_cast<float>(img.data[i]) * scale;
+  ex.labels.resize(lab.data.size());
   for (size_t i = 0; i < lab.data.size(); ++i) {
     if (lab.data[i] >= classes)
       throw input_error(fmt::format("{}: label {} at item {} is out of range "
                                     "[0, {})",
                                     labels, lab.data[i], i, classes));
-    result.labels[i] = lab.data[i];
+    ex.labels[i] = lab.data[i];
   }
   return result;
 }
@@ -52,6 +54,10 @@ dataset load_fashion_mnist(const std::string& dir, const std::string& split,
   return load_idx_dataset(dir + "/" + split + "-images-idx3-ubyte.gz",
                           dir + "/" + split + "-labels-idx1-ubyte.gz", 10,
                           limit);
+}
+
+batch_source::~batch_source() {
+  // nop
 }
 
 std::vector<uint32_t> shard_indices(uint64_t rows, const input_context& ctx) {
@@ -73,7 +79,7 @@ batch_iterator::batch_iterator(std::shared_ptr<const dataset> data,
     ctx_(ctx),
     batch_size_(batch_size),
     seed_(seed),
-    base_(shard_indices(data_->rows, ctx)) {
+    base_(shard_indices(data_->rows(), ctx)) {
   if (batch_size_ == 0)
     throw input_error("data.batch_size: must be at least 1");
   if (batch_size_ > base_.size())
@@ -81,7 +87,7 @@ batch_iterator::batch_iterator(std::shared_ptr<const dataset> data,
                                   "shard of worker {} ({} rows of {} over {} "
                                   "workers)",
                                   batch_size_, ctx.input_pipeline_id,
-                                  base_.size(), data_->rows,
+                                  base_.size(), data_->rows(),
                                   ctx.num_input_pipelines));
   shuffle_for_epoch();
 }
@@ -97,18 +103,16 @@ void batch_iterator::shuffle_for_epoch() {
   std::shuffle(indices_.begin(), indices_.end(), rng);
 }
 
-void batch_iterator::next(float* x, int32_t* y) {
-  const auto dim = data_->dim;
+void batch_iterator::next(example_batch& out) {
+  const auto& src = data_->examples;
+  out.reset(src.dense_dim, src.fields.size());
   for (uint64_t i = 0; i < batch_size_; ++i) {
     if (pos_.offset == indices_.size()) {
       ++pos_.epoch;
       pos_.offset = 0;
       shuffle_for_epoch();
     }
-    auto row = indices_[pos_.offset++];
-    std::memcpy(x + i * dim, data_->features.data() + uint64_t{row} * dim,
-                dim * sizeof(float));
-    y[i] = data_->labels[row];
+    out.append_row(src, indices_[pos_.offset++]);
   }
 }
 

@@ -6,21 +6,23 @@
 #include <string>
 #include <vector>
 
+#include "core/example_batch.hpp"
+
 namespace actorps {
 
-/// A labelled classification dataset held in memory.
-/// `features` is rows x dim floats, row-major; `labels[i]` in [0, classes).
+/// A labelled dataset held in memory: its schema and all its examples.
 struct dataset {
-  uint64_t rows = 0;
-  uint64_t dim = 0;
-  uint32_t classes = 0;
-  std::vector<float> features;
-  std::vector<int32_t> labels;
+  data_schema schema;
+  example_batch examples;
+
+  uint64_t rows() const noexcept {
+    return examples.rows;
+  }
 };
 
-/// Loads an image/label pair of IDX files (gzip or plain) as a dataset with
-/// pixels scaled to [0, 1] (byte / 255). Keeps the first `limit` rows
-/// (0 = all).
+/// Loads an image/label pair of IDX files (gzip or plain) as a multiclass
+/// dataset with pixels scaled to [0, 1] (byte / 255) as dense features. Keeps
+/// the first `limit` rows (0 = all).
 /// @throws input_error naming the file if either is missing, truncated or
 ///         corrupt, or if their item counts differ, or if a label is >= classes.
 dataset load_idx_dataset(const std::string& images, const std::string& labels,
@@ -45,42 +47,67 @@ struct input_context {
 /// shards of all pipelines are disjoint and together cover every row.
 std::vector<uint32_t> shard_indices(uint64_t rows, const input_context& ctx);
 
-/// Where an iterator is: the epoch over its shard and the offset within it.
-/// Enough to restart an iterator exactly (for checkpoints).
+/// Where a batch source is: the epoch over its shard and the offset within
+/// it. Enough to restart a source exactly (for checkpoints).
 struct data_position {
   uint64_t epoch = 0;
   uint64_t offset = 0;
 };
 
-/// A shuffled, repeated, batched view of a shard of a dataset:
+/// A worker's endless stream of minibatches (TF's per-worker dataset
+/// iterator). Not thread-safe: one source per worker.
+class batch_source {
+public:
+  virtual ~batch_source();
+
+  /// Fills `out` with the next batch_size() examples and advances. `out` is
+  /// reset first (example_batch::reset), which keeps its memory: a batch
+  /// reused every step allocates nothing once it has grown.
+  virtual void next(example_batch& out) = 0;
+
+  /// Jumps to `pos` (as returned by position()).
+  /// @throws input_error if pos.offset > shard_rows().
+  virtual void seek(data_position pos) = 0;
+
+  virtual data_position position() const = 0;
+
+  /// Examples per batch.
+  virtual uint64_t batch_size() const = 0;
+
+  /// Examples of this worker's shard in one epoch.
+  virtual uint64_t shard_rows() const = 0;
+
+  virtual const data_schema& schema() const = 0;
+};
+
+/// A shuffled, repeated, batched view of a shard of an in-memory dataset:
 /// TF's `ds.shard(n, i).shuffle(...).repeat().batch(b)` with a full reshuffle
 /// of the shard at each epoch, seeded by (seed, pipeline, epoch), so that the
 /// order is reproducible from a data_position. Batches run across epoch
 /// boundaries (repeat before batch), so every batch is full.
-/// Not thread-safe: one iterator per worker.
-class batch_iterator {
+class batch_iterator final : public batch_source {
 public:
   /// @throws input_error if batch_size is 0 or larger than the shard.
   batch_iterator(std::shared_ptr<const dataset> data, input_context ctx,
                  uint64_t batch_size, uint64_t seed);
 
-  /// Fills `x` (batch_size x dim, row-major) and `y` (batch_size labels) with
-  /// the next batch and advances.
-  void next(float* x, int32_t* y);
+  void next(example_batch& out) override;
+  void seek(data_position pos) override;
 
-  /// Jumps to `pos` (as returned by position()).
-  void seek(data_position pos);
-
-  data_position position() const noexcept {
+  data_position position() const override {
     return pos_;
   }
 
-  uint64_t batch_size() const noexcept {
+  uint64_t batch_size() const override {
     return batch_size_;
   }
 
-  uint64_t shard_rows() const noexcept {
+  uint64_t shard_rows() const override {
     return indices_.size();
+  }
+
+  const data_schema& schema() const override {
+    return data_->schema;
   }
 
   const dataset& data() const noexcept {
@@ -99,8 +126,9 @@ private:
   data_position pos_;
 };
 
-/// Builds a worker's batch iterator from its input context; the coordinator
+/// Builds a worker's batch source from its input context; the coordinator
 /// calls it once per worker (TF's `create_per_worker_dataset(dataset_fn)`).
-using dataset_fn = std::function<batch_iterator(const input_context&)>;
+using dataset_fn
+  = std::function<std::shared_ptr<batch_source>(const input_context&)>;
 
 } // namespace actorps

@@ -1,5 +1,6 @@
 #include "core/job_config.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/data_registry.hpp"
 #include "core/error.hpp"
 
 namespace actorps {
@@ -97,6 +99,35 @@ public:
     return x;
   }
 
+  /// The fields no get() read yet, as JSON text; marks them read.
+  option_map rest() {
+    option_map out;
+    for (auto& kv : obj_.items())
+      if (seen_.count(kv.key()) == 0) {
+        out[kv.key()] = kv.value().dump();
+        seen_.insert(kv.key());
+      }
+    return out;
+  }
+
+  /// The fields no get() read yet, which must be numbers or booleans (an
+  /// update rule's settings); marks them read.
+  std::map<std::string, double> numeric_rest() {
+    std::map<std::string, double> out;
+    for (auto& kv : obj_.items()) {
+      if (seen_.count(kv.key()) > 0)
+        continue;
+      seen_.insert(kv.key());
+      if (kv.value().is_boolean())
+        out[kv.key()] = kv.value().get<bool>() ? 1.0 : 0.0;
+      else if (kv.value().is_number())
+        out[kv.key()] = kv.value().get<double>();
+      else
+        fail(name(kv.key()), "must be a number or true/false");
+    }
+    return out;
+  }
+
   section sub(const std::string& key) {
     static const json empty = json::object();
     auto v = find(key);
@@ -141,6 +172,8 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
                                         1u << 20));
     }
     s.get("seed", cfg.init_seed, 0);
+    // The model checks the rest itself (models/registry.cpp).
+    cfg.model_options = s.rest();
   }
   {
     auto s = root.sub("data");
@@ -150,6 +183,8 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("shuffle_seed", cfg.shuffle_seed, 0);
     s.get("train_limit", cfg.train_limit, 0);
     s.get("test_limit", cfg.test_limit, 0);
+    // The dataset checks the rest itself (core/data_registry.cpp).
+    cfg.data_options = s.rest();
   }
   {
     auto s = root.sub("cluster");
@@ -160,23 +195,15 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("connect_timeout_ms", cfg.connect_timeout_ms, 1, 3600000);
     s.get("heartbeat_interval_ms", cfg.heartbeat_interval_ms, 0, 600000);
     s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);
+    s.get("reset_lost_ps", cfg.reset_lost_ps);
   }
-  {
-    auto s = root.sub("optimizer");
-    std::string type = to_string(cfg.optimizer.type);
-    s.get("type", type);
-    try {
-      cfg.optimizer.type = parse_optimizer_kind(type);
-    } catch (const input_error& e) {
-      s.fail("", e.what());
-    }
-    s.get("learning_rate", cfg.optimizer.learning_rate, 1e-12, 1e6);
-    s.get("momentum", cfg.optimizer.momentum, 0.0, 0.999999);
-    s.get("nesterov", cfg.optimizer.nesterov);
-    s.get("beta1", cfg.optimizer.beta1, 0.0, 0.999999);
-    s.get("beta2", cfg.optimizer.beta2, 0.0, 0.999999);
-    s.get("epsilon", cfg.optimizer.epsilon, 0.0, 1.0);
-    s.get("initial_accumulator", cfg.optimizer.initial_accumulator, 0.0, 1e6);
+  for (auto [key, rule] : {std::pair{"optimizer", &cfg.optimizer},
+                            std::pair{"table_optimizer", &cfg.table_optimizer}}) {
+    auto s = root.sub(key);
+    s.get("type", rule->type);
+    s.get("learning_rate", rule->learning_rate, 1e-12, 1e6);
+    // The rule checks its own settings (core/rules/).
+    rule->params = s.numeric_rest();
   }
   {
     auto s = root.sub("partitioner");
@@ -192,6 +219,14 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("min_shard_bytes", cfg.partitioner.min_shard_bytes, 1);
     s.get("max_shard_bytes", cfg.partitioner.max_shard_bytes, 0);
     s.get("max_shards", cfg.partitioner.max_shards, 0, 1u << 20);
+    std::string tables = to_string(cfg.table_partition_strategy);
+    s.get("table_partition", tables);
+    try {
+      cfg.table_partition_strategy
+        = parse_table_partition(tables, "partitioner.table_partition");
+    } catch (const input_error& e) {
+      s.fail("", e.what());
+    }
     if (cfg.partitioner.type == partitioner_config::kind::max_size
         && cfg.partitioner.max_shard_bytes == 0)
       s.fail("partitioner.max_shard_bytes", "required (> 0) for max_size");
@@ -250,15 +285,24 @@ void validate(const job_config& cfg) {
   auto fail = [&](const std::string& field, const std::string& what) {
     throw input_error(fmt::format("{}: {}: {}", cfg.source, field, what));
   };
-  if (cfg.model != "mlp")
-    fail("model.type", "unknown model \"" + cfg.model + "\" (known: mlp)");
-  if (cfg.layers.size() < 2)
+  if (!cfg.layers.empty() && cfg.layers.size() < 2)
     fail("model.layers", "needs at least an input and an output width");
-  if (cfg.layers.back() < 2)
-    fail("model.layers", "the last layer (classes) must be at least 2");
-  if (cfg.dataset != "fashion_mnist")
-    fail("data.dataset",
-         "unknown dataset \"" + cfg.dataset + "\" (known: fashion_mnist)");
+  {
+    auto names = dataset_names();
+    if (std::find(names.begin(), names.end(), cfg.dataset) == names.end()) {
+      std::string known;
+      for (auto& n : names)
+        known += (known.empty() ? "" : ", ") + n;
+      fail("data.dataset",
+           "unknown dataset \"" + cfg.dataset + "\" (known: " + known + ")");
+    }
+  }
+  try {
+    make_update_rule(cfg.optimizer, "optimizer");
+    make_update_rule(cfg.table_optimizer, "table_optimizer");
+  } catch (const input_error& e) {
+    throw input_error(fmt::format("{}: {}", cfg.source, e.what()));
+  }
   if (cfg.workers == 0)
     fail("cluster.workers", "must be at least 1");
   if (cfg.ps == 0)

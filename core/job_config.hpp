@@ -4,8 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "core/optimizer.hpp"
+#include "core/options.hpp"
 #include "core/partitioner.hpp"
+#include "core/placement.hpp"
+#include "core/update_rule.hpp"
 
 namespace actorps {
 
@@ -43,17 +45,26 @@ std::string to_string(const fault_spec& f);
 /// fields, wrong types and out-of-range values are errors, never ignored.
 struct job_config {
   // -- model ------------------------------------------------------------------
-  /// Model name in the model registry ("mlp").
+  /// Model name in the model registry ("mlp", "sparse_logistic_regression",
+  /// "embedding_mlp").
   std::string model = "mlp";
-  /// mlp: layer widths, input first, classes last (>= 2 entries, all > 0).
-  std::vector<uint64_t> layers{784, 256, 128, 10};
-  /// Seed of the variables' initial values.
+  /// Layer widths of the model's dense tower, input first, output last
+  /// (mlp: input features ... classes; embedding_mlp: the concatenated
+  /// embeddings ... 1).
+  /// Empty: the model's default for the data (mlp: dense width -> 256 -> 128
+  /// -> classes).
+  std::vector<uint64_t> layers;
+  /// Seed of the variables' initial values (dense values and table rows).
   uint64_t init_seed = 42;
+  /// The model section's other fields (e.g. "embedding_dim"), which the
+  /// model checks itself.
+  option_map model_options;
 
   // -- data -------------------------------------------------------------------
-  /// Dataset name ("fashion_mnist").
+  /// Dataset name in the dataset registry ("fashion_mnist", "a9a", "libsvm",
+  /// "movielens", "synthetic_ctr").
   std::string dataset = "fashion_mnist";
-  /// Folder of the IDX files.
+  /// Folder of the dataset's files.
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   /// Examples per step and worker.
   uint64_t batch_size = 64;
@@ -62,6 +73,9 @@ struct job_config {
   /// Use only the first N training / test examples (0 = all).
   uint64_t train_limit = 0;
   uint64_t test_limit = 0;
+  /// The data section's other fields (e.g. synthetic_ctr's "cardinalities"),
+  /// which the dataset checks itself.
+  option_map data_options;
 
   // -- cluster ----------------------------------------------------------------
   uint32_t workers = 2;
@@ -77,11 +91,21 @@ struct job_config {
   /// peer counts as lost, in milliseconds.
   uint64_t heartbeat_interval_ms = 200;
   uint64_t heartbeat_timeout_ms = 1000;
+  /// Whether a lost parameter server that cannot be restored (no checkpoint
+  /// yet) starts again from the initial values. Off: the job fails, naming
+  /// the server and the variables lost (TensorFlow raises UnavailableError).
+  bool reset_lost_ps = false;
 
-  // -- optimizer / partitioner --------------------------------------------------
+  // -- update rules / partitioner ---------------------------------------------
+  /// The rule the parameter servers apply to dense variables.
   optimizer_config optimizer;
+  /// The rule they apply to the rows of embedding tables (row-wise, lazy:
+  /// only the rows a push touches move).
+  optimizer_config table_optimizer{"adagrad", 0.05f, {}};
   /// fixed_shards with num_shards == 0 means one shard per parameter server.
   partitioner_config partitioner;
+  /// How tables with a fixed vocabulary split their keys over shards.
+  table_partition table_partition_strategy = table_partition::mod;
 
   // -- training ---------------------------------------------------------------
   uint32_t epochs = 10;

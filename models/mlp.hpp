@@ -1,35 +1,44 @@
 #pragma once
 
+#include "models/dense_tower.hpp"
 #include "models/model.hpp"
 
 namespace actorps {
 
-/// A multi-layer perceptron for classification: dense layers of widths
-/// layers[0] -> layers[1] -> ... -> layers[n], ReLU between them, and a
-/// softmax cross-entropy loss on the last layer's logits.
-///
-/// Variables (Keras' names): `dense_i/kernel` of shape layers[i] x layers[i+1]
-/// and `dense_i/bias` of shape layers[i+1] x 1. Kernels start Glorot-uniform
-/// (Glorot & Bengio, 2010: U(-l, l), l = sqrt(6 / (fan_in + fan_out))), biases
-/// at zero, as Keras' Dense layer.
+/// A multi-layer perceptron for classification of dense features: dense
+/// layers of widths layers[0] -> layers[1] -> ... -> layers[n], ReLU between
+/// them, and a softmax cross-entropy loss on the last layer's logits
+/// (layers[n] classes). Variables: see dense_tower (`dense_i/kernel`,
+/// `dense_i/bias`). Needs a dataset with layers[0] dense features and
+/// multiclass labels of layers[n] classes.
 class mlp final : public model {
 public:
-  /// @throws input_error if fewer than two widths are given or one is zero.
+  /// @throws input_error if fewer than two widths are given, one is zero, or
+  ///         the last (the classes) is below 2.
   explicit mlp(std::vector<uint64_t> layers);
 
   std::vector<variable_def> variables() const override;
-  uint64_t input_dim() const override;
-  uint64_t classes() const override;
-  void initialize(float* params, uint64_t seed) const override;
+  void check_schema(const data_schema& schema) const override;
+  void initialize(float* dense, uint64_t seed) const override;
   std::unique_ptr<model_workspace>
   make_workspace(uint64_t max_rows) const override;
-  double loss_and_gradient(const float* params, const batch_view& batch,
-                           float* grad, model_workspace& ws) const override;
-  eval_result evaluate(const float* params, const dataset& data, uint64_t begin,
-                       uint64_t end, model_workspace& ws) const override;
+  double loss_and_gradient(const model_inputs& in, const example_batch& batch,
+                           float* dense_grad,
+                           model_workspace& ws) const override;
+  void evaluate(const model_inputs& in, const example_batch& batch,
+                eval_accumulator& acc, model_workspace& ws) const override;
+  metric_list metrics(const eval_accumulator& acc) const override;
+
+  uint64_t input_dim() const {
+    return tower_.widths().front();
+  }
+
+  uint64_t classes() const {
+    return tower_.widths().back();
+  }
 
 private:
-  std::vector<uint64_t> layers_;
+  dense_tower tower_;
 };
 
 } // namespace actorps

@@ -5,77 +5,101 @@
 #include <string>
 #include <vector>
 
+#include "core/example_batch.hpp"
+#include "core/metrics.hpp"
 #include "core/placement.hpp"
+#include "core/table_lookup.hpp"
 
 namespace actorps {
 
-struct dataset;
-
-/// A minibatch: `rows` examples, `x` rows x input-width floats (row-major),
-/// `y` rows class labels.
-struct batch_view {
-  const float* x = nullptr;
-  const int32_t* y = nullptr;
-  uint64_t rows = 0;
-};
-
-/// Loss and accuracy of a model on a set of examples.
-struct eval_result {
-  double loss_sum = 0;  ///< sum of per-example losses (nats)
-  uint64_t correct = 0; ///< examples whose arg-max class is the label
-  uint64_t count = 0;   ///< examples evaluated
-
-  double mean_loss() const {
-    return count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
-  }
-  double accuracy() const {
-    return count == 0 ? 0.0 : static_cast<double>(correct) / count;
-  }
-};
-
-/// Scratch memory of one model user (one worker); opaque to callers.
+/// Scratch memory of one model user (one worker, one evaluation thread);
+/// opaque to callers.
 class model_workspace {
 public:
   virtual ~model_workspace();
 };
 
-/// A differentiable model whose parameters live in one flat float buffer laid
-/// out as placement::variable_offsets says (the variables of variables(), one
-/// after another, each row-major). Implementations are immutable and shared by
-/// all workers of a process; per-worker scratch lives in a model_workspace.
+/// What a model computes with for one batch: the dense variables in one flat
+/// buffer laid out as placement::variable_offsets says (the dense variables
+/// of variables(), one after another, each row-major), and the pulled rows
+/// of each table, one table_lookup per table variable in variable order.
+struct model_inputs {
+  const float* dense = nullptr;
+  std::vector<table_lookup>* tables = nullptr;
+};
+
+/// A differentiable model whose variables live on the parameter servers.
+///
+/// A model declares its variables (dense tensors and embedding tables), says
+/// which table keys a batch needs, and computes the loss and its gradients:
+/// dense gradients in the flat layout, row gradients into each
+/// table_lookup's `grad`. It owns its loss and its metrics. Implementations
+/// are immutable and shared by all workers of a process; per-worker scratch
+/// lives in a model_workspace. Adding a model: a file pair in models/ and one
+/// line in models/registry.cpp.
 class model {
 public:
   virtual ~model();
 
-  /// The model's variables, in the order of the flat buffer.
+  /// The model's variables. Dense ones are laid out in the flat buffer in
+  /// this order; tables appear in model_inputs::tables in this order.
   virtual std::vector<variable_def> variables() const = 0;
 
-  /// Input width (floats per example) and number of classes.
-  virtual uint64_t input_dim() const = 0;
-  virtual uint64_t classes() const = 0;
+  /// Checks that the examples of `schema` fit this model (dense width,
+  /// fields, label kind, classes).
+  /// @throws input_error naming the model field or the dataset.
+  virtual void check_schema(const data_schema& schema) const = 0;
 
-  /// Fills `params` (total size of variables()) with initial values drawn
-  /// from a generator seeded with `seed`.
-  virtual void initialize(float* params, uint64_t seed) const = 0;
+  /// Fills the flat dense buffer (model_size floats) with initial values
+  /// drawn from a generator seeded with `seed`. Table rows are initialised by
+  /// the parameter servers (table_store), not here.
+  virtual void initialize(float* dense, uint64_t seed) const = 0;
 
   /// Creates scratch memory for batches of up to `max_rows` examples.
   virtual std::unique_ptr<model_workspace>
   make_workspace(uint64_t max_rows) const = 0;
 
-  /// Computes the mean loss over `batch` and writes its gradient with respect
-  /// to every parameter into `grad` (same layout as `params`). Units:
+  /// Sets each table's `occurrences` for `batch`: the key of every lookup
+  /// loss_and_gradient() and evaluate() will make, in the order they read
+  /// `inverse`. `tables` has one entry per table variable (variable and dim
+  /// set). The default (no tables) does nothing.
+  virtual void collect_keys(const example_batch& batch,
+                            std::vector<table_lookup>& tables) const;
+
+  /// Computes the mean loss over `batch`, writes the gradient of every dense
+  /// parameter into `dense_grad` (same layout as in.dense) and the row
+  /// gradients into each table's `grad` (zeroed by the caller). Units:
   /// d(mean loss)/d(parameter).
-  /// @pre batch.rows <= the workspace's max_rows
-  virtual double loss_and_gradient(const float* params, const batch_view& batch,
-                                   float* grad, model_workspace& ws) const = 0;
+  /// @pre batch.rows <= the workspace's max_rows; the tables' rows pulled
+  ///      for the keys of collect_keys(batch).
+  /// @throws std::exception only for bugs or unusable batches (the worker
+  ///         turns it into the closure's error).
+  virtual double loss_and_gradient(const model_inputs& in,
+                                   const example_batch& batch,
+                                   float* dense_grad,
+                                   model_workspace& ws) const
+    = 0;
 
-  /// Evaluates rows [begin, end) of `data`, in chunks that fit `ws`.
-  virtual eval_result evaluate(const float* params, const dataset& data,
-                               uint64_t begin, uint64_t end,
-                               model_workspace& ws) const = 0;
+  /// Adds the loss and predictions of `batch` to `acc` (no gradients).
+  /// Same preconditions as loss_and_gradient().
+  virtual void evaluate(const model_inputs& in, const example_batch& batch,
+                        eval_accumulator& acc, model_workspace& ws) const
+    = 0;
 
-  /// Total floats in the flat parameter buffer.
-  uint64_t num_parameters() const;
+  /// The model's test metrics from an accumulator, in report order; the
+  /// first is the loss: multiclass {test_loss, test_accuracy}, binary
+  /// {test_loss, test_auc, test_accuracy}.
+  virtual metric_list metrics(const eval_accumulator& acc) const = 0;
+
+  /// Floats of all dense variables.
+  uint64_t dense_parameters() const;
 };
+
+/// The metrics of a softmax classifier: test_loss, test_accuracy.
+metric_list multiclass_metrics(const eval_accumulator& acc);
+
+/// The metrics of a binary classifier: test_loss (log loss), test_auc,
+/// test_accuracy (score > 0.5).
+metric_list binary_metrics(const eval_accumulator& acc);
 
 } // namespace actorps

@@ -1,26 +1,100 @@
 #include "models/registry.hpp"
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
 #include "core/job_config.hpp"
+#include "core/options.hpp"
+#include "models/embedding_mlp.hpp"
 #include "models/mlp.hpp"
+#include "models/sparse_logreg.hpp"
 
 namespace actorps {
 
-model_workspace::~model_workspace() = default;
+namespace {
 
-model::~model() = default;
-
-uint64_t model::num_parameters() const {
-  uint64_t n = 0;
-  for (auto& v : variables())
-    n += v.size();
-  return n;
+/// mlp: model.layers (default: the data's dense width -> 256 -> 128 ->
+/// classes). No other fields.
+std::shared_ptr<const model> make_mlp(const job_config& cfg,
+                                      const data_schema& schema) {
+  option_reader opts{cfg.model_options, "model", "mlp"};
+  opts.finish();
+  auto layers = cfg.layers;
+  if (layers.empty())
+    layers = {schema.dense_dim, 256, 128, schema.classes};
+  auto net = std::make_shared<mlp>(std::move(layers));
+  net->check_schema(schema);
+  return net;
 }
 
-std::shared_ptr<const model> make_model(const job_config& cfg) {
-  if (cfg.model == "mlp")
-    return std::make_shared<mlp>(cfg.layers);
-  throw input_error("model.type: unknown model \"" + cfg.model + "\"");
+/// sparse_logistic_regression: no layers, no other fields.
+std::shared_ptr<const model> make_sparse_logreg(const job_config& cfg,
+                                                const data_schema& schema) {
+  option_reader opts{cfg.model_options, "model", "sparse_logistic_regression"};
+  opts.finish();
+  if (!cfg.layers.empty())
+    throw input_error("model.layers: sparse_logistic_regression has no "
+                      "layers; remove the field");
+  return std::make_shared<sparse_logreg>(schema);
+}
+
+/// embedding_mlp: embedding_dim, combiner, init_scale; model.layers (default:
+/// the concatenated width -> 64 -> 32 -> 1).
+std::shared_ptr<const model> make_embedding_mlp(const job_config& cfg,
+                                                const data_schema& schema) {
+  option_reader opts{cfg.model_options, "model", "embedding_mlp"};
+  auto dim = opts.get_uint("embedding_dim", 16, 1, 4096);
+  auto combiner = opts.get_string("combiner", "mean", {"mean", "sum"});
+  auto scale = opts.get_real("init_scale", 0.05, 0.0, 10.0);
+  opts.finish();
+  auto layers = cfg.layers;
+  if (layers.empty())
+    layers = {schema.fields.size() * dim + schema.dense_dim, 64, 32, 1};
+  return std::make_shared<embedding_mlp>(schema, std::move(layers), dim,
+                                         combiner == "mean",
+                                         static_cast<float>(scale));
+}
+
+struct model_entry {
+  const char* name;
+  std::shared_ptr<const model> (*make)(const job_config&, const data_schema&);
+};
+
+/// The registry: one line per model.
+const model_entry registry[] = {
+  {"mlp", make_mlp},
+  {"sparse_logistic_regression", make_sparse_logreg},
+  {"embedding_mlp", make_embedding_mlp},
+};
+
+} // namespace
+
+std::shared_ptr<const model> make_model(const job_config& cfg,
+                                        const data_schema& schema) {
+  for (auto& e : registry) {
+    if (cfg.model != e.name)
+      continue;
+    try {
+      return e.make(cfg, schema);
+    } catch (const input_error& err) {
+      // Errors name the field; say which config file it is in, as the
+      // config parser does.
+      throw input_error(fmt::format("{}: {}", cfg.source, err.what()));
+    }
+  }
+  std::string known;
+  for (auto& e : registry)
+    known += (known.empty() ? "" : ", ") + std::string{e.name};
+  throw input_error(fmt::format("{}: model.type: unknown model \"{}\" "
+                                "(known: {})",
+                                cfg.source, cfg.model, known));
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> result;
+  for (auto& e : registry)
+    result.emplace_back(e.name);
+  return result;
 }
 
 } // namespace actorps

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev libbenchmark-dev
-          zlib1g-dev dataset-fashion-mnist cmake g++)
+          zlib1g-dev libcsv-dev libabsl-dev dataset-fashion-mnist r-cran-dslabs cmake g++)
 
 missing=()
 for p in "${packages[@]}"; do

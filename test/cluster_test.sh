@@ -229,7 +229,7 @@ case_garbage() {
   "$bin" node "${short[@]}" --cluster "$tmp/spec.json" --role coordinator \
     >"$tmp/chief.log" 2>&1
   local rc=$?
-  if [[ $rc -eq 0 ]] && grep -q '^done: test_accuracy' "$tmp/chief.log"; then
+  if [[ $rc -eq 0 ]] && grep -q '^done: test_loss' "$tmp/chief.log"; then
     ok "a job runs on the ps afterwards"
   else
     bad "job after garbage: exit $rc, $(tail -5 "$tmp/chief.log")"
@@ -262,7 +262,7 @@ case_heartbeat() {
   fi
   wait_exit "$chief" 60
   rc=$status
-  if [[ $rc == 0 ]] && grep -q '^done: test_accuracy' "$tmp/chief.log"; then
+  if [[ $rc == 0 ]] && grep -q '^done: test_loss' "$tmp/chief.log"; then
     ok "the job finished on the other worker"
   else
     bad "chief with a stopped worker: $rc, $(tail -5 "$tmp/chief.log")"

@@ -22,30 +22,33 @@ int main() {
   cfg.workers = 3;
   cfg.ps = 2;
   cfg.batch_size = 16;
-  cfg.optimizer.type = optimizer_config::kind::momentum;
-  cfg.optimizer.learning_rate = 0.05f;
+  cfg.optimizer = optimizer_config{"momentum", 0.05f, {{"momentum", 0.9}}};
   // 2. Data: the class is the arg-max of the first four features.
   auto data = std::make_shared<dataset>();
-  data->rows = 3000;
-  data->dim = 8;
-  data->classes = 4;
+  data->schema.dense_dim = 8;
+  data->schema.labels = label_kind::multiclass;
+  data->schema.classes = 4;
+  auto& ex = data->examples;
+  ex.reset(8, 0);
   std::mt19937 rng{1};
   std::uniform_real_distribution<float> u{0.0f, 1.0f};
-  for (uint64_t i = 0; i < data->rows; ++i) {
+  for (uint64_t i = 0; i < 3000; ++i) {
     float best = -1;
     int32_t label = 0;
     for (int j = 0; j < 8; ++j) {
       auto x = u(rng);
-      data->features.push_back(x);
+      ex.dense.push_back(x);
       if (j < 4 && x > best)
         best = x, label = j;
     }
-    data->labels.push_back(label);
+    ex.labels.push_back(label);
+    ++ex.rows;
   }
   std::shared_ptr<const dataset> shared = data;
   // 3. dataset_fn: each worker reads its own shard (TF's input_context).
   dataset_fn fn = [&](const input_context& ctx) {
-    return batch_iterator{shared, ctx, cfg.batch_size, /*seed*/ 7};
+    return std::make_shared<batch_iterator>(shared, ctx, cfg.batch_size,
+                                            /*seed*/ 7);
   };
   // 4. The cluster and the loop.
   system_config sys_cfg;

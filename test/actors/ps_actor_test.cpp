@@ -1,271 +1,148 @@
-#include <catch2/catch.hpp>
+// The parameter server's dense region: clocks, staleness, duplicates,
+// consistency modes, checkpoints, errors. Table shards: ps_table_test.cpp.
 
-#include "caf/actor_system.hpp"
-#include "caf/scheduler/test_coordinator.hpp"
-#include "caf/scoped_actor.hpp"
-#include "caf/send.hpp"
-
-#include "actors/ps_actor.hpp"
-#include "cluster/local_cluster.hpp"
+#include "test/actors/ps_fixture.hpp"
 
 using namespace actorps;
+using namespace actorps::test;
 
 namespace {
 
-std::vector<float> as_vector(const float_vector& v) {
-  return {v.begin(), v.end()};
+optimizer_config sgd(float lr) {
+  return optimizer_config{"sgd", lr, {}};
 }
-
-
-create_shard make_shard(std::string name, uint64_t rows, uint64_t cols,
-                        std::vector<float> values) {
-  create_shard s;
-  s.variable = std::move(name);
-  s.row_begin = 0;
-  s.row_end = rows;
-  s.cols = cols;
-  s.values.values.assign(values.begin(), values.end());
-  return s;
-}
-
-push_request make_push(uint64_t read_clock, uint64_t closure,
-                       std::vector<float> grad, uint32_t worker = 0) {
-  push_request p;
-  p.read_clock = read_clock;
-  p.id = update_id{worker, 0, closure};
-  p.gradient.values.assign(grad.begin(), grad.end());
-  return p;
-}
-
-/// An actor system whose scheduler runs nothing until the test says so
-/// (caf-0.17-notes.md, section 10).
-struct deterministic {
-  system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-
-  static system_config& prep(system_config& c) {
-    c.set("scheduler.policy", caf::atom("testing"));
-    return c;
-  }
-
-  deterministic()
-    : sys(prep(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
-    // nop
-  }
-
-  /// Creates a shard on `ps` and requires that the server accepts it.
-  void create(caf::scoped_actor& self, const ps_actor& ps, create_shard shard) {
-    self->send(ps, create_atom_v, std::move(shard));
-    sched.run();
-    self->receive([](uint64_t) {}, [](caf::error&) { FAIL("create failed"); });
-  }
-};
 
 } // namespace
 
 TEST_CASE_METHOD(deterministic,
                  "a parameter server appends shards and pulls them in order",
                  "[actors][ps]") {
-  optimizer_config sgd;
-  sgd.learning_rate = 0.5f;
-  auto ps = spawn_ps(sys, ps_options{0, sgd});
-  sched.run();
-  caf::scoped_actor self{sys};
-  self->send(ps, pull_atom_v, no_worker);
-  sched.run();
-  self->receive([](pull_reply&) { FAIL("pull before any shard succeeded"); },
-                [](caf::error& err) { CHECK(err == errc::no_shards); });
-  self->send(ps, create_atom_v, make_shard("a", 2, 2, {1, 2, 3, 4}));
-  sched.run();
-  self->receive([](uint64_t offset) { CHECK(offset == 0); },
-                [](caf::error&) { FAIL("create failed"); });
-  self->send(ps, create_atom_v, make_shard("b", 1, 1, {5}));
-  sched.run();
-  self->receive([](uint64_t offset) { CHECK(offset == 4); },
-                [](caf::error&) { FAIL("create failed"); });
-  self->send(ps, pull_atom_v, no_worker);
-  sched.run();
-  self->receive(
-    [](pull_reply& r) {
-      CHECK(r.clock == 0);
-      CHECK(as_vector(r.values.values) == std::vector<float>{1, 2, 3, 4, 5});
-    },
-    [](caf::error&) { FAIL("pull failed"); });
-  anon_send_exit(ps, caf::exit_reason::user_shutdown);
-  sched.run();
+  auto ps = spawn(options(sgd(0.5f), sgd(0.5f)));
+  CHECK(refusal<pull_reply>(ps, pull_atom_v, dense_pull()) == errc::no_shards);
+  CHECK(ask<uint64_t>(ps, create_atom_v, dense_shard("a", 2, 2, {1, 2, 3, 4}))
+        == 0);
+  CHECK(ask<uint64_t>(ps, create_atom_v, dense_shard("b", 1, 1, {5})) == 4);
+  auto r = pull(ps, dense_pull());
+  CHECK(r.clock == 0);
+  CHECK(as_vector(r.values.values) == std::vector<float>{1, 2, 3, 4, 5});
+  CHECK(r.tables.empty());
+  auto s = stats(ps);
+  CHECK(s.shards == 2);
+  CHECK(s.floats == 5);
 }
 
 TEST_CASE_METHOD(deterministic,
                  "a push applies SGD, advances the clock and records staleness",
                  "[actors][ps]") {
-  optimizer_config sgd;
-  sgd.learning_rate = 0.5f;
-  auto ps = spawn_ps(sys, ps_options{0, sgd});
-  sched.run();
-  caf::scoped_actor self{sys};
-  create(self, ps, make_shard("w", 1, 3, {1, 1, 1}));
+  auto ps = spawn(options(sgd(0.5f), sgd(0.5f)));
+  create(ps, dense_shard("w", 1, 3, {1, 1, 1}));
   // Two pushes computed on clock 0: the second is one update stale.
-  self->send(ps, push_atom_v, make_push(0, 1, {2, 0, -2}));
-  sched.run();
-  self->receive([](uint64_t clock) { CHECK(clock == 1); },
-                [](caf::error&) { FAIL("push failed"); });
-  self->send(ps, push_atom_v, make_push(0, 2, {0, 2, 0}));
-  sched.run();
-  self->receive([](uint64_t clock) { CHECK(clock == 2); },
-                [](caf::error&) { FAIL("push failed"); });
-  self->send(ps, pull_atom_v, no_worker);
-  sched.run();
-  self->receive(
-    [](pull_reply& r) {
-      CHECK(r.clock == 2);
-      // 1 - 0.5*2 = 0, 1 - 0.5*2 = 0, 1 + 0.5*2 = 2
-      CHECK(as_vector(r.values.values) == std::vector<float>{0, 0, 2});
-    },
-    [](caf::error&) { FAIL("pull failed"); });
-  self->send(ps, stats_atom_v);
-  sched.run();
-  self->receive(
-    [](ps_stats& s) {
-      CHECK(s.clock == 2);
-      CHECK(s.staleness_sum == 1);
-      CHECK(s.staleness_max == 1);
-      CHECK(s.duplicates == 0);
-      CHECK(s.floats == 3);
-    },
-    [](caf::error&) { FAIL("stats failed"); });
-  anon_send_exit(ps, caf::exit_reason::user_shutdown);
-  sched.run();
+  CHECK(push(ps, make_push(0, 1, {2, 0, -2})) == 1);
+  CHECK(push(ps, make_push(0, 2, {0, 2, 0})) == 2);
+  auto r = pull(ps, dense_pull());
+  CHECK(r.clock == 2);
+  // 1 - 0.5*2 = 0, 1 - 0.5*2 = 0, 1 + 0.5*2 = 2
+  CHECK(as_vector(r.values.values) == std::vector<float>{0, 0, 2});
+  auto s = stats(ps);
+  CHECK(s.clock == 2);
+  CHECK(s.pushes == 2);
+  CHECK(s.staleness_sum == 1);
+  CHECK(s.staleness_max == 1);
+  CHECK(s.duplicates == 0);
+  CHECK(s.floats == 3);
 }
 
 TEST_CASE_METHOD(deterministic,
-                 "a push of the wrong size is refused and changes nothing",
+                 "a push or shard of the wrong size is refused and changes "
+                 "nothing",
                  "[actors][ps]") {
-  auto ps = spawn_ps(sys, ps_options{0, optimizer_config{}});
-  sched.run();
-  caf::scoped_actor self{sys};
-  create(self, ps, make_shard("w", 2, 1, {1, 2}));
-  self->send(ps, push_atom_v, make_push(0, 1, {1, 1, 1}));
-  sched.run();
-  self->receive([](uint64_t) { FAIL("a wrong-size push was applied"); },
-                [](caf::error& err) { CHECK(err == errc::shape_mismatch); });
-  self->send(ps, create_atom_v, make_shard("v", 2, 2, {1, 2, 3}));
-  sched.run();
-  self->receive([](uint64_t) { FAIL("a wrong-size shard was created"); },
-                [](caf::error& err) { CHECK(err == errc::shape_mismatch); });
-  self->send(ps, pull_atom_v, no_worker);
-  sched.run();
-  self->receive(
-    [](pull_reply& r) {
-      CHECK(r.clock == 0);
-      CHECK(as_vector(r.values.values) == std::vector<float>{1, 2});
-    },
-    [](caf::error&) { FAIL("pull failed"); });
-  anon_send_exit(ps, caf::exit_reason::user_shutdown);
-  sched.run();
+  auto ps = spawn(options(sgd(0.01f), sgd(0.01f)));
+  create(ps, dense_shard("w", 2, 1, {1, 2}));
+  CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(0, 1, {1, 1, 1}))
+        == errc::shape_mismatch);
+  CHECK(refusal<uint64_t>(ps, create_atom_v, dense_shard("v", 2, 2, {1, 2, 3}))
+        == errc::shape_mismatch);
+  auto r = pull(ps, dense_pull());
+  CHECK(r.clock == 0);
+  CHECK(as_vector(r.values.values) == std::vector<float>{1, 2});
+  auto s = stats(ps);
+  CHECK(s.shards == 1);
+  CHECK(s.pushes == 0);
+  // The refused push did not count as applied: its closure id is still free.
+  CHECK(push(ps, make_push(0, 1, {1, 1})) == 1);
 }
 
 TEST_CASE_METHOD(deterministic, "a duplicate push is applied once",
                  "[actors][ps]") {
-  optimizer_config sgd;
-  sgd.learning_rate = 1.0f;
-  auto ps = spawn_ps(sys, ps_options{0, sgd});
-  sched.run();
-  caf::scoped_actor self{sys};
-  create(self, ps, make_shard("w", 1, 1, {10}));
-  for (int i = 0; i < 3; ++i) {
-    self->send(ps, push_atom_v, make_push(0, 7, {1}, 3));
-    sched.run();
-    self->receive([](uint64_t clock) { CHECK(clock == 1); },
-                  [](caf::error&) { FAIL("push failed"); });
-  }
+  auto ps = spawn(options(sgd(1.0f), sgd(1.0f)));
+  create(ps, dense_shard("w", 1, 1, {10}));
+  for (int i = 0; i < 3; ++i)
+    CHECK(push(ps, make_push(0, 7, {1}, 3)) == 1);
   // The same closure re-run on another worker (its first worker was lost)
   // is the same update: discarded too.
-  self->send(ps, push_atom_v, make_push(1, 7, {1}, 4));
-  sched.run();
-  self->receive([](uint64_t clock) { CHECK(clock == 1); },
-                [](caf::error&) { FAIL("push failed"); });
+  CHECK(push(ps, make_push(1, 7, {1}, 4)) == 1);
   // Another closure is another update.
-  self->send(ps, push_atom_v, make_push(1, 8, {1}, 4));
-  sched.run();
-  self->receive([](uint64_t clock) { CHECK(clock == 2); },
-                [](caf::error&) { FAIL("push failed"); });
-  self->send(ps, pull_atom_v, no_worker);
-  sched.run();
-  self->receive([](pull_reply& r) { CHECK(r.values.values[0] == 8.0f); },
-                [](caf::error&) { FAIL("pull failed"); });
-  self->send(ps, stats_atom_v);
-  sched.run();
-  self->receive([](ps_stats& s) { CHECK(s.duplicates == 3); },
-                [](caf::error&) { FAIL("stats failed"); });
-  anon_send_exit(ps, caf::exit_reason::user_shutdown);
-  sched.run();
+  CHECK(push(ps, make_push(1, 8, {1}, 4)) == 2);
+  CHECK(pull(ps, dense_pull()).values.values[0] == 8.0f);
+  auto s = stats(ps);
+  CHECK(s.duplicates == 3);
+  CHECK(s.pushes == 2);
 }
 
 TEST_CASE_METHOD(deterministic,
                  "under sync a server applies the mean of one push per worker "
                  "and acknowledges the round together",
                  "[actors][ps]") {
-  optimizer_config sgd;
-  sgd.learning_rate = 1.0f;
-  auto ps = spawn_ps(sys, ps_options{0, sgd, consistency::sync, 2, 0});
-  sched.run();
-  caf::scoped_actor self{sys};
-  create(self, ps, make_shard("w", 1, 2, {0, 0}));
+  auto ps = spawn(options(sgd(1.0f), sgd(1.0f), consistency::sync, 2));
+  create(ps, dense_shard("w", 1, 2, {0, 0}));
   self->send(ps, push_atom_v, make_push(0, 1, {2, 4}, 0));
   sched.run();
   // No ack yet: worker 1 has not pushed for this round.
-  self->receive([](uint64_t) { FAIL("acknowledged before the round ended"); },
-                [](caf::error&) { FAIL("push failed"); },
-                caf::after(std::chrono::seconds(0)) >> [] {});
+  CHECK(nothing_received());
   // A second push of worker 0 in the same round is refused.
-  self->send(ps, push_atom_v, make_push(0, 2, {1, 1}, 0));
-  sched.run();
-  self->receive([](uint64_t) { FAIL("second push accepted"); },
-                [](caf::error& err) { CHECK(err == errc::step_failed); });
+  CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(0, 2, {1, 1}, 0))
+        == errc::bad_message);
+  // So is a push of a worker the server was not told about.
+  CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(0, 4, {1, 1}, 2))
+        == errc::unknown_worker);
   self->send(ps, push_atom_v, make_push(0, 3, {0, 2}, 1));
   sched.run();
-  for (int i = 0; i < 2; ++i)
-    self->receive([](uint64_t clock) { CHECK(clock == 1); },
-                  [](caf::error&) { FAIL("push failed"); });
-  self->send(ps, pull_atom_v, no_worker);
-  sched.run();
+  // Both pushes are acknowledged now, with the round's clock.
+  CHECK(reply<uint64_t>() == 1);
+  CHECK(reply<uint64_t>() == 1);
   // mean gradient (1, 3), one SGD step with lr 1
-  self->receive(
-    [](pull_reply& r) {
-      CHECK(r.clock == 1);
-      CHECK(as_vector(r.values.values) == std::vector<float>{-1, -3});
-    },
-    [](caf::error&) { FAIL("pull failed"); });
-  anon_send_exit(ps, caf::exit_reason::user_shutdown);
+  auto r = pull(ps, dense_pull());
+  CHECK(r.clock == 1);
+  CHECK(as_vector(r.values.values) == std::vector<float>{-1, -3});
+  // The next round starts empty: worker 0 may push again.
+  self->send(ps, push_atom_v, make_push(1, 5, {2, 2}, 0));
   sched.run();
+  CHECK(nothing_received());
+  self->send(ps, push_atom_v, make_push(1, 6, {0, 0}, 1));
+  sched.run();
+  CHECK(reply<uint64_t>() == 2);
+  CHECK(reply<uint64_t>() == 2);
+  CHECK(as_vector(pull(ps, dense_pull()).values.values)
+        == std::vector<float>{-2, -4});
 }
 
 TEST_CASE_METHOD(deterministic,
                  "under ssp a worker too far ahead waits at its pull until "
                  "the slowest worker pushes",
                  "[actors][ps]") {
-  auto ps = spawn_ps(sys, ps_options{0, optimizer_config{}, consistency::ssp,
-                                     2, 1});
-  sched.run();
-  caf::scoped_actor self{sys};
-  create(self, ps, make_shard("w", 1, 1, {0}));
+  auto ps = spawn(options(sgd(0.01f), sgd(0.01f), consistency::ssp, 2, 1));
+  create(ps, dense_shard("w", 1, 1, {0}));
   // Worker 0 pushes twice; worker 1 never: worker 0 is 2 > s = 1 ahead.
-  for (uint64_t c = 1; c <= 2; ++c) {
-    self->send(ps, push_atom_v, make_push(0, c, {1}, 0));
-    sched.run();
-    self->receive([](uint64_t) {}, [](caf::error&) { FAIL("push failed"); });
-  }
-  self->send(ps, pull_atom_v, uint32_t{1}); // the slow worker reads at once
+  for (uint64_t c = 1; c <= 2; ++c)
+    push(ps, make_push(0, c, {1}, 0));
+  // The slow worker reads at once.
+  CHECK(pull(ps, dense_pull(1)).clock == 2);
+  // The fast one is held.
+  self->send(ps, pull_atom_v, dense_pull(0));
   sched.run();
-  self->receive([](pull_reply& r) { CHECK(r.clock == 2); },
-                [](caf::error&) { FAIL("pull failed"); });
-  self->send(ps, pull_atom_v, uint32_t{0}); // the fast one is held
-  sched.run();
-  self->receive([](pull_reply&) { FAIL("a worker 2 ahead was not held"); },
-                [](caf::error&) { FAIL("pull failed"); },
-                caf::after(std::chrono::seconds(0)) >> [] {});
+  CHECK(nothing_received());
+  // The coordinator is never held back.
+  CHECK(pull(ps, dense_pull(no_worker)).clock == 2);
   self->send(ps, push_atom_v, make_push(2, 3, {1}, 1));
   sched.run();
   // The push's ack and the released pull both arrive.
@@ -274,73 +151,53 @@ TEST_CASE_METHOD(deterministic,
   for (int i = 0; i < 2; ++i)
     self->receive([&](uint64_t clock) { got_ack = clock == 3; },
                   [&](pull_reply& r) { got_pull = r.clock == 3; },
-                  [](caf::error&) { FAIL("request failed"); });
+                  [](caf::error&) { FAIL("request failed"); },
+                  caf::after(std::chrono::seconds(0)) >> [] {
+                    FAIL("expected the ack and the released pull");
+                  });
   CHECK(got_ack);
   CHECK(got_pull);
-  self->send(ps, pull_atom_v, uint32_t{7});
-  sched.run();
-  self->receive([](pull_reply&) { FAIL("unknown worker served"); },
-                [](caf::error& err) { CHECK(err == errc::unknown_worker); });
-  anon_send_exit(ps, caf::exit_reason::user_shutdown);
-  sched.run();
+  CHECK(refusal<pull_reply>(ps, pull_atom_v, dense_pull(7))
+        == errc::unknown_worker);
+  CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(3, 4, {1}, 7))
+        == errc::unknown_worker);
 }
 
 TEST_CASE_METHOD(deterministic,
                  "a saved parameter server restores into a fresh one",
                  "[actors][ps][checkpoint]") {
-  optimizer_config adam;
-  adam.type = optimizer_config::kind::adam;
-  adam.learning_rate = 0.1f;
-  auto a = spawn_ps(sys, ps_options{0, adam});
-  auto b = spawn_ps(sys, ps_options{0, adam});
-  sched.run();
-  caf::scoped_actor self{sys};
-  create(self, a, make_shard("w", 2, 1, {1, 2}));
-  create(self, b, make_shard("w", 2, 1, {0, 0}));
-  for (uint64_t i = 1; i <= 3; ++i) {
-    self->send(a, push_atom_v, make_push(0, i, {0.5f, -1.0f}));
-    sched.run();
-    self->receive([](uint64_t) {}, [](caf::error&) { FAIL("push failed"); });
-  }
-  ps_snapshot snap;
-  self->send(a, save_atom_v);
-  sched.run();
-  self->receive([&](ps_snapshot& s) { snap = std::move(s); },
-                [](caf::error&) { FAIL("save failed"); });
+  optimizer_config adam{"adam", 0.1f, {}};
+  auto a = spawn(options(adam, sgd(0.1f)));
+  auto b = spawn(options(adam, sgd(0.1f)));
+  create(a, dense_shard("w", 2, 1, {1, 2}));
+  create(b, dense_shard("w", 2, 1, {0, 0}));
+  for (uint64_t i = 1; i <= 3; ++i)
+    push(a, make_push(0, i, {0.5f, -1.0f}));
+  auto snap = save(a);
   CHECK(snap.clock == 3);
   CHECK(snap.optimizer_steps == 3);
   REQUIRE(snap.slots.size() == 2); // Adam's m and v
-  // A snapshot of the wrong size is refused and changes nothing.
+  CHECK(snap.tables.empty());
+  // Snapshots of the wrong size are refused and change nothing.
   auto wrong = snap;
   wrong.values.values.push_back(0);
-  self->send(b, restore_atom_v, wrong);
-  sched.run();
-  self->receive([](uint64_t) { FAIL("a wrong snapshot was restored"); },
-                [](caf::error& e) { CHECK(e == errc::shape_mismatch); });
-  self->send(b, restore_atom_v, snap);
-  sched.run();
-  self->receive([](uint64_t clock) { CHECK(clock == 3); },
-                [](caf::error&) { FAIL("restore failed"); });
+  CHECK(refusal<uint64_t>(b, restore_atom_v, wrong) == errc::shape_mismatch);
+  wrong = snap;
+  wrong.slots.pop_back();
+  CHECK(refusal<uint64_t>(b, restore_atom_v, wrong) == errc::shape_mismatch);
+  wrong = snap;
+  wrong.slots[1].values.pop_back();
+  CHECK(refusal<uint64_t>(b, restore_atom_v, wrong) == errc::shape_mismatch);
+  auto untouched = pull(b, dense_pull());
+  CHECK(untouched.clock == 0);
+  CHECK(as_vector(untouched.values.values) == std::vector<float>{0, 0});
+  CHECK(ask<uint64_t>(b, restore_atom_v, snap) == 3);
   // From here on both servers must compute exactly the same.
-  for (auto* ps : {&a, &b}) {
-    self->send(*ps, push_atom_v, make_push(3, 9, {0.25f, 0.25f}));
-    sched.run();
-    self->receive([](uint64_t clock) { CHECK(clock == 4); },
-                  [](caf::error&) { FAIL("push failed"); });
-  }
-  std::vector<float> va;
-  std::vector<float> vb;
-  self->send(a, pull_atom_v, no_worker);
-  sched.run();
-  self->receive([&](pull_reply& r) { va = as_vector(r.values.values); },
-                [](caf::error&) { FAIL("pull failed"); });
-  self->send(b, pull_atom_v, no_worker);
-  sched.run();
-  self->receive([&](pull_reply& r) { vb = as_vector(r.values.values); },
-                [](caf::error&) { FAIL("pull failed"); });
+  for (auto& ps : {a, b})
+    CHECK(push(ps, make_push(3, 9, {0.25f, 0.25f})) == 4);
+  auto va = as_vector(pull(a, dense_pull()).values.values);
+  auto vb = as_vector(pull(b, dense_pull()).values.values);
   CHECK(va == vb);
   CHECK(va != std::vector<float>{1, 2});
-  anon_send_exit(a, caf::exit_reason::user_shutdown);
-  anon_send_exit(b, caf::exit_reason::user_shutdown);
-  sched.run();
+  CHECK(save(b).optimizer_steps == 4);
 }

@@ -7,44 +7,67 @@
 #include <catch2/catch.hpp>
 
 #include "core/error.hpp"
+#include "core/example_batch.hpp"
+#include "core/idx.hpp"
+#include "test/temp_dir.hpp"
 
 using namespace actorps;
 
 namespace {
 
-/// A dataset whose row i has features (i, -i) and label i % classes, so that a
-/// batch tells which rows it holds.
+/// A dataset whose row i has dense features (i, -i), label i % classes and,
+/// in the weighted sparse field "tags", i % 3 keys 10 i + k with values k + 0.5
+/// (k = 0, 1, ...), so that a batch tells which rows it holds.
 std::shared_ptr<const dataset> numbered_rows(uint64_t rows,
                                              uint32_t classes = 3) {
   auto result = std::make_shared<dataset>();
-  result->rows = rows;
-  result->dim = 2;
-  result->classes = classes;
+  result->schema.dense_dim = 2;
+  result->schema.fields.push_back(field_schema{"tags", 10 * rows + 3, true});
+  result->schema.labels = label_kind::multiclass;
+  result->schema.classes = classes;
+  auto& ex = result->examples;
+  ex.reset(2, 1);
   for (uint64_t i = 0; i < rows; ++i) {
-    result->features.push_back(static_cast<float>(i));
-    result->features.push_back(-static_cast<float>(i));
-    result->labels.push_back(static_cast<int32_t>(i % classes));
+    ex.dense.push_back(static_cast<float>(i));
+    ex.dense.push_back(-static_cast<float>(i));
+    auto& tags = ex.fields[0];
+    for (uint64_t k = 0; k < i % 3; ++k) {
+      tags.keys.push_back(10 * i + k);
+      tags.values.push_back(static_cast<float>(k) + 0.5f);
+    }
+    tags.offsets.push_back(tags.keys.size());
+    ex.labels.push_back(static_cast<int32_t>(i % classes));
+    ++ex.rows;
   }
+  ex.check("numbered_rows");
   return result;
 }
 
 /// Takes `batches` batches and returns the row numbers they hold, checking
-/// that every slot of every batch was filled with a consistent row.
-std::vector<uint32_t> take_rows(batch_iterator& it, size_t batches) {
+/// that every row of every batch is a consistent copy of a dataset row.
+std::vector<uint32_t> take_rows(batch_source& it, size_t batches) {
   const auto b = it.batch_size();
-  const auto& data = it.data();
   std::vector<uint32_t> rows;
+  example_batch batch;
   for (size_t k = 0; k < batches; ++k) {
-    std::vector<float> x(b * data.dim, -1.0f);
-    std::vector<int32_t> y(b, -1);
-    it.next(x.data(), y.data());
+    it.next(batch);
+    REQUIRE_NOTHROW(batch.check("batch"));
+    REQUIRE(batch.rows == b);
+    REQUIRE(batch.dense_dim == 2);
+    REQUIRE(batch.fields.size() == 1);
+    const auto& tags = batch.fields[0];
     for (uint64_t i = 0; i < b; ++i) {
-      auto row = x[i * 2];
-      REQUIRE(row >= 0.0f); // the slot was written
-      REQUIRE(x[i * 2 + 1] == -row);
+      auto row = batch.dense[i * 2];
+      REQUIRE(row >= 0.0f);
+      REQUIRE(batch.dense[i * 2 + 1] == -row);
       auto r = static_cast<uint32_t>(row);
-      REQUIRE(r < data.rows);
-      REQUIRE(y[i] == data.labels[r]);
+      REQUIRE(batch.labels[i] == static_cast<int32_t>(r % it.schema().classes));
+      REQUIRE(tags.offsets[i + 1] - tags.offsets[i] == r % 3);
+      for (uint64_t k = 0; k < r % 3; ++k) {
+        REQUIRE(tags.keys[tags.offsets[i] + k] == 10 * r + k);
+        REQUIRE(tags.values[tags.offsets[i] + k]
+                == static_cast<float>(k) + 0.5f);
+      }
       rows.push_back(r);
     }
   }
@@ -206,4 +229,88 @@ TEST_CASE("a batch size of 0 or larger than the shard throws input_error",
                     Catch::Contains("data.batch_size")
                       && Catch::Contains("11 rows"));
   CHECK_NOTHROW(batch_iterator(data, input_context{2, 1}, 11, 1));
+}
+
+TEST_CASE("the shuffled order is the one of the pre-refactor implementation",
+          "[core][dataset]") {
+  // Recorded with the batch_iterator of commit f92a80a (before example_batch):
+  // 23 rows, worker 1 of 2, batches of 4, seed 12345678901234. A checkpoint's
+  // data position must mean the same rows across versions.
+  auto data = numbered_rows(23);
+  batch_iterator it{data, input_context{2, 1}, 4, 12345678901234ull};
+  const std::vector<uint32_t> expected{5,  7,  13, 19, 11, 9,  1,  15,
+                                       21, 17, 3,  17, 3,  9,  13, 5,
+                                       15, 11, 1,  7,  21, 19, 1,  9};
+  CHECK(take_rows(it, 6) == expected);
+}
+
+TEST_CASE("a batch refilled every step keeps its memory once it has grown",
+          "[core][dataset]") {
+  auto data = numbered_rows(50);
+  batch_iterator it{data, input_context{1, 0}, 8, 2};
+  example_batch batch;
+  // Warm up: the largest batch of tags is 8 rows x 2 keys.
+  for (int k = 0; k < 20; ++k)
+    it.next(batch);
+  batch.fields[0].keys.reserve(16);
+  batch.fields[0].values.reserve(16);
+  const auto* dense = batch.dense.data();
+  const auto* keys = batch.fields[0].keys.data();
+  const auto* values = batch.fields[0].values.data();
+  const auto* offsets = batch.fields[0].offsets.data();
+  const auto* labels = batch.labels.data();
+  for (int k = 0; k < 50; ++k) {
+    it.next(batch);
+    REQUIRE(batch.dense.data() == dense);
+    REQUIRE(batch.fields[0].keys.data() == keys);
+    REQUIRE(batch.fields[0].values.data() == values);
+    REQUIRE(batch.fields[0].offsets.data() == offsets);
+    REQUIRE(batch.labels.data() == labels);
+  }
+}
+
+TEST_CASE("load_idx_dataset gives dense multiclass examples without fields",
+          "[core][dataset]") {
+  actorps::test::temp_dir dir{"dataset_idx"};
+  idx_array images{{3, 2, 2}, {0, 51, 102, 255, 1, 2, 3, 4, 5, 6, 7, 8}};
+  idx_array labels{{3}, {2, 0, 9}};
+  write_idx_gz(dir.file("img.gz"), images);
+  write_idx_gz(dir.file("lab.gz"), labels);
+  auto ds = load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 10);
+  CHECK(ds.schema.dense_dim == 4);
+  CHECK(ds.schema.fields.empty());
+  CHECK(ds.schema.labels == label_kind::multiclass);
+  CHECK(ds.schema.classes == 10);
+  CHECK(ds.rows() == 3);
+  CHECK_NOTHROW(ds.examples.check("idx"));
+  CHECK(ds.examples.fields.empty());
+  CHECK(ds.examples.dense[1] == Approx(0.2f));
+  CHECK(ds.examples.dense[3] == 1.0f);
+  CHECK(ds.examples.labels == std::vector<int32_t>{2, 0, 9});
+  auto two = load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 10, 2);
+  CHECK(two.rows() == 2);
+  CHECK(two.examples.dense.size() == 8);
+  CHECK_THROWS_AS(load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 5),
+                  input_error);
+}
+
+TEST_CASE("example_batch::check names the first broken invariant",
+          "[core][dataset]") {
+  auto good = numbered_rows(4)->examples;
+  CHECK_NOTHROW(good.check("b"));
+  auto bad_dense = good;
+  bad_dense.dense.pop_back();
+  CHECK_THROWS_WITH(bad_dense.check("b"), Catch::StartsWith("b: 7 dense"));
+  auto bad_labels = good;
+  bad_labels.labels.push_back(0);
+  CHECK_THROWS_WITH(bad_labels.check("b"), Catch::Contains("5 labels"));
+  auto bad_offsets = good;
+  bad_offsets.fields[0].offsets[2] = 9;
+  CHECK_THROWS_WITH(bad_offsets.check("b"), Catch::Contains("decrease"));
+  auto bad_end = good;
+  bad_end.fields[0].keys.push_back(1);
+  CHECK_THROWS_WITH(bad_end.check("b"), Catch::Contains("keys"));
+  auto bad_values = good;
+  bad_values.fields[0].values.pop_back();
+  CHECK_THROWS_WITH(bad_values.check("b"), Catch::Contains("values"));
 }

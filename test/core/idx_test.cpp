@@ -272,26 +272,26 @@ TEST_CASE("load_idx_dataset scales pixels to [0, 1] and keeps the labels",
   write_idx_gz(dir.file("img.gz"), images);
   write_idx_gz(dir.file("lab.gz"), labels);
   auto data = load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 3);
-  CHECK(data.rows == 3);
-  CHECK(data.dim == 4);
-  CHECK(data.classes == 3);
-  CHECK(data.labels == std::vector<int32_t>{0, 2, 1});
-  REQUIRE(data.features.size() == 12);
-  CHECK(data.features[0] == 0.0f);
-  CHECK(data.features[1] == 1.0f);
-  CHECK(data.features[2] == Approx(0.2f));
-  CHECK(data.features[3] == Approx(0.4f));
-  CHECK(data.features[11] == Approx(254.0 / 255.0));
-  for (size_t i = 0; i < data.features.size(); ++i) {
+  CHECK(data.rows() == 3);
+  CHECK(data.schema.dense_dim == 4);
+  CHECK(data.schema.classes == 3);
+  CHECK(data.examples.labels == std::vector<int32_t>{0, 2, 1});
+  REQUIRE(data.examples.dense.size() == 12);
+  CHECK(data.examples.dense[0] == 0.0f);
+  CHECK(data.examples.dense[1] == 1.0f);
+  CHECK(data.examples.dense[2] == Approx(0.2f));
+  CHECK(data.examples.dense[3] == Approx(0.4f));
+  CHECK(data.examples.dense[11] == Approx(254.0 / 255.0));
+  for (size_t i = 0; i < data.examples.dense.size(); ++i) {
     INFO("feature " << i);
-    CHECK(data.features[i] >= 0.0f);
-    CHECK(data.features[i] <= 1.0f);
+    CHECK(data.examples.dense[i] >= 0.0f);
+    CHECK(data.examples.dense[i] <= 1.0f);
   }
   // With a limit, the first rows only.
   auto two = load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 3, 2);
-  CHECK(two.rows == 2);
-  CHECK(two.features.size() == 8);
-  CHECK(two.labels == std::vector<int32_t>{0, 2});
+  CHECK(two.rows() == 2);
+  CHECK(two.examples.dense.size() == 8);
+  CHECK(two.examples.labels == std::vector<int32_t>{0, 2});
 }
 
 TEST_CASE("load_idx_dataset rejects mismatched or out-of-range files",
@@ -328,7 +328,7 @@ TEST_CASE("load_idx_dataset rejects mismatched or out-of-range files",
       load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 3),
       Catch::Contains(dir.file("lab.gz")) && Catch::Contains("label 3"));
     // With 4 classes the same file is fine.
-    CHECK(load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 4).rows
+    CHECK(load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 4).rows()
           == 3);
   }
 

@@ -9,8 +9,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "core/dataset.hpp"
 #include "core/error.hpp"
+#include "core/example_batch.hpp"
 
 using namespace actorps;
 
@@ -75,6 +75,28 @@ reference_pass reference_forward(const std::vector<uint64_t>& layers,
   return result;
 }
 
+/// A batch of dense examples: rows x dim features, one label each.
+example_batch make_batch(std::vector<float> x, std::vector<int32_t> y,
+                         uint64_t dim) {
+  uint64_t rows = y.size();
+  return example_batch{rows, dim, std::move(x), {}, std::move(y)};
+}
+
+/// Rows [begin, end) of `src`.
+example_batch slice(const example_batch& src, uint64_t begin, uint64_t end) {
+  example_batch b;
+  b.reset(src.dense_dim, src.fields.size());
+  for (auto r = begin; r < end; ++r)
+    b.append_row(src, r);
+  return b;
+}
+
+/// What an mlp computes with: its dense parameters and no tables.
+model_inputs inputs(const std::vector<float>& params) {
+  static std::vector<table_lookup> no_tables;
+  return model_inputs{params.data(), &no_tables};
+}
+
 /// Random inputs in [-1, 1], random labels, Glorot kernels and (unlike a fresh
 /// model) random biases, so that bias gradients are checked away from 0.
 /// With a `kink_margin`, inputs and biases are drawn again until every hidden
@@ -91,7 +113,7 @@ struct problem {
   problem(std::vector<uint64_t> widths, uint64_t batch, uint64_t seed,
           double kink_margin = 0)
     : layers(widths), net(widths), rows(batch) {
-    params.resize(net.num_parameters());
+    params.resize(net.dense_parameters());
     net.initialize(params.data(), seed);
     std::mt19937_64 rng{seed + 1000};
     std::uniform_real_distribution<float> unit{-1.0f, 1.0f};
@@ -117,8 +139,8 @@ struct problem {
                   < kink_margin);
   }
 
-  batch_view batch() const {
-    return batch_view{x.data(), y.data(), rows};
+  example_batch batch() const {
+    return make_batch(x, y, layers.front());
   }
 };
 
@@ -147,9 +169,10 @@ bool within_tolerance(double analytic, double numeric) {
 
 gradient_report check_gradient(problem& pr) {
   auto ws = pr.net.make_workspace(pr.rows);
+  auto batch = pr.batch();
   std::vector<float> grad(pr.params.size(),
                           std::numeric_limits<float>::quiet_NaN());
-  pr.net.loss_and_gradient(pr.params.data(), pr.batch(), grad.data(), *ws);
+  pr.net.loss_and_gradient(inputs(pr.params), batch, grad.data(), *ws);
   auto base = reference_forward(pr.layers, pr.params, pr.x.data(), pr.rows);
   gradient_report report;
   std::vector<float> scratch(pr.params.size());
@@ -160,12 +183,12 @@ gradient_report check_gradient(problem& pr) {
     pr.params[k] = w + h;
     auto plus_ref = reference_forward(pr.layers, pr.params, pr.x.data(),
                                       pr.rows);
-    double plus = pr.net.loss_and_gradient(pr.params.data(), pr.batch(),
+    double plus = pr.net.loss_and_gradient(inputs(pr.params), batch,
                                            scratch.data(), *ws);
     pr.params[k] = w - h;
     auto minus_ref = reference_forward(pr.layers, pr.params, pr.x.data(),
                                        pr.rows);
-    double minus = pr.net.loss_and_gradient(pr.params.data(), pr.batch(),
+    double minus = pr.net.loss_and_gradient(inputs(pr.params), batch,
                                             scratch.data(), *ws);
     pr.params[k] = w;
     // Along one parameter every pre-activation is piecewise linear, with
@@ -243,7 +266,7 @@ TEST_CASE("the mlp's loss is the mean softmax cross-entropy of an "
   problem pr{{6, 5, 4, 3}, 8, 11};
   auto ws = pr.net.make_workspace(pr.rows);
   std::vector<float> grad(pr.params.size());
-  double loss = pr.net.loss_and_gradient(pr.params.data(), pr.batch(),
+  double loss = pr.net.loss_and_gradient(inputs(pr.params), pr.batch(),
                                          grad.data(), *ws);
   auto ref = reference_forward(pr.layers, pr.params, pr.x.data(), pr.rows);
   double expected = 0;
@@ -254,7 +277,7 @@ TEST_CASE("the mlp's loss is the mean softmax cross-entropy of an "
   // A workspace larger than the batch gives the same numbers.
   auto big = pr.net.make_workspace(3 * pr.rows);
   std::vector<float> grad2(pr.params.size());
-  CHECK(pr.net.loss_and_gradient(pr.params.data(), pr.batch(), grad2.data(),
+  CHECK(pr.net.loss_and_gradient(inputs(pr.params), pr.batch(), grad2.data(),
                                  *big)
         == loss);
   CHECK(grad2 == grad);
@@ -267,26 +290,19 @@ TEST_CASE("the loss of a confidently wrong prediction is finite",
   // past where e^-200 underflows in float.
   mlp net{{2, 2}};
   std::vector<float> params{0, 0, 0, 0, 0.0f, 200.0f};
-  std::vector<float> x{0.5f, -0.5f};
-  std::vector<int32_t> y{0};
+  auto batch = make_batch({0.5f, -0.5f}, {0}, 2);
   auto ws = net.make_workspace(1);
   std::vector<float> grad(params.size());
-  double loss = net.loss_and_gradient(params.data(), batch_view{x.data(),
-                                                                y.data(), 1},
-                                      grad.data(), *ws);
+  double loss = net.loss_and_gradient(inputs(params), batch, grad.data(), *ws);
   CHECK(loss == Approx(200.0));
   // d loss / d bias = softmax - onehot = (-1, 1).
   CHECK(grad[4] == Approx(-1.0));
   CHECK(grad[5] == Approx(1.0));
-  dataset data;
-  data.rows = 1;
-  data.dim = 2;
-  data.classes = 2;
-  data.features = x;
-  data.labels = y;
-  auto result = net.evaluate(params.data(), data, 0, 1, *ws);
-  CHECK(result.loss_sum == Approx(200.0));
-  CHECK(result.correct == 0);
+  eval_accumulator acc;
+  net.evaluate(inputs(params), batch, acc, *ws);
+  CHECK(acc.loss_sum == Approx(200.0));
+  CHECK(acc.count == 1);
+  CHECK(acc.correct == 0);
 }
 
 TEST_CASE("the mlp names and shapes its variables as Keras' Dense layers",
@@ -311,7 +327,7 @@ TEST_CASE("the mlp names and shapes its variables as Keras' Dense layers",
   }
   CHECK(net.input_dim() == 784);
   CHECK(net.classes() == 10);
-  CHECK(net.num_parameters()
+  CHECK(net.dense_parameters()
         == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
 }
 
@@ -327,7 +343,7 @@ TEST_CASE("initialize is deterministic per seed, Glorot-uniform for kernels "
           "[models][mlp]") {
   const std::vector<uint64_t> layers{784, 256, 128, 10};
   mlp net{layers};
-  std::vector<float> a(net.num_parameters()), b(a.size()), c(a.size());
+  std::vector<float> a(net.dense_parameters()), b(a.size()), c(a.size());
   net.initialize(a.data(), 42);
   net.initialize(b.data(), 42);
   net.initialize(c.data(), 43);
@@ -364,40 +380,52 @@ TEST_CASE("evaluate counts the examples and the arg-max hits of a manual "
           "[models][mlp]") {
   const std::vector<uint64_t> layers{5, 4, 3};
   mlp net{layers};
-  std::vector<float> params(net.num_parameters());
+  std::vector<float> params(net.dense_parameters());
   net.initialize(params.data(), 7);
-  dataset data;
-  data.rows = 7;
-  data.dim = 5;
-  data.classes = 3;
   std::mt19937 rng{8};
   std::uniform_real_distribution<float> unit{0.0f, 1.0f};
-  for (uint64_t i = 0; i < data.rows * data.dim; ++i)
-    data.features.push_back(unit(rng));
-  auto ref = reference_forward(layers, params, data.features.data(), data.rows);
+  std::vector<float> x;
+  for (uint64_t i = 0; i < 7 * 5; ++i)
+    x.push_back(unit(rng));
+  auto ref = reference_forward(layers, params, x.data(), 7);
   // Even rows labelled with their arg-max class, odd rows with another:
   // 4 of 7 right.
-  for (uint64_t r = 0; r < data.rows; ++r) {
+  std::vector<int32_t> y;
+  for (uint64_t r = 0; r < 7; ++r) {
     auto best = static_cast<int32_t>(ref.argmax(r));
-    data.labels.push_back(r % 2 == 0 ? best : (best + 1) % 3);
+    y.push_back(r % 2 == 0 ? best : (best + 1) % 3);
   }
+  auto data = make_batch(x, y, 5);
   double expected_loss = 0;
   for (uint64_t r = 0; r < data.rows; ++r)
     expected_loss += ref.loss(r, data.labels[r]);
-  // A workspace of 3 rows: chunks of 3, 3 and 1.
+  // A workspace of 3 rows: batches of 3, 3 and 1 into one accumulator.
   auto ws = net.make_workspace(3);
-  auto all = net.evaluate(params.data(), data, 0, data.rows, *ws);
+  eval_accumulator all;
+  for (uint64_t begin = 0; begin < data.rows; begin += 3)
+    net.evaluate(inputs(params), slice(data, begin, std::min(begin + 3, 7ul)),
+                 all, *ws);
   CHECK(all.count == 7);
   CHECK(all.correct == 4);
   CHECK(all.accuracy() == Approx(4.0 / 7.0));
   CHECK(all.loss_sum == Approx(expected_loss).epsilon(1e-5));
   CHECK(all.mean_loss() == Approx(expected_loss / 7).epsilon(1e-5));
+  // The mlp reports them as multiclass metrics, the loss first.
+  auto metrics = net.metrics(all);
+  REQUIRE(metrics.size() == 2);
+  CHECK(metrics[0].first == "test_loss");
+  CHECK(metrics[0].second == Approx(expected_loss / 7).epsilon(1e-5));
+  CHECK(metrics[1].first == "test_accuracy");
+  CHECK(metrics[1].second == Approx(4.0 / 7.0));
   // Rows [1, 5): odd rows 1 and 3 wrong, even rows 2 and 4 right.
-  auto part = net.evaluate(params.data(), data, 1, 5, *ws);
+  eval_accumulator part;
+  net.evaluate(inputs(params), slice(data, 1, 4), part, *ws);
+  net.evaluate(inputs(params), slice(data, 4, 5), part, *ws);
   CHECK(part.count == 4);
   CHECK(part.correct == 2);
   // Nothing to evaluate.
-  auto none = net.evaluate(params.data(), data, 3, 3, *ws);
+  eval_accumulator none;
+  net.evaluate(inputs(params), slice(data, 3, 3), none, *ws);
   CHECK(none.count == 0);
   CHECK(none.accuracy() == 0.0);
 }

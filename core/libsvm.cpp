@@ -1,0 +1,216 @@
+#include "core/libsvm.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include "core/error.hpp"
+
+namespace actorps {
+
+namespace {
+
+/// Reads a plain or gzip-compressed text file line by line through one fixed
+/// buffer: a line is a view into the buffer, valid until the next call. Lines
+/// longer than `max_line` are an error before anything is allocated for them.
+class line_reader {
+public:
+  line_reader(const std::string& path, uint64_t max_line)
+    : path_(path), max_line_(max_line), buf_(4 * max_line + 65536) {
+    f_ = gzopen(path.c_str(), "rb");
+    if (f_ == nullptr)
+      throw input_error(fmt::format("{}: cannot open file (missing or not "
+                                    "readable)",
+                                    path));
+    gzbuffer(f_, 256 * 1024);
+  }
+
+  ~line_reader() {
+    if (f_ != nullptr)
+      gzclose(f_);
+  }
+
+  line_reader(const line_reader&) = delete;
+  line_reader& operator=(const line_reader&) = delete;
+
+  /// The next line without its "\n" (or "\r\n"); false at the end.
+  bool next(std::string_view& line) {
+    for (;;) {
+      auto* first = buf_.data() + begin_;
+      auto* nl = static_cast<char*>(std::memchr(first, '\n', end_ - begin_));
+      if (nl != nullptr || (eof_ && begin_ < end_)) {
+        size_t len = nl != nullptr ? static_cast<size_t>(nl - first)
+                                   : end_ - begin_;
+        ++line_no_;
+        if (len > max_line_)
+          too_long();
+        begin_ += len + (nl != nullptr ? 1 : 0);
+        if (len > 0 && first[len - 1] == '\r')
+          --len;
+        line = std::string_view{first, len};
+        return true;
+      }
+      if (eof_)
+        return false;
+      if (end_ - begin_ > max_line_) {
+        ++line_no_;
+        too_long();
+      }
+      std::memmove(buf_.data(), first, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+      fill();
+    }
+  }
+
+  /// 1-based number of the line last returned.
+  uint64_t line_no() const noexcept {
+    return line_no_;
+  }
+
+private:
+  void fill() {
+    auto room = static_cast<unsigned>(buf_.size() - end_);
+    int got = gzread(f_, buf_.data() + end_, room);
+    if (got < 0) {
+      int code = 0;
+      const char* msg = gzerror(f_, &code);
+      throw input_error(fmt::format("{}: corrupt compressed data after line "
+                                    "{} ({})",
+                                    path_, line_no_, msg ? msg : "unknown"));
+    }
+    if (got == 0) {
+      // A truncated gzip stream ends with 0 and Z_BUF_ERROR ("unexpected end
+      // of file"), not with -1.
+      int code = 0;
+      const char* msg = gzerror(f_, &code);
+      if (code != Z_OK)
+        throw input_error(fmt::format("{}: truncated or corrupt compressed "
+                                      "data after line {} ({})",
+                                      path_, line_no_,
+                                      msg ? msg : "unknown"));
+      eof_ = true;
+    }
+    end_ += static_cast<size_t>(got);
+  }
+
+  [[noreturn]] void too_long() const {
+    throw input_error(fmt::format("{}:{}: line is longer than {} bytes "
+                                  "({} MiB), not a LIBSVM example",
+                                  path_, line_no_, max_line_,
+                                  max_line_ >> 20));
+  }
+
+  const std::string& path_;
+  uint64_t max_line_;
+  gzFile f_ = nullptr;
+  std::vector<char> buf_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+  bool eof_ = false;
+  uint64_t line_no_ = 0;
+};
+
+bool blank(char c) {
+  return c == ' ' || c == '\t';
+}
+
+/// A token for an error message, shortened if long.
+std::string quote(std::string_view tok) {
+  if (tok.size() > 40)
+    return fmt::format("\"{}...\"", tok.substr(0, 40));
+  return fmt::format("\"{}\"", tok);
+}
+
+/// Parses all of `tok` as a number (an optional leading '+' allowed).
+template <class T>
+bool parse_number(std::string_view tok, T& out) {
+  // from_chars takes no '+'; it rejects a second one, and '-' for unsigned.
+  if (!tok.empty() && tok.front() == '+')
+    tok.remove_prefix(1);
+  auto [end, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), out);
+  return ec == std::errc{} && end == tok.data() + tok.size();
+}
+
+} // namespace
+
+dataset load_libsvm(const std::string& path, uint64_t num_features,
+                    bool one_based, uint64_t limit) {
+  if (num_features == 0)
+    throw input_error(fmt::format("{}: num_features must be at least 1",
+                                  path));
+  line_reader in{path, libsvm_max_line};
+  dataset result;
+  result.schema.dense_dim = 0;
+  result.schema.fields.push_back(field_schema{"features", num_features, true});
+  result.schema.labels = label_kind::binary;
+  result.schema.classes = 2;
+  auto& ex = result.examples;
+  ex.reset(0, 1);
+  auto& feat = ex.fields[0];
+  const uint64_t base = one_based ? 1 : 0;
+  const uint64_t last = num_features - 1 + base;
+  std::string_view line;
+  while ((limit == 0 || ex.rows < limit) && in.next(line)) {
+    auto fail = [&](const std::string& what) {
+      throw input_error(fmt::format("{}:{}: {}", path, in.line_no(), what));
+    };
+    size_t i = 0;
+    auto next_token = [&](std::string_view& tok) {
+      while (i < line.size() && blank(line[i]))
+        ++i;
+      size_t start = i;
+      while (i < line.size() && !blank(line[i]))
+        ++i;
+      tok = line.substr(start, i - start);
+      return !tok.empty();
+    };
+    std::string_view tok;
+    if (!next_token(tok))
+      continue; // empty line
+    double label = 0;
+    if (!parse_number(tok, label) || (label != 1 && label != -1 && label != 0))
+      fail(fmt::format("label {} is not one of +1, 1, -1, 0", quote(tok)));
+    auto prev = std::numeric_limits<uint64_t>::max(); // none yet
+    while (next_token(tok)) {
+      auto colon = tok.find(':');
+      if (colon == std::string_view::npos)
+        fail(fmt::format("expected index:value, got {}", quote(tok)));
+      uint64_t index = 0;
+      float value = 0;
+      if (!parse_number(tok.substr(0, colon), index))
+        fail(fmt::format("index {} is not a whole number",
+                         quote(tok.substr(0, colon))));
+      if (!parse_number(tok.substr(colon + 1), value) || !std::isfinite(value))
+        fail(fmt::format("value {} of index {} is not a finite number",
+                         quote(tok.substr(colon + 1)), index));
+      if (index < base)
+        fail(fmt::format("index {} is below the first index {} ({}-based "
+                         "file)",
+                         index, base, base));
+      if (index > last)
+        fail(fmt::format("index {} is above the last feature {} "
+                         "(num_features {})",
+                         index, last, num_features));
+      if (prev != std::numeric_limits<uint64_t>::max() && index <= prev)
+        fail(fmt::format("index {} after {}: indices must be strictly "
+                         "ascending",
+                         index, prev));
+      prev = index;
+      feat.keys.push_back(index - base);
+      feat.values.push_back(value);
+    }
+    feat.offsets.push_back(feat.keys.size());
+    ex.labels.push_back(label == 1 ? 1 : 0);
+    ++ex.rows;
+  }
+  return result;
+}
+
+} // namespace actorps

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dataset.hpp"
+
+namespace actorps {
+
+/// Longest line the LIBSVM reader accepts, in bytes (newline excluded).
+inline constexpr uint64_t libsvm_max_line = uint64_t{1} << 20;
+
+/// Reads a LIBSVM text file ("label index:value index:value ...", one example
+/// a line; https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/), plain or
+/// gzip-compressed (zlib reads both), as a binary dataset.
+///
+/// The result has no dense features and one weighted sparse field,
+/// "features", with vocabulary `num_features`: index i of a line becomes key
+/// i - 1 when `one_based` (the LIBSVM convention) or key i otherwise, with
+/// its value. Labels +1 and 1 become 1, -1 and 0 become 0. Empty lines (and
+/// lines of blanks) are skipped; "\r\n" line ends are accepted. A line may
+/// have no index:value pair at all (an all-zero example).
+///
+/// @param num_features  the number of features (keys are in
+///                      [0, num_features)); at least 1.
+/// @param limit         keep the first `limit` examples (0 = all); the rest of
+///                      the file is not read.
+/// @throws input_error "PATH: cannot open ..." for a missing or unreadable
+///         file, "PATH: [truncated or ]corrupt compressed data ..." for a
+///         broken gzip stream,
+///         and "PATH:LINE: ..." (LINE 1-based) for: a label whose value is
+///         not one of +1, 1, -1, 0 ("1.0" is 1); a token without ':'; an index or value that is not a
+///         number; an index below the base (0 when one_based) or above the
+///         last feature; indices not strictly ascending within the line; a
+///         line longer than libsvm_max_line bytes (not allocated). No dataset
+///         is returned on error.
+dataset load_libsvm(const std::string& path, uint64_t num_features,
+                    bool one_based = true, uint64_t limit = 0);
+
+} // namespace actorps

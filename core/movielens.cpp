@@ -1,0 +1,345 @@
+#include "core/movielens.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <csv.h>
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace actorps {
+
+namespace {
+
+/// The columns the reader uses, in this order.
+constexpr std::array<const char*, 6> needed
+  = {"movieId", "year", "genres", "userId", "rating", "timestamp"};
+enum column : int { c_movie, c_year, c_genres, c_user, c_rating, c_time };
+constexpr int unused = -1;
+
+/// One rating as read.
+struct rating_row {
+  uint64_t user = 0;
+  uint64_t movie = 0;
+  int64_t timestamp = 0;
+  float rating = 0;
+  uint32_t year = 0;   // 0: NA
+  uint32_t genres = 0; // index into csv_state::combos
+};
+
+/// What the libcsv callbacks fill. They never throw (libcsv is C): the first
+/// error is kept in `error` and ends the parse after the current line.
+struct csv_state {
+  std::string path;
+  uint64_t line = 0;         // physical line being fed to libcsv
+  uint64_t record_line = 0;  // line where the current record starts
+  size_t field = 0;          // index of the next field in the record
+  bool header_done = false;
+  size_t columns = 0;        // columns of the header
+  std::vector<int> role;     // header column -> column, or unused
+  std::string error;
+  rating_row row;
+  std::vector<rating_row> rows;
+  // Distinct genre lists ("Action|Comedy"), numbered in order of appearance.
+  std::unordered_map<std::string, uint32_t> combo_ids;
+  std::vector<std::string> combos;
+  std::string scratch;
+  std::vector<std::string> header;
+
+  void fail(std::string what) {
+    if (error.empty())
+      error = fmt::format("{}:{}: {}", path, record_line, what);
+  }
+};
+
+std::string quote(std::string_view s) {
+  if (s.size() > 40)
+    return fmt::format("\"{}...\"", s.substr(0, 40));
+  return fmt::format("\"{}\"", s);
+}
+
+template <class T>
+bool parse_all(std::string_view s, T& out) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && end == s.data() + s.size() && !s.empty();
+}
+
+void on_field(void* data, size_t len, void* user) {
+  auto& st = *static_cast<csv_state*>(user);
+  auto index = st.field++;
+  if (!st.error.empty())
+    return;
+  std::string_view s{data != nullptr ? static_cast<const char*>(data) : "",
+                     len};
+  if (!st.header_done) {
+    st.header.emplace_back(s);
+    return;
+  }
+  if (index >= st.columns)
+    return; // counted; reported at the end of the record
+  switch (st.role[index]) {
+    case c_movie:
+      if (!parse_all(s, st.row.movie))
+        st.fail(fmt::format("movieId {} is not a whole number", quote(s)));
+      break;
+    case c_user:
+      if (!parse_all(s, st.row.user))
+        st.fail(fmt::format("userId {} is not a whole number", quote(s)));
+      break;
+    case c_year:
+      if (s == "NA")
+        st.row.year = 0;
+      else if (!parse_all(s, st.row.year))
+        st.fail(fmt::format("year {} is neither a whole number nor NA",
+                            quote(s)));
+      break;
+    case c_rating: {
+      double r = 0;
+      if (!parse_all(s, r) || !std::isfinite(r))
+        st.fail(fmt::format("rating {} is not a number", quote(s)));
+      st.row.rating = static_cast<float>(r);
+      break;
+    }
+    case c_time:
+      if (!parse_all(s, st.row.timestamp))
+        st.fail(fmt::format("timestamp {} is not an integer", quote(s)));
+      break;
+    case c_genres: {
+      st.scratch.assign(s);
+      auto [it, fresh] = st.combo_ids.try_emplace(
+        st.scratch, static_cast<uint32_t>(st.combos.size()));
+      if (fresh)
+        st.combos.push_back(st.scratch);
+      st.row.genres = it->second;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void on_record(int, void* user) {
+  auto& st = *static_cast<csv_state*>(user);
+  auto fields = st.field;
+  st.field = 0;
+  if (!st.error.empty())
+    return;
+  if (!st.header_done) {
+    st.header_done = true;
+    st.columns = fields;
+    st.role.assign(fields, unused);
+    for (size_t c = 0; c < needed.size(); ++c) {
+      auto it = std::find(st.header.begin(), st.header.end(), needed[c]);
+      if (it == st.header.end()) {
+        st.fail(fmt::format("the header has no column {} (it needs "
+                            "movieId, year, genres, userId, rating, "
+                            "timestamp; got: {})",
+                            needed[c], fmt::join(st.header, ",")));
+        return;
+      }
+      st.role[static_cast<size_t>(it - st.header.begin())]
+        = static_cast<int>(c);
+    }
+    return;
+  }
+  if (fields != st.columns) {
+    st.fail(fmt::format("expected {} columns as in the header, got {}",
+                        st.columns, fields));
+    return;
+  }
+  st.rows.push_back(st.row);
+  st.row = rating_row{};
+}
+
+/// The whole file, or input_error.
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    throw input_error(fmt::format("{}: cannot open file (missing or not "
+                                  "readable)",
+                                  path));
+  std::string text;
+  char buf[1 << 16];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0)
+    text.append(buf, got);
+  bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad)
+    throw input_error(fmt::format("{}: cannot read file", path));
+  return text;
+}
+
+/// Parses `text` with libcsv, one physical line per call so that errors can
+/// name the line.
+void parse_csv(const std::string& text, csv_state& st) {
+  csv_parser p;
+  if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0)
+    throw std::bad_alloc();
+  struct guard {
+    csv_parser* p;
+    ~guard() {
+      csv_free(p);
+    }
+  } g{&p};
+  size_t pos = 0;
+  while (pos < text.size() && st.error.empty()) {
+    auto nl = text.find('\n', pos);
+    auto end = nl == std::string::npos ? text.size() : nl + 1;
+    ++st.line;
+    if (st.field == 0)
+      st.record_line = st.line;
+    if (csv_parse(&p, text.data() + pos, end - pos, on_field, on_record, &st)
+        != end - pos) {
+      st.fail(fmt::format("malformed CSV ({})",
+                          csv_strerror(csv_error(&p))));
+      break;
+    }
+    pos = end;
+  }
+  if (st.error.empty()
+      && csv_fini(&p, on_field, on_record, &st) != 0)
+    st.fail(fmt::format("malformed CSV at the end of the file ({})",
+                        csv_strerror(csv_error(&p))));
+  if (!st.error.empty())
+    throw input_error(st.error);
+}
+
+/// An empty dataset with the schema of `schema`.
+dataset empty_like(const data_schema& schema) {
+  dataset ds;
+  ds.schema = schema;
+  ds.examples.reset(0, schema.fields.size());
+  return ds;
+}
+
+} // namespace
+
+movielens_data read_movielens_csv(const std::string& path) {
+  csv_state st;
+  st.path = path;
+  auto text = read_file(path);
+  st.rows.reserve(text.size() / 64);
+  parse_csv(text, st);
+  if (!st.header_done)
+    throw input_error(fmt::format("{}: empty file (no header)", path));
+  if (st.rows.empty())
+    throw input_error(fmt::format("{}: no ratings", path));
+  const auto& rows = st.rows;
+  const auto n = rows.size();
+
+  // Genre names in sorted order; each distinct list -> its sorted key set.
+  std::map<std::string, uint64_t> names;
+  std::vector<std::vector<std::string_view>> split(st.combos.size());
+  for (size_t c = 0; c < st.combos.size(); ++c) {
+    std::string_view s = st.combos[c];
+    while (!s.empty()) {
+      auto bar = s.find('|');
+      auto name = s.substr(0, bar);
+      if (!name.empty()) {
+        split[c].push_back(name);
+        names.emplace(std::string{name}, 0);
+      }
+      s = bar == std::string_view::npos ? std::string_view{}
+                                        : s.substr(bar + 1);
+    }
+  }
+  uint64_t next_id = 0;
+  for (auto& kv : names)
+    kv.second = next_id++;
+  std::vector<std::vector<uint64_t>> combo_keys(st.combos.size());
+  for (size_t c = 0; c < split.size(); ++c) {
+    for (auto name : split[c])
+      combo_keys[c].push_back(names.find(std::string{name})->second);
+    std::sort(combo_keys[c].begin(), combo_keys[c].end());
+    combo_keys[c].erase(std::unique(combo_keys[c].begin(),
+                                    combo_keys[c].end()),
+                        combo_keys[c].end());
+  }
+
+  // The schema, over the whole file.
+  uint64_t max_user = 0, max_movie = 0;
+  uint32_t max_year = 0;
+  for (auto& r : rows) {
+    max_user = std::max(max_user, r.user);
+    max_movie = std::max(max_movie, r.movie);
+    max_year = std::max(max_year, r.year);
+  }
+  data_schema schema;
+  schema.dense_dim = 0;
+  schema.fields = {field_schema{"user", max_user + 1, false},
+                   field_schema{"movie", max_movie + 1, false},
+                   field_schema{"genres", names.size(), false},
+                   field_schema{"year", uint64_t{max_year} + 1, false}};
+  schema.labels = label_kind::binary;
+  schema.classes = 2;
+
+  // The split: per user by (timestamp, movieId, file order); the last
+  // max(1, round(0.2 n)) are test rows.
+  std::vector<uint32_t> order(n);
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const auto& x = rows[a];
+    const auto& y = rows[b];
+    if (x.user != y.user)
+      return x.user < y.user;
+    if (x.timestamp != y.timestamp)
+      return x.timestamp < y.timestamp;
+    if (x.movie != y.movie)
+      return x.movie < y.movie;
+    return a < b;
+  });
+  std::vector<uint8_t> is_test(n, 0);
+  for (size_t first = 0; first < n;) {
+    size_t last = first;
+    while (last < n && rows[order[last]].user == rows[order[first]].user)
+      ++last;
+    auto count = last - first;
+    auto n_test = std::max<size_t>(1, (count + 2) / 5);
+    for (size_t k = last - n_test; k < last; ++k)
+      is_test[order[k]] = 1;
+    first = last;
+  }
+
+  movielens_data result{empty_like(schema), empty_like(schema)};
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = rows[i];
+    auto& ex = is_test[i] ? result.test.examples : result.train.examples;
+    auto put = [&](size_t f, uint64_t key) {
+      ex.fields[f].keys.push_back(key);
+    };
+    put(0, r.user);
+    put(1, r.movie);
+    for (auto k : combo_keys[r.genres])
+      put(2, k);
+    put(3, r.year);
+    for (auto& f : ex.fields)
+      f.offsets.push_back(f.keys.size());
+    ex.labels.push_back(r.rating >= 4.0f ? 1 : 0);
+    ++ex.rows;
+  }
+  return result;
+}
+
+movielens_data load_movielens(const std::string& dir) {
+  auto path = dir + "/movielens.csv";
+  if (std::FILE* f = std::fopen(path.c_str(), "rb"); f != nullptr)
+    std::fclose(f);
+  else
+    throw input_error(fmt::format(
+      "{} not found: export it once with scripts/export_movielens.sh (needs "
+      "Debian's r-cran-dslabs: scripts/setup.sh installs it)",
+      path));
+  return read_movielens_csv(path);
+}
+
+} // namespace actorps

@@ -1,0 +1,25 @@
+// The update-rule registry: one line per rule, in the order update_rule_names()
+// lists them. A new rule is one file in core/rules/ plus one line here (and
+// its factory's declaration in rules.hpp).
+
+#include "core/rules/rules.hpp"
+
+namespace actorps::detail {
+
+namespace {
+
+const rule_entry registry[] = {
+  {"sgd", make_sgd},
+  {"momentum", make_momentum},
+  {"adagrad", make_adagrad},
+  {"adam", make_adam},
+  {"ftrl", make_ftrl},
+};
+
+} // namespace
+
+rule_list registered_rules() noexcept {
+  return {registry, sizeof(registry) / sizeof(registry[0])};
+}
+
+} // namespace actorps::detail

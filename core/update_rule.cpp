@@ -1,0 +1,132 @@
+#include "core/update_rule.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/rules/rules.hpp"
+
+namespace actorps {
+
+// -- update_rule ----------------------------------------------------------------
+
+update_rule::~update_rule() {
+  // nop
+}
+
+float update_rule::slot_init(size_t) const {
+  return 0.0f;
+}
+
+// -- registry -------------------------------------------------------------------
+
+std::unique_ptr<update_rule> make_update_rule(const optimizer_config& cfg,
+                                              const std::string& section) {
+  for (auto& entry : detail::registered_rules())
+    if (cfg.type == entry.name)
+      return entry.make(cfg, section);
+  std::string known;
+  for (auto& entry : detail::registered_rules())
+    known += (known.empty() ? "" : ", ") + std::string{entry.name};
+  throw input_error(fmt::format("{}.type: unknown update rule \"{}\" (known: "
+                                "{})",
+                                section, cfg.type, known));
+}
+
+std::vector<std::string> update_rule_names() {
+  std::vector<std::string> out;
+  for (auto& entry : detail::registered_rules())
+    out.emplace_back(entry.name);
+  return out;
+}
+
+void flush_denormals() {
+  detail::ensure_flush_denormals();
+}
+
+// -- rule_params ----------------------------------------------------------------
+
+namespace detail {
+
+rule_params::rule_params(const optimizer_config& cfg,
+                         const std::string& section, const char* rule)
+  : cfg_(cfg), section_(section), rule_(rule) {
+  // The same upper bound as the job config's other numbers; the lower bound
+  // is open: a rate of 0 (or below) would silently train nothing.
+  double lr = cfg.learning_rate;
+  if (!(lr > 0.0 && lr <= 1e6))
+    throw input_error(fmt::format("{}.learning_rate: {} is out of range (0, "
+                                  "{}]",
+                                  section_, lr, 1e6));
+}
+
+float rule_params::get(const char* field, double fallback, double lo,
+                       double hi) {
+  read_.emplace_back(field);
+  auto i = cfg_.params.find(field);
+  if (i == cfg_.params.end())
+    return static_cast<float>(fallback);
+  auto x = i->second;
+  if (!(x >= lo && x <= hi)) // NaN fails both
+    throw input_error(fmt::format("{}.{}: {} is out of range [{}, {}]",
+                                  section_, field, x, lo, hi));
+  return static_cast<float>(x);
+}
+
+bool rule_params::get_flag(const char* field, bool fallback) {
+  read_.emplace_back(field);
+  auto i = cfg_.params.find(field);
+  if (i == cfg_.params.end())
+    return fallback;
+  if (i->second != 0.0 && i->second != 1.0)
+    throw input_error(fmt::format("{}.{}: {} must be 0 or 1", section_, field,
+                                  i->second));
+  return i->second == 1.0;
+}
+
+void rule_params::finish() const {
+  for (auto& kv : cfg_.params)
+    if (std::find(read_.begin(), read_.end(), kv.first) == read_.end())
+      throw input_error(fmt::format("{}.{}: unknown field for {}", section_,
+                                    kv.first, rule_));
+}
+
+} // namespace detail
+
+// -- dense_region ---------------------------------------------------------------
+
+dense_region::dense_region(std::shared_ptr<const update_rule> rule)
+  : rule_(std::move(rule)) {
+  if (rule_) {
+    slots_.resize(rule_->slot_count());
+    slot_ptrs_.resize(slots_.size(), nullptr);
+  }
+}
+
+uint64_t dense_region::append(const float* init, size_t n) {
+  auto offset = values_.size();
+  values_.insert(values_.end(), init, init + n);
+  for (size_t s = 0; s < slots_.size(); ++s)
+    slots_[s].resize(values_.size(), rule_->slot_init(s));
+  for (size_t s = 0; s < slots_.size(); ++s)
+    slot_ptrs_[s] = slots_[s].data();
+  return offset;
+}
+
+void dense_region::apply(const float* g) {
+  assert(rule_ != nullptr);
+  // slots() hands out the buffers (checkpoint restore may replace them), so
+  // the pointers are taken again here: slot_count() loads, once per push.
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    assert(slots_[s].size() == values_.size());
+    slot_ptrs_[s] = slots_[s].data();
+  }
+  ++steps_;
+  rule_->apply(values_.data(), slot_ptrs_.data(), g, values_.size(), steps_);
+}
+
+} // namespace actorps

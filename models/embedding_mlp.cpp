@@ -1,0 +1,178 @@
+#include "models/embedding_mlp.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "models/binary_loss.hpp"
+
+namespace actorps {
+
+namespace {
+
+class embedding_workspace final : public model_workspace {
+public:
+  explicit embedding_workspace(dense_tower::workspace w)
+    : tower(std::move(w)) {
+    // nop
+  }
+
+  dense_tower::workspace tower;
+};
+
+/// The weight of occurrence i of row r in a field's combined vector.
+float weight_of(const example_batch::field& field, uint64_t r, uint64_t i,
+                bool mean) {
+  float v = field.values.empty() ? 1.0f : field.values[i];
+  if (mean) {
+    auto n = field.offsets[r + 1] - field.offsets[r];
+    v /= static_cast<float>(n);
+  }
+  return v;
+}
+
+} // namespace
+
+embedding_mlp::embedding_mlp(const data_schema& schema,
+                             std::vector<uint64_t> layers,
+                             uint64_t embedding_dim, bool mean,
+                             float init_scale)
+  : schema_(schema),
+    dim_(embedding_dim),
+    mean_(mean),
+    init_scale_(init_scale),
+    tower_(std::move(layers)) {
+  if (schema_.fields.empty())
+    throw input_error("model.type: embedding_mlp needs sparse fields in the "
+                      "data");
+  auto width = schema_.fields.size() * dim_ + schema_.dense_dim;
+  if (tower_.widths().front() != width)
+    throw input_error(fmt::format(
+      "model.layers[0]: must be {} ({} fields x embedding_dim {} + {} dense "
+      "features), got {}",
+      width, schema_.fields.size(), dim_, schema_.dense_dim,
+      tower_.widths().front()));
+  if (tower_.widths().back() != 1)
+    throw input_error(fmt::format("model.layers: the last width must be 1 "
+                                  "(one logit), got {}",
+                                  tower_.widths().back()));
+  check_schema(schema_);
+}
+
+std::vector<variable_def> embedding_mlp::variables() const {
+  std::vector<variable_def> result;
+  for (auto& f : schema_.fields)
+    result.push_back(variable_def::table("embedding/" + f.name, f.vocabulary,
+                                         dim_, init_scale_));
+  for (auto& v : tower_.variables())
+    result.push_back(v);
+  return result;
+}
+
+void embedding_mlp::check_schema(const data_schema& schema) const {
+  if (schema.labels != label_kind::binary)
+    throw input_error("model.type: embedding_mlp needs binary labels; this "
+                      "dataset's are multiclass");
+  if (schema.fields.size() != schema_.fields.size()
+      || schema.dense_dim != schema_.dense_dim)
+    throw input_error(fmt::format("data: the examples have {} fields and {} "
+                                  "dense features, the model was built for {} "
+                                  "and {}",
+                                  schema.fields.size(), schema.dense_dim,
+                                  schema_.fields.size(), schema_.dense_dim));
+}
+
+void embedding_mlp::initialize(float* dense, uint64_t seed) const {
+  std::mt19937_64 rng{seed};
+  tower_.initialize(dense, rng);
+}
+
+std::unique_ptr<model_workspace>
+embedding_mlp::make_workspace(uint64_t max_rows) const {
+  return std::make_unique<embedding_workspace>(
+    tower_.make_workspace(max_rows));
+}
+
+void embedding_mlp::collect_keys(const example_batch& batch,
+                                 std::vector<table_lookup>& tables) const {
+  for (size_t f = 0; f < schema_.fields.size(); ++f) {
+    auto& src = batch.fields[f];
+    tables[f].occurrences.assign(src.keys.begin(),
+                                 src.keys.begin() + src.offsets[batch.rows]);
+  }
+}
+
+void embedding_mlp::load_input(const model_inputs& in,
+                               const example_batch& batch,
+                               dense_tower::workspace& ws) const {
+  auto& tables = *in.tables;
+  auto& x = ws.act[0];
+  auto nf = schema_.fields.size();
+  for (uint64_t r = 0; r < batch.rows; ++r) {
+    float* out = x.data() + r * x.cols();
+    for (size_t f = 0; f < nf; ++f) {
+      auto& field = batch.fields[f];
+      auto& t = tables[f];
+      float* v = out + f * dim_;
+      std::fill(v, v + dim_, 0.0f);
+      for (auto i = field.offsets[r]; i < field.offsets[r + 1]; ++i) {
+        auto w = weight_of(field, r, i, mean_);
+        const float* row = t.row_of(i);
+        for (uint64_t j = 0; j < dim_; ++j)
+          v[j] += w * row[j];
+      }
+    }
+    const float* d = batch.dense.data() + r * schema_.dense_dim;
+    std::copy(d, d + schema_.dense_dim, out + nf * dim_);
+  }
+}
+
+double embedding_mlp::loss_and_gradient(const model_inputs& in,
+                                        const example_batch& batch,
+                                        float* dense_grad,
+                                        model_workspace& base) const {
+  auto& ws = static_cast<embedding_workspace&>(base).tower;
+  auto rows = static_cast<Eigen::Index>(batch.rows);
+  load_input(in, batch, ws);
+  tower_.forward(in.dense, ws, rows);
+  auto& z = ws.act.back();
+  auto& dz = ws.delta.back();
+  auto loss = binary_loss_and_delta(z.data(), z.cols(), batch.labels.data(),
+                                    batch.rows, dz.data());
+  tower_.backward(in.dense, ws, rows, dense_grad, true);
+  // d loss / d input -> each occurrence's row, scaled by its weight.
+  auto& tables = *in.tables;
+  auto& dx = ws.delta[0];
+  for (uint64_t r = 0; r < batch.rows; ++r) {
+    const float* g = dx.data() + r * dx.cols();
+    for (size_t f = 0; f < schema_.fields.size(); ++f) {
+      auto& field = batch.fields[f];
+      auto& t = tables[f];
+      for (auto i = field.offsets[r]; i < field.offsets[r + 1]; ++i) {
+        auto w = weight_of(field, r, i, mean_);
+        float* out = t.grad_of(i);
+        const float* gf = g + f * dim_;
+        for (uint64_t j = 0; j < dim_; ++j)
+          out[j] += w * gf[j];
+      }
+    }
+  }
+  return loss / static_cast<double>(batch.rows);
+}
+
+void embedding_mlp::evaluate(const model_inputs& in,
+                             const example_batch& batch,
+                             eval_accumulator& acc,
+                             model_workspace& base) const {
+  auto& ws = static_cast<embedding_workspace&>(base).tower;
+  load_input(in, batch, ws);
+  tower_.forward(in.dense, ws, static_cast<Eigen::Index>(batch.rows));
+  auto& z = ws.act.back();
+  add_binary_predictions(z.data(), z.cols(), batch.labels.data(), batch.rows,
+                         acc);
+}
+
+metric_list embedding_mlp::metrics(const eval_accumulator& acc) const {
+  return binary_metrics(acc);
+}
+
+} // namespace actorps

@@ -1,0 +1,61 @@
+#pragma once
+
+#include "models/dense_tower.hpp"
+#include "models/model.hpp"
+
+namespace actorps {
+
+/// A recommendation / click-through model in the style of the embedding +
+/// MLP family (Covington et al., "Deep Neural Networks for YouTube
+/// Recommendations", RecSys 2016; DLRM's embeddings-and-MLP path, Naumov et
+/// al., 2019, without its pairwise interactions): every sparse field of the
+/// data has an embedding table of `embedding_dim` floats; an example's keys of
+/// a field are combined (`combiner` mean or sum, weighted by the key's value
+/// if the field has values; a field without keys gives zeros); the fields'
+/// vectors and the dense features are concatenated (fields * dim + dense_dim
+/// floats) and fed to a dense tower (ReLU between layers) whose single output
+/// is a logit; binary cross-entropy loss.
+///
+/// Variables: `embedding/FIELD` (table: the field's vocabulary, or unbounded
+/// keys; rows start U(-init_scale, init_scale)), then the tower's
+/// `dense_i/kernel` and `dense_i/bias`.
+///
+/// Options (the model section): embedding_dim (16), combiner ("mean" |
+/// "sum", default mean), init_scale (0.05, Keras' Embedding default range);
+/// layers: the tower's widths, input first: fields * embedding_dim +
+/// dense_dim, ..., 1.
+class embedding_mlp final : public model {
+public:
+  /// @throws input_error naming the option: layers that do not start with
+  ///         the concatenated width or do not end in 1, an unknown combiner,
+  ///         a schema without fields or with multiclass labels.
+  embedding_mlp(const data_schema& schema, std::vector<uint64_t> layers,
+                uint64_t embedding_dim, bool mean, float init_scale);
+
+  std::vector<variable_def> variables() const override;
+  void check_schema(const data_schema& schema) const override;
+  void initialize(float* dense, uint64_t seed) const override;
+  std::unique_ptr<model_workspace>
+  make_workspace(uint64_t max_rows) const override;
+  void collect_keys(const example_batch& batch,
+                    std::vector<table_lookup>& tables) const override;
+  double loss_and_gradient(const model_inputs& in, const example_batch& batch,
+                           float* dense_grad,
+                           model_workspace& ws) const override;
+  void evaluate(const model_inputs& in, const example_batch& batch,
+                eval_accumulator& acc, model_workspace& ws) const override;
+  metric_list metrics(const eval_accumulator& acc) const override;
+
+private:
+  /// Fills the tower's input with the combined embeddings and dense features.
+  void load_input(const model_inputs& in, const example_batch& batch,
+                  dense_tower::workspace& ws) const;
+
+  data_schema schema_;
+  uint64_t dim_;
+  bool mean_;
+  float init_scale_;
+  dense_tower tower_;
+};
+
+} // namespace actorps

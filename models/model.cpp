@@ -1,0 +1,64 @@
+#include "models/model.hpp"
+
+#include <cmath>
+
+#include "models/binary_loss.hpp"
+
+namespace actorps {
+
+model_workspace::~model_workspace() = default;
+
+model::~model() = default;
+
+void model::collect_keys(const example_batch&,
+                         std::vector<table_lookup>&) const {
+  // No tables.
+}
+
+uint64_t model::dense_parameters() const {
+  uint64_t n = 0;
+  for (auto& v : variables())
+    n += v.size();
+  return n;
+}
+
+metric_list multiclass_metrics(const eval_accumulator& acc) {
+  return {{"test_loss", acc.mean_loss()}, {"test_accuracy", acc.accuracy()}};
+}
+
+metric_list binary_metrics(const eval_accumulator& acc) {
+  return {{"test_loss", acc.mean_loss()},
+          {"test_auc", roc_auc(acc.scores, acc.labels)},
+          {"test_accuracy", acc.accuracy()}};
+}
+
+double binary_loss_and_delta(const float* z, uint64_t stride,
+                             const int32_t* labels, uint64_t rows,
+                             float* dz) {
+  double loss = 0;
+  auto scale = 1.0 / static_cast<double>(rows);
+  for (uint64_t r = 0; r < rows; ++r) {
+    double x = z[r * stride];
+    loss += binary_log_loss(x, labels[r]);
+    dz[r * stride] = static_cast<float>((sigmoid(x) - labels[r]) * scale);
+  }
+  return loss;
+}
+
+void add_binary_predictions(const float* z, uint64_t stride,
+                            const int32_t* labels, uint64_t rows,
+                            eval_accumulator& acc) {
+  for (uint64_t r = 0; r < rows; ++r) {
+    double x = z[r * stride];
+    acc.loss_sum += binary_log_loss(x, labels[r]);
+    if ((x > 0) == (labels[r] == 1))
+      ++acc.correct;
+    // The logit as the score: AUC needs only the order, and probabilities
+    // saturate to equal floats near 0 and 1.
+    acc.scores.push_back(static_cast<float>(x));
+    acc.labels.push_back(labels[r]);
+  }
+  acc.count += rows;
+}
+
+} // namespace actorps

@@ -1,0 +1,195 @@
+#pragma once
+
+// What the parameter-server tests share (ps_actor_test.cpp, ps_table_test.cpp):
+// a deterministic actor system (caf-0.17-notes.md, section 10) and builders
+// of the messages. Send, run, assert: a reply is already queued when
+// sched.run() returns, so no receive here ever waits.
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "caf/actor_system.hpp"
+#include "caf/scheduler/test_coordinator.hpp"
+#include "caf/scoped_actor.hpp"
+#include "caf/send.hpp"
+
+#include "actors/ps_actor.hpp"
+#include "cluster/local_cluster.hpp"
+
+namespace actorps::test {
+
+inline std::vector<float> as_vector(const float_vector& v) {
+  return {v.begin(), v.end()};
+}
+
+inline float_buffer floats(std::vector<float> xs) {
+  return float_buffer{float_vector(xs.begin(), xs.end())};
+}
+
+/// A dense shard of `rows` x `cols` floats with initial `values`.
+inline create_shard dense_shard(std::string name, uint64_t rows, uint64_t cols,
+                                std::vector<float> values) {
+  create_shard s;
+  s.variable = std::move(name);
+  s.row_begin = 0;
+  s.row_end = rows;
+  s.cols = cols;
+  s.values = floats(std::move(values));
+  return s;
+}
+
+/// Shard `shard` of table `name`: rows of `dim` floats, keys below
+/// `vocabulary` (0: any), new rows U(-init_scale, init_scale) from `seed`.
+inline create_shard table_shard(std::string name, uint32_t shard, uint64_t dim,
+                                uint64_t vocabulary = 0,
+                                float init_scale = 0.5f, uint64_t seed = 42) {
+  create_shard s;
+  s.variable = std::move(name);
+  s.shard = shard;
+  s.table = true;
+  s.cols = dim;
+  s.vocabulary = vocabulary;
+  s.init_scale = init_scale;
+  s.seed = seed;
+  return s;
+}
+
+/// Keys of shard `shard` and (in a push) their row gradients.
+inline table_rows rows_of(uint32_t shard, std::vector<uint64_t> keys,
+                          std::vector<float> values = {}) {
+  return table_rows{shard, key_buffer{std::move(keys)},
+                    floats(std::move(values))};
+}
+
+/// A pull of the dense region only.
+inline pull_request dense_pull(uint32_t worker = no_worker) {
+  return pull_request{worker, true, {}, true};
+}
+
+/// A pull of table rows only (`create`: store missing rows).
+inline pull_request key_pull(std::vector<table_rows> tables,
+                             uint32_t worker = no_worker, bool create = true) {
+  return pull_request{worker, false, std::move(tables), create};
+}
+
+inline push_request make_push(uint64_t read_clock, uint64_t closure,
+                              std::vector<float> grad, uint32_t worker = 0,
+                              std::vector<table_rows> tables = {}) {
+  return push_request{read_clock, update_id{worker, 0, closure},
+                      floats(std::move(grad)), std::move(tables)};
+}
+
+inline ps_options options(optimizer_config dense, optimizer_config table,
+                          consistency mode = consistency::async,
+                          uint32_t workers = 1, uint64_t staleness = 0) {
+  return ps_options{0, std::move(dense), mode, workers, staleness,
+                    std::move(table)};
+}
+
+/// An actor system whose scheduler runs nothing until the test says so. The
+/// servers spawned through it are stopped when the test ends.
+struct deterministic {
+  system_config cfg;
+  caf::actor_system sys;
+  caf::scheduler::test_coordinator& sched;
+  caf::scoped_actor self;
+  std::vector<ps_actor> servers;
+
+  static system_config& prep(system_config& c) {
+    c.set("scheduler.policy", caf::atom("testing"));
+    return c;
+  }
+
+  deterministic()
+    : sys(prep(cfg)),
+      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
+      self(sys) {
+    // nop
+  }
+
+  ~deterministic() {
+    for (auto& ps : servers)
+      caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  ps_actor spawn(ps_options opts) {
+    auto ps = spawn_ps(sys, std::move(opts));
+    sched.run();
+    servers.push_back(ps);
+    return ps;
+  }
+
+  /// Whether no ack, pull reply or error is queued for the test (e.g. a
+  /// push not acknowledged yet, a pull held back).
+  bool nothing_received() {
+    bool empty = true;
+    self->receive([&](uint64_t) { empty = false; },
+                  [&](pull_reply&) { empty = false; },
+                  [&](caf::error&) { empty = false; },
+                  caf::after(std::chrono::seconds(0)) >> [] {});
+    return empty;
+  }
+
+  /// The reply already queued for the test, which must be a T.
+  template <class T>
+  T reply() {
+    T result{};
+    self->receive([&](T& x) { result = std::move(x); },
+                  [&](caf::error& err) {
+                    FAIL("expected a reply, got " << sys.render(err));
+                  },
+                  caf::after(std::chrono::seconds(0)) >> [] {
+                    FAIL("expected a reply, got nothing");
+                  });
+    return result;
+  }
+
+  /// Sends `xs` to `ps`, runs it and returns its reply (a T).
+  template <class T, class... Ts>
+  T ask(const ps_actor& ps, Ts&&... xs) {
+    self->send(ps, std::forward<Ts>(xs)...);
+    sched.run();
+    return reply<T>();
+  }
+
+  /// Sends `xs` to `ps`, runs it and returns its error (a T reply fails).
+  template <class T, class... Ts>
+  caf::error refusal(const ps_actor& ps, Ts&&... xs) {
+    self->send(ps, std::forward<Ts>(xs)...);
+    sched.run();
+    caf::error result;
+    self->receive([&](T&) { FAIL("expected an error, got a reply"); },
+                  [&](caf::error& err) { result = std::move(err); },
+                  caf::after(std::chrono::seconds(0)) >> [] {
+                    FAIL("expected an error, got nothing");
+                  });
+    return result;
+  }
+
+  void create(const ps_actor& ps, create_shard shard) {
+    ask<uint64_t>(ps, create_atom_v, std::move(shard));
+  }
+
+  pull_reply pull(const ps_actor& ps, pull_request req) {
+    return ask<pull_reply>(ps, pull_atom_v, std::move(req));
+  }
+
+  uint64_t push(const ps_actor& ps, push_request req) {
+    return ask<uint64_t>(ps, push_atom_v, std::move(req));
+  }
+
+  ps_stats stats(const ps_actor& ps) {
+    return ask<ps_stats>(ps, stats_atom_v);
+  }
+
+  ps_snapshot save(const ps_actor& ps) {
+    return ask<ps_snapshot>(ps, save_atom_v);
+  }
+};
+
+} // namespace actorps::test

@@ -1,0 +1,770 @@
+#include "core/update_rule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#if defined(__SSE__)
+#  include <xmmintrin.h>
+#endif
+
+#include <catch2/catch.hpp>
+
+#include "core/error.hpp"
+
+using namespace actorps;
+
+// Every expected value below is the update rule written out by hand for that
+// step (in double), so a wrong rule, a wrong slot or a wrong step count shows
+// up as a mismatch in the first element it touches.
+
+namespace {
+
+using param_map = std::map<std::string, double>;
+
+std::shared_ptr<const update_rule> make_rule(const std::string& type, float lr,
+                                             param_map params = {}) {
+  optimizer_config cfg;
+  cfg.type = type;
+  cfg.learning_rate = lr;
+  cfg.params = std::move(params);
+  return make_update_rule(cfg);
+}
+
+/// A region holding `init` under the rule `type`.
+dense_region make_region(const std::string& type, float lr,
+                         const std::vector<float>& init,
+                         param_map params = {}) {
+  dense_region region{make_rule(type, lr, std::move(params))};
+  region.append(init.data(), init.size());
+  return region;
+}
+
+/// Compares a float buffer with values computed in double.
+void check_values(const std::vector<float>& actual,
+                  const std::vector<double>& expected) {
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("element " << i);
+    CHECK(actual[i] == Approx(expected[i]).epsilon(1e-5).margin(1e-7));
+  }
+}
+
+/// make_update_rule's message for `cfg`, or "" if it accepts it.
+std::string rejection(const std::string& type, float lr, param_map params,
+                      const std::string& section = "optimizer") {
+  optimizer_config cfg;
+  cfg.type = type;
+  cfg.learning_rate = lr;
+  cfg.params = std::move(params);
+  try {
+    make_update_rule(cfg, section);
+  } catch (const input_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+// -- the rules, step by step ---------------------------------------------------
+
+TEST_CASE("sgd subtracts the learning rate times the gradient",
+          "[core][update_rule]") {
+  auto region = make_region("sgd", 0.1f, {1.0f, -2.0f, 0.5f});
+  CHECK(region.slots().empty());
+  // step 1: g = (0.5, -1, 2)
+  std::vector<float> g1{0.5f, -1.0f, 2.0f};
+  region.apply(g1.data());
+  check_values(region.values(),
+               {1.0 - 0.1 * 0.5, -2.0 + 0.1 * 1.0, 0.5 - 0.1 * 2.0});
+  // step 2: g = (-1, 0.5, 0)
+  std::vector<float> g2{-1.0f, 0.5f, 0.0f};
+  region.apply(g2.data());
+  check_values(region.values(), {0.95 + 0.1 * 1.0, -1.9 - 0.1 * 0.5, 0.3});
+  CHECK(region.steps() == 2);
+}
+
+TEST_CASE("momentum accumulates a velocity v = m v - lr g and adds it to the "
+          "weights",
+          "[core][update_rule]") {
+  auto region = make_region("momentum", 0.1f, {1.0f, -2.0f},
+                            {{"momentum", 0.9}});
+  REQUIRE(region.slots().size() == 1);
+  auto& v = region.slots()[0];
+  std::vector<float> g1{1.0f, -2.0f};
+  std::vector<float> g2{0.5f, 1.0f};
+  std::vector<float> zero{0.0f, 0.0f};
+  // step 1: v = -0.1 g1 = (-0.1, 0.2); w = (0.9, -1.8)
+  region.apply(g1.data());
+  check_values(v, {-0.1, 0.2});
+  check_values(region.values(), {0.9, -1.8});
+  // step 2: v = 0.9 (-0.1, 0.2) - 0.1 (0.5, 1) = (-0.14, 0.08);
+  //         w = (0.9 - 0.14, -1.8 + 0.08)
+  region.apply(g2.data());
+  check_values(v, {-0.14, 0.08});
+  check_values(region.values(), {0.76, -1.72});
+  // step 3, no gradient: v = 0.9 v = (-0.126, 0.072); the weights coast on.
+  region.apply(zero.data());
+  check_values(v, {-0.126, 0.072});
+  check_values(region.values(), {0.76 - 0.126, -1.72 + 0.072});
+}
+
+TEST_CASE("nesterov momentum adds m v - lr g with the updated velocity",
+          "[core][update_rule]") {
+  auto region = make_region("momentum", 0.1f, {1.0f, -2.0f},
+                            {{"momentum", 0.9}, {"nesterov", 1}});
+  auto& v = region.slots()[0];
+  std::vector<float> g1{1.0f, -2.0f};
+  std::vector<float> g2{0.5f, 1.0f};
+  std::vector<float> zero{0.0f, 0.0f};
+  // step 1: v = (-0.1, 0.2); w += 0.9 v - 0.1 g1 = (-0.19, 0.38)
+  region.apply(g1.data());
+  check_values(v, {-0.1, 0.2});
+  check_values(region.values(), {1.0 - 0.19, -2.0 + 0.38});
+  // step 2: v = (-0.14, 0.08); w += 0.9 v - 0.1 g2 = (-0.176, -0.028)
+  region.apply(g2.data());
+  check_values(v, {-0.14, 0.08});
+  check_values(region.values(), {0.81 - 0.176, -1.62 - 0.028});
+  // step 3: v = (-0.126, 0.072); w += 0.9 v = (-0.1134, 0.0648)
+  region.apply(zero.data());
+  check_values(region.values(), {0.634 - 0.1134, -1.648 + 0.0648});
+}
+
+TEST_CASE("adagrad divides by the root of the accumulated squared gradients, "
+          "starting from initial_accumulator",
+          "[core][update_rule]") {
+  const double eps = 1e-7;
+  auto region = make_region("adagrad", 0.1f, {1.0f, -1.0f, 0.0f},
+                            {{"initial_accumulator", 0.1}, {"epsilon", eps}});
+  REQUIRE(region.slots().size() == 1);
+  auto& a = region.slots()[0];
+  check_values(a, {0.1, 0.1, 0.1});
+  // step 1: g = (0.3, -0.4, 0); a = 0.1 + g^2 = (0.19, 0.26, 0.1)
+  std::vector<float> g1{0.3f, -0.4f, 0.0f};
+  region.apply(g1.data());
+  check_values(a, {0.19, 0.26, 0.1});
+  double w0 = 1.0 - 0.1 * 0.3 / (std::sqrt(0.19) + eps);
+  double w1 = -1.0 + 0.1 * 0.4 / (std::sqrt(0.26) + eps);
+  check_values(region.values(), {w0, w1, 0.0});
+  // step 2: g = (0.3, 1, -2); a = (0.28, 1.26, 4.1)
+  std::vector<float> g2{0.3f, 1.0f, -2.0f};
+  region.apply(g2.data());
+  check_values(a, {0.28, 1.26, 4.1});
+  check_values(region.values(), {w0 - 0.1 * 0.3 / (std::sqrt(0.28) + eps),
+                                 w1 - 0.1 * 1.0 / (std::sqrt(1.26) + eps),
+                                 0.0 + 0.1 * 2.0 / (std::sqrt(4.1) + eps)});
+}
+
+TEST_CASE("adam's first step moves every weight by about lr * sign(g)",
+          "[core][update_rule]") {
+  // t = 1: m = (1 - b1) g, v = (1 - b2) g^2,
+  // alpha = lr sqrt(1 - b2) / (1 - b1), so alpha m / sqrt(v) = lr sign(g).
+  auto region = make_region("adam", 0.1f, {1.0f, 1.0f, 1.0f, 1.0f});
+  std::vector<float> g{0.01f, -1.0f, 100.0f, 0.0f};
+  region.apply(g.data());
+  auto& w = region.values();
+  CHECK(w[0] == Approx(0.9).epsilon(1e-3));
+  CHECK(w[1] == Approx(1.1).epsilon(1e-3));
+  CHECK(w[2] == Approx(0.9).epsilon(1e-3));
+  CHECK(w[3] == 1.0f); // no gradient, no move
+  CHECK(region.steps() == 1);
+}
+
+TEST_CASE("adam follows Keras' bias-corrected rule over several steps",
+          "[core][update_rule]") {
+  // The decays as the float32 the rule holds: 1 - 0.999f is 1.3e-5 off
+  // 0.001, more than the tolerance below.
+  const double lr = 0.1, b1 = 0.9f, b2 = 0.999f, eps = 1e-7;
+  auto region = make_region("adam", 0.1f, {1.0f, -1.0f, 0.5f});
+  REQUIRE(region.slots().size() == 2);
+  const std::vector<std::vector<float>> grads{
+    {0.5f, -2.0f, 0.0f}, {0.5f, 1.0f, 4.0f}, {-0.25f, 1.0f, 0.0f}};
+  std::vector<double> m(3, 0.0), v(3, 0.0), expected{1.0, -1.0, 0.5};
+  for (size_t t = 1; t <= grads.size(); ++t) {
+    INFO("step " << t);
+    auto& g = grads[t - 1];
+    double alpha = lr * std::sqrt(1.0 - std::pow(b2, double(t)))
+                   / (1.0 - std::pow(b1, double(t)));
+    for (size_t i = 0; i < 3; ++i) {
+      m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+      v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i];
+      expected[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+    }
+    region.apply(g.data());
+    check_values(region.slots()[0], m);
+    check_values(region.slots()[1], v);
+    check_values(region.values(), expected);
+    if (t == 2) {
+      // Spelled out for element 0 after two steps of g = 0.5:
+      // m = 0.9 * 0.05 + 0.1 * 0.5, v = 0.999 * 0.00025 + 0.001 * 0.25,
+      // w = 0.9 - 0.1 sqrt(1 - 0.999^2) / (1 - 0.9^2) * m / sqrt(v)
+      CHECK(region.slots()[0][0] == Approx(0.095));
+      CHECK(region.slots()[1][0] == Approx(0.00049975).epsilon(1e-4));
+      CHECK(region.values()[0]
+            == Approx(0.9 - 0.1 * std::sqrt(0.001999) / 0.19 * 0.095
+                              / std::sqrt(0.00049975))
+                 .epsilon(1e-4));
+    }
+  }
+  CHECK(region.steps() == 3);
+}
+
+TEST_CASE("adam corrects the bias of each row by the step count the caller "
+          "passes, so rows with different update counts move differently",
+          "[core][update_rule]") {
+  // Two embedding rows with fresh slots take the same gradient g = (1, -2);
+  // row a is at its first update (t = 1), row b at its third (t = 3, e.g. a
+  // restored row). After the moment updates m = 0.1 g, v = 0.001 g^2 in
+  // both, so the step is alpha_t * 0.1 / sqrt(0.001) * sign(g) (eps aside):
+  //   t = 1: alpha = lr sqrt(0.001) / 0.1            -> step = lr = 0.1
+  //   t = 3: alpha = lr sqrt(1 - 0.999^3) / (1 - 0.9^3)
+  //               = lr * 0.0547449 / 0.271 = lr * 0.2020106
+  //                                                  -> step = lr * 0.6388136
+  auto rule = make_rule("adam", 0.1f);
+  const std::vector<float> g{1.0f, -2.0f};
+  std::vector<float> wa{0.0f, 0.0f}, ma(2, 0.0f), va(2, 0.0f);
+  std::vector<float> wb{0.0f, 0.0f}, mb(2, 0.0f), vb(2, 0.0f);
+  float* slots_a[] = {ma.data(), va.data()};
+  float* slots_b[] = {mb.data(), vb.data()};
+  rule->apply(wa.data(), slots_a, g.data(), 2, 1);
+  rule->apply(wb.data(), slots_b, g.data(), 2, 3);
+  // The moments do not depend on t ...
+  CHECK(ma == mb);
+  CHECK(va == vb);
+  // ... the bias correction does. Tolerance: eps = 1e-7 next to
+  // sqrt(v) = 0.0316 |g|, and the float32 decays.
+  check_values(wa, {-0.1, 0.1});
+  check_values(wb, {-0.06388136, 0.06388136});
+  CHECK(wa[0] == Approx(-0.1).epsilon(1e-4));
+  CHECK(wb[0] == Approx(-0.06388136).epsilon(1e-4));
+}
+
+TEST_CASE("ftrl follows Keras' FTRL-Proximal rule without regularization",
+          "[core][update_rule]") {
+  // lr = 0.1, n0 = initial_accumulator = 0.1, z0 = 0, l1 = l2 = beta = 0,
+  // so w = -z / (sqrt(n) / lr) = -lr z / sqrt(n).
+  auto region = make_region("ftrl", 0.1f, {0.5f},
+                            {{"initial_accumulator", 0.1}});
+  REQUIRE(region.slots().size() == 2);
+  auto& n = region.slots()[0];
+  auto& z = region.slots()[1];
+  check_values(n, {0.1});
+  check_values(z, {0.0});
+  // step 1, g = 1: n = 1.1; sigma = (sqrt 1.1 - sqrt 0.1) / 0.1 = 7.3258108;
+  //   z = 0 + 1 - 7.3258108 * 0.5 = -2.6629054; w = 0.1 * 2.6629054 /
+  //   sqrt 1.1 = 0.2538981
+  std::vector<float> g{1.0f};
+  region.apply(g.data());
+  double s1 = (std::sqrt(1.1) - std::sqrt(0.1)) / 0.1;
+  double z1 = 1.0 - s1 * 0.5;
+  double w1 = -0.1 * z1 / std::sqrt(1.1);
+  check_values(n, {1.1});
+  check_values(z, {z1});
+  check_values(region.values(), {w1});
+  CHECK(region.values()[0] == Approx(0.2538981).epsilon(1e-5));
+  // step 2, g = -0.5: n = 1.35; sigma = (sqrt 1.35 - sqrt 1.1) / 0.1
+  //   = 1.1308616; z = -2.6629054 - 0.5 - 1.1308616 * 0.2538981
+  //   = -3.4500290; w = 0.1 * 3.4500290 / sqrt 1.35 = 0.2969312
+  g[0] = -0.5f;
+  region.apply(g.data());
+  double s2 = (std::sqrt(1.35) - std::sqrt(1.1)) / 0.1;
+  double z2 = z1 - 0.5 - s2 * w1;
+  double w2 = -0.1 * z2 / std::sqrt(1.35);
+  check_values(n, {1.35});
+  check_values(z, {z2});
+  check_values(region.values(), {w2});
+  CHECK(region.values()[0] == Approx(0.2969312).epsilon(1e-5));
+  // step 3, g = 0.25: n = 1.4125; z = -3.2789872; w = 0.2758961
+  g[0] = 0.25f;
+  region.apply(g.data());
+  double s3 = (std::sqrt(1.4125) - std::sqrt(1.35)) / 0.1;
+  double z3 = z2 + 0.25 - s3 * w2;
+  check_values(n, {1.4125});
+  check_values(z, {z3});
+  check_values(region.values(), {-0.1 * z3 / std::sqrt(1.4125)});
+  CHECK(region.values()[0] == Approx(0.2758961).epsilon(1e-5));
+}
+
+TEST_CASE("ftrl keeps a weight exactly zero while |z| <= l1 and shrinks it "
+          "by l1 beyond",
+          "[core][update_rule]") {
+  // lr = 0.1, n0 = 0.1, l1 = 1, w0 = 0.
+  auto region = make_region("ftrl", 0.1f, {0.0f},
+                            {{"initial_accumulator", 0.1}, {"l1", 1.0}});
+  auto& w = region.values();
+  auto& z = region.slots()[1];
+  std::vector<float> g{0.5f};
+  // step 1, g = 0.5: z = 0.5 - sigma * 0 = 0.5 <= 1 -> w = 0 exactly
+  region.apply(g.data());
+  check_values(z, {0.5});
+  CHECK(w[0] == 0.0f);
+  // step 2, g = 0.4: z = 0.9 <= 1 -> w = 0 exactly (n = 0.51)
+  g[0] = 0.4f;
+  region.apply(g.data());
+  check_values(z, {0.9});
+  CHECK(w[0] == 0.0f);
+  // step 3, g = 0.3: z = 1.2 > 1, n = 0.6 ->
+  //   w = -(1.2 - 1) / (sqrt 0.6 / 0.1) = -0.2 / 7.7459667 = -0.0258199
+  g[0] = 0.3f;
+  region.apply(g.data());
+  check_values(z, {1.2});
+  double w3 = -(1.2 - 1.0) / (std::sqrt(0.6) / 0.1);
+  check_values(w, {w3});
+  CHECK(w[0] == Approx(-0.0258199).epsilon(1e-5));
+  // step 4, g = -0.5: n = 0.85, sigma = (sqrt 0.85 - sqrt 0.6) / 0.1
+  //   = 1.4735778; z = 1.2 - 0.5 - 1.4735778 * (-0.0258199) = 0.7380476
+  //   <= 1 -> w = 0 exactly again
+  g[0] = -0.5f;
+  region.apply(g.data());
+  double s4 = (std::sqrt(0.85) - std::sqrt(0.6)) / 0.1;
+  check_values(z, {0.7 - s4 * w3});
+  CHECK(z[0] == Approx(0.7380476).epsilon(1e-5));
+  CHECK(w[0] == 0.0f);
+}
+
+TEST_CASE("ftrl adds beta / lr and twice l2 to the denominator, as Keras does",
+          "[core][update_rule]") {
+  // lr = 0.1, n0 = 0.1, l2 = 0.5, beta = 1, w0 = 0:
+  //   w = -z / ((beta + sqrt n) / lr + 2 l2) = -z / (10 (1 + sqrt n) + 1)
+  auto region = make_region("ftrl", 0.1f, {0.0f},
+                            {{"l2", 0.5}, {"beta", 1.0}});
+  auto& w = region.values();
+  std::vector<float> g{1.0f};
+  // step 1, g = 1: n = 1.1, z = 1 -> w = -1 / (20.488088 + 1) = -0.0465374
+  region.apply(g.data());
+  double w1 = -1.0 / ((1.0 + std::sqrt(1.1)) / 0.1 + 2 * 0.5);
+  check_values(w, {w1});
+  CHECK(w[0] == Approx(-0.0465374).epsilon(1e-5));
+  // step 2, g = -2: n = 5.1, sigma = (sqrt 5.1 - sqrt 1.1) / 0.1 = 12.095091;
+  //   z = 1 - 2 - 12.095091 * (-0.0465374) = -0.4371258;
+  //   w = 0.4371258 / (10 * 3.2583180 + 1) = 0.0130162
+  g[0] = -2.0f;
+  region.apply(g.data());
+  double z2 = 1.0 - 2.0 - (std::sqrt(5.1) - std::sqrt(1.1)) / 0.1 * w1;
+  check_values(region.slots()[1], {z2});
+  check_values(w, {-z2 / ((1.0 + std::sqrt(5.1)) / 0.1 + 2 * 0.5)});
+  CHECK(w[0] == Approx(0.0130162).epsilon(1e-5));
+}
+
+TEST_CASE("ftrl with no accumulator and no gradient leaves a weight at zero, "
+          "not NaN",
+          "[core][update_rule]") {
+  // n = 0, z = 0: the denominator sqrt(0) / lr is 0; Keras' clip form would
+  // compute 0 / 0, TensorFlow's kernel (and this rule) select 0.
+  auto region = make_region("ftrl", 0.1f, {0.0f, 1.0f},
+                            {{"initial_accumulator", 0.0}});
+  std::vector<float> g{0.0f, 0.0f};
+  region.apply(g.data());
+  CHECK(region.values()[0] == 0.0f);
+  CHECK(region.values()[1] == 0.0f); // z = 0: the weight is a function of z
+}
+
+// -- rows and regions ------------------------------------------------------------
+
+TEST_CASE("a rule applied row by row with the region's step count gives the "
+          "dense region's values and slots",
+          "[core][update_rule]") {
+  const size_t rows = 3, dim = 16, n = rows * dim;
+  for (auto& type : update_rule_names()) {
+    INFO(type);
+    std::vector<float> init(n);
+    for (size_t i = 0; i < n; ++i)
+      init[i] = 0.1f * static_cast<float>(static_cast<int>(i % 7) - 3);
+    auto rule = make_rule(type, 0.05f);
+    dense_region region{rule};
+    region.append(init.data(), n);
+    auto w = init;
+    std::vector<std::vector<float>> slots(rule->slot_count());
+    for (size_t s = 0; s < slots.size(); ++s)
+      slots[s].assign(n, rule->slot_init(s));
+    std::vector<float> g(n);
+    for (uint64_t t = 1; t <= 3; ++t) {
+      for (size_t i = 0; i < n; ++i)
+        g[i] = 0.25f * static_cast<float>(static_cast<int>((i * t) % 5) - 2);
+      region.apply(g.data());
+      for (size_t r = 0; r < rows; ++r) {
+        std::vector<float*> row_slots;
+        for (auto& s : slots)
+          row_slots.push_back(s.data() + r * dim);
+        rule->apply(w.data() + r * dim, row_slots.data(), g.data() + r * dim,
+                    dim, t);
+      }
+    }
+    // Not always bit for bit: a short head or tail takes Eigen's scalar
+    // path, and its packet sqrt (EIGEN_FAST_MATH) is rsqrt plus a Newton
+    // step, a few ulp off the scalar sqrt.
+    for (size_t i = 0; i < n; ++i) {
+      INFO("element " << i);
+      CHECK(region.values()[i] == Approx(w[i]).epsilon(1e-6).margin(1e-7));
+      for (size_t s = 0; s < slots.size(); ++s)
+        CHECK(region.slots()[s][i]
+              == Approx(slots[s][i]).epsilon(1e-6).margin(1e-7));
+    }
+  }
+}
+
+TEST_CASE("apply updates every parameter of a long unaligned range exactly "
+          "once",
+          "[core][update_rule]") {
+  // 203 floats starting 1 float past an allocation: a head up to the next
+  // 64-byte boundary, whole blocks and a tail. The same floats one at a time
+  // (n = 1) are the reference.
+  const size_t n = 203;
+  for (auto& type : update_rule_names()) {
+    INFO(type);
+    auto rule = make_rule(type, 0.05f);
+    std::vector<float> w(n + 2), w1(n + 2), g(n + 2);
+    for (size_t i = 0; i < n + 2; ++i) {
+      w[i] = w1[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
+      g[i] = 0.1f * static_cast<float>(static_cast<int>(i % 5) - 2);
+    }
+    std::vector<std::vector<float>> slots, slots1;
+    for (size_t s = 0; s < rule->slot_count(); ++s)
+      slots.emplace_back(n + 2, rule->slot_init(s));
+    slots1 = slots;
+    for (uint64_t t = 1; t <= 2; ++t) {
+      std::vector<float*> ptrs;
+      for (auto& s : slots)
+        ptrs.push_back(s.data() + 1);
+      rule->apply(w.data() + 1, ptrs.data(), g.data() + 1, n, t);
+      for (size_t i = 1; i <= n; ++i) {
+        std::vector<float*> one;
+        for (auto& s : slots1)
+          one.push_back(s.data() + i);
+        rule->apply(w1.data() + i, one.data(), g.data() + i, 1, t);
+      }
+    }
+    for (size_t i = 0; i < n + 2; ++i) {
+      INFO("element " << i);
+      CHECK(w[i] == Approx(w1[i]).epsilon(1e-6).margin(1e-7));
+      for (size_t s = 0; s < slots.size(); ++s)
+        CHECK(slots[s][i] == Approx(slots1[s][i]).epsilon(1e-6).margin(1e-7));
+    }
+    // The floats just outside the range were not touched.
+    CHECK(w[0] == w1[0]);
+    CHECK(w[n + 1] == w1[n + 1]);
+    CHECK(w[0] == Approx(-0.06));
+  }
+}
+
+TEST_CASE("apply on one row touches only its n parameters and slots",
+          "[core][update_rule]") {
+  for (auto& type : update_rule_names()) {
+    INFO(type);
+    auto rule = make_rule(type, 0.1f);
+    // 5 floats, the rule gets the middle 3; the ends are sentinels.
+    std::vector<float> w{7.0f, 1.0f, 1.0f, 1.0f, 7.0f};
+    std::vector<float> g{9.0f, 1.0f, -1.0f, 0.5f, 9.0f};
+    std::vector<std::vector<float>> slots(rule->slot_count(),
+                                          std::vector<float>(5, 0.5f));
+    std::vector<float*> ptrs;
+    for (auto& s : slots)
+      ptrs.push_back(s.data() + 1);
+    rule->apply(w.data() + 1, ptrs.data(), g.data() + 1, 3, 1);
+    CHECK(w[0] == 7.0f);
+    CHECK(w[4] == 7.0f);
+    CHECK(w[1] != 1.0f);
+    for (auto& s : slots) {
+      CHECK(s[0] == 0.5f);
+      CHECK(s[4] == 0.5f);
+    }
+  }
+}
+
+TEST_CASE("append keeps existing slots and starts new ones at the rule's "
+          "initial value",
+          "[core][update_rule]") {
+  SECTION("adagrad's new accumulators start at initial_accumulator") {
+    auto region = make_region("adagrad", 0.1f, {0.0f, 0.0f},
+                              {{"initial_accumulator", 0.25}});
+    std::vector<float> g{1.0f, 2.0f};
+    region.apply(g.data());
+    std::vector<float> more{0.0f, 0.0f};
+    CHECK(region.append(more.data(), 2) == 2);
+    CHECK(region.size() == 4);
+    REQUIRE(region.slots().size() == 1);
+    check_values(region.slots()[0], {1.25, 4.25, 0.25, 0.25});
+    // The grown region updates all four: new ones with a = 0.25 + g^2.
+    std::vector<float> g4{0.0f, 0.0f, 1.0f, 0.0f};
+    region.apply(g4.data());
+    check_values(region.slots()[0], {1.25, 4.25, 1.25, 0.25});
+    CHECK(region.values()[2] == Approx(-0.1 / (std::sqrt(1.25) + 1e-7)));
+  }
+  SECTION("ftrl's new accumulators start at initial_accumulator, z at zero") {
+    auto region = make_region("ftrl", 0.1f, {0.0f},
+                              {{"initial_accumulator", 0.5}});
+    std::vector<float> g{1.0f};
+    region.apply(g.data());
+    std::vector<float> more{3.0f};
+    CHECK(region.append(more.data(), 1) == 1);
+    check_values(region.slots()[0], {1.5, 0.5});
+    check_values(region.slots()[1], {1.0, 0.0});
+    CHECK(region.values()[1] == 3.0f);
+  }
+  SECTION("momentum's and adam's new slots start at zero") {
+    for (auto type : {"momentum", "adam"}) {
+      INFO(type);
+      auto region = make_region(type, 0.1f, {0.0f});
+      std::vector<float> g{1.0f};
+      region.apply(g.data());
+      std::vector<float> more{0.0f, 0.0f};
+      region.append(more.data(), 2);
+      for (auto& slot : region.slots()) {
+        REQUIRE(slot.size() == 3);
+        CHECK(slot[0] != 0.0f);
+        CHECK(slot[1] == 0.0f);
+        CHECK(slot[2] == 0.0f);
+      }
+    }
+  }
+  SECTION("sgd has no slots at any size") {
+    auto region = make_region("sgd", 0.1f, {0.0f, 0.0f});
+    std::vector<float> more(8, 1.0f);
+    CHECK(region.append(more.data(), 8) == 2);
+    CHECK(region.size() == 10);
+    CHECK(region.slots().empty());
+  }
+}
+
+TEST_CASE("a dense region counts its steps and passes the count on as t, "
+          "also after set_steps",
+          "[core][update_rule]") {
+  // A region restored at step 1 takes step 2: its Adam update equals the
+  // rule's at t = 2 on the same state.
+  auto rule = make_rule("adam", 0.1f);
+  dense_region region{rule};
+  std::vector<float> init{1.0f, -1.0f};
+  CHECK(region.append(init.data(), 2) == 0);
+  CHECK(region.steps() == 0);
+  region.set_steps(1);
+  std::vector<float> g{0.5f, 2.0f};
+  region.apply(g.data());
+  CHECK(region.steps() == 2);
+  auto w = init;
+  std::vector<float> m(2, 0.0f), v(2, 0.0f);
+  float* slots[] = {m.data(), v.data()};
+  rule->apply(w.data(), slots, g.data(), 2, 2);
+  CHECK(region.values() == w);
+  // t = 1 would have moved element 0 by lr = 0.1; t = 2 moves it by
+  // lr * sqrt(1 - 0.999^2) / (1 - 0.9^2) * 0.1 / sqrt(0.001) = 0.0744 lr.
+  CHECK(region.values()[0] == Approx(1.0 - 0.1 * 0.744136).epsilon(1e-4));
+}
+
+TEST_CASE("a dense region keeps applying correctly after its slot buffers "
+          "are replaced or grow",
+          "[core][update_rule]") {
+  // Grow the region many times (the buffers move), then replace the slots
+  // as a checkpoint restore does: apply must use the current buffers.
+  auto region = make_region("momentum", 0.1f, {0.0f}, {{"momentum", 0.5}});
+  std::vector<float> one{0.0f};
+  for (int i = 0; i < 100; ++i)
+    region.append(one.data(), 1);
+  region.slots()[0] = std::vector<float>(101, 1.0f);
+  std::vector<float> g(101, 0.0f);
+  region.apply(g.data());
+  // v = 0.5 * 1 - 0 = 0.5; w = 0 + 0.5
+  CHECK(region.slots()[0][100] == 0.5f);
+  CHECK(region.values()[100] == 0.5f);
+}
+
+// -- registry and settings -----------------------------------------------------
+
+TEST_CASE("the registry lists sgd, momentum, adagrad, adam and ftrl, and "
+          "builds each by name",
+          "[core][update_rule]") {
+  CHECK(update_rule_names()
+        == std::vector<std::string>{"sgd", "momentum", "adagrad", "adam",
+                                    "ftrl"});
+  const std::map<std::string, size_t> slots{
+    {"sgd", 0}, {"momentum", 1}, {"adagrad", 1}, {"adam", 2}, {"ftrl", 2}};
+  for (auto& name : update_rule_names()) {
+    INFO(name);
+    auto rule = make_rule(name, 0.01f);
+    REQUIRE(rule != nullptr);
+    CHECK(rule->name() == name);
+    CHECK(rule->slot_count() == slots.at(name));
+  }
+  // Initial slot values: Keras' defaults.
+  CHECK(make_rule("adagrad", 0.01f)->slot_init(0) == 0.1f);
+  CHECK(make_rule("ftrl", 0.01f)->slot_init(0) == 0.1f);
+  CHECK(make_rule("ftrl", 0.01f)->slot_init(1) == 0.0f);
+  CHECK(make_rule("adam", 0.01f)->slot_init(0) == 0.0f);
+  CHECK(make_rule("adam", 0.01f)->slot_init(1) == 0.0f);
+}
+
+TEST_CASE("an unknown rule name is rejected with input_error naming the "
+          "section, the name and the known rules",
+          "[core][update_rule]") {
+  for (std::string bad : {"rmsprop", "SGD", "", "adamw", "adam "}) {
+    INFO("name \"" << bad << "\"");
+    optimizer_config cfg;
+    cfg.type = bad;
+    CHECK_THROWS_AS(make_update_rule(cfg), input_error);
+    CHECK(rejection(bad, 0.01f, {})
+          == "optimizer.type: unknown update rule \"" + bad
+               + "\" (known: sgd, momentum, adagrad, adam, ftrl)");
+  }
+  CHECK_THAT(rejection("lamb", 0.01f, {}, "table_optimizer"),
+             Catch::StartsWith("table_optimizer.type: unknown update rule "
+                               "\"lamb\""));
+}
+
+TEST_CASE("a field a rule does not have is rejected with the field and the "
+          "rule named",
+          "[core][update_rule]") {
+  CHECK(rejection("adam", 0.01f, {{"beta3", 0.5}})
+        == "optimizer.beta3: unknown field for adam");
+  CHECK(rejection("sgd", 0.01f, {{"momentum", 0.9}})
+        == "optimizer.momentum: unknown field for sgd");
+  CHECK(rejection("adagrad", 0.01f, {{"beta1", 0.9}}, "table_optimizer")
+        == "table_optimizer.beta1: unknown field for adagrad");
+  CHECK(rejection("ftrl", 0.01f, {{"l1_regularization_strength", 0.1}})
+        == "optimizer.l1_regularization_strength: unknown field for ftrl");
+  CHECK(rejection("momentum", 0.01f, {{"learning_rate", 0.1}})
+        == "optimizer.learning_rate: unknown field for momentum");
+}
+
+TEST_CASE("a setting outside its range is rejected with the field, the value "
+          "and the range",
+          "[core][update_rule]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct row {
+    const char* type;
+    param_map params;
+    const char* message;
+  };
+  const std::vector<row> rows{
+    {"adam", {{"beta1", 1.5}}, "optimizer.beta1: 1.5 is out of range [0, "
+                               "0.999999]"},
+    {"adam", {{"beta2", 1.0}}, "optimizer.beta2: 1 is out of range [0, "
+                               "0.999999]"},
+    {"adam", {{"epsilon", -1e-8}}, "optimizer.epsilon: -1e-08 is out of "
+                                   "range [0, 1]"},
+    {"adam", {{"beta1", nan}}, "optimizer.beta1: nan is out of range [0, "
+                               "0.999999]"},
+    {"momentum", {{"momentum", -0.1}}, "optimizer.momentum: -0.1 is out of "
+                                       "range [0, 0.999999]"},
+    {"momentum", {{"nesterov", 0.5}}, "optimizer.nesterov: 0.5 must be 0 or "
+                                      "1"},
+    {"adagrad", {{"initial_accumulator", 2e6}},
+     "optimizer.initial_accumulator: 2000000 is out of range [0, 1000000]"},
+    {"ftrl", {{"l1", -1.0}}, "optimizer.l1: -1 is out of range [0, "
+                             "1000000]"},
+    {"ftrl", {{"l2", -0.5}}, "optimizer.l2: -0.5 is out of range [0, "
+                             "1000000]"},
+    {"ftrl", {{"beta", -2.0}}, "optimizer.beta: -2 is out of range [0, "
+                               "1000000]"},
+  };
+  for (auto& r : rows) {
+    INFO(r.message);
+    CHECK(rejection(r.type, 0.01f, r.params) == r.message);
+  }
+  for (auto& name : update_rule_names()) {
+    INFO(name);
+    CHECK(rejection(name, 0.0f, {})
+          == "optimizer.learning_rate: 0 is out of range (0, 1000000]");
+    CHECK(rejection(name, -0.5f, {}, "table_optimizer")
+          == "table_optimizer.learning_rate: -0.5 is out of range (0, "
+             "1000000]");
+    CHECK_FALSE(rejection(name, std::numeric_limits<float>::quiet_NaN(), {})
+                  .empty());
+  }
+  // The ends of a range are in it.
+  CHECK(rejection("adam", 0.01f, {{"beta1", 0.0}, {"beta2", 0.999999}})
+        == "");
+  CHECK(rejection("momentum", 0.01f, {{"nesterov", 1.0}}) == "");
+}
+
+TEST_CASE("describe names the rule and every setting, Keras' defaults "
+          "included",
+          "[core][update_rule]") {
+  CHECK(make_rule("sgd", 0.01f)->describe() == "sgd learning_rate 0.01");
+  CHECK(make_rule("momentum", 0.01f)->describe()
+        == "momentum learning_rate 0.01 momentum 0.9 nesterov 0");
+  CHECK(make_rule("momentum", 0.01f, {{"nesterov", 1}})->describe()
+        == "momentum learning_rate 0.01 momentum 0.9 nesterov 1");
+  CHECK(make_rule("adagrad", 0.05f)->describe()
+        == "adagrad learning_rate 0.05 initial_accumulator 0.1 epsilon 1e-07");
+  CHECK(make_rule("adam", 0.001f)->describe()
+        == "adam learning_rate 0.001 beta1 0.9 beta2 0.999 epsilon 1e-07");
+  CHECK(make_rule("ftrl", 0.001f)->describe()
+        == "ftrl learning_rate 0.001 initial_accumulator 0.1 l1 0 l2 0 "
+           "beta 0");
+}
+
+TEST_CASE("describe differs when any one setting differs",
+          "[core][update_rule]") {
+  // Each field of each rule: its default, and a valid other value.
+  struct field {
+    const char* name;
+    double fallback;
+    double other;
+  };
+  const std::map<std::string, std::vector<field>> fields{
+    {"sgd", {}},
+    {"momentum", {{"momentum", 0.9, 0.5}, {"nesterov", 0, 1}}},
+    {"adagrad", {{"initial_accumulator", 0.1, 0.2}, {"epsilon", 1e-7, 1e-6}}},
+    {"adam",
+     {{"beta1", 0.9, 0.8}, {"beta2", 0.999, 0.99}, {"epsilon", 1e-7, 1e-8}}},
+    {"ftrl",
+     {{"initial_accumulator", 0.1, 0.2},
+      {"l1", 0, 0.1},
+      {"l2", 0, 0.1},
+      {"beta", 0, 1}}},
+  };
+  REQUIRE(fields.size() == update_rule_names().size());
+  std::vector<std::string> seen;
+  for (auto& [type, list] : fields) {
+    INFO(type);
+    auto base = make_rule(type, 0.01f)->describe();
+    CHECK(make_rule(type, 0.02f)->describe() != base);
+    seen.push_back(base);
+    for (auto& f : list) {
+      INFO(f.name);
+      CHECK(make_rule(type, 0.01f, {{f.name, f.other}})->describe() != base);
+      // Writing the default explicitly changes nothing.
+      CHECK(make_rule(type, 0.01f, {{f.name, f.fallback}})->describe()
+            == base);
+    }
+  }
+  // The rules differ from one another too.
+  std::sort(seen.begin(), seen.end());
+  CHECK(std::unique(seen.begin(), seen.end()) == seen.end());
+}
+
+// -- denormals ---------------------------------------------------------------------
+
+#if defined(__SSE__)
+
+TEST_CASE("apply turns on flush-to-zero, so decaying slots reach zero instead "
+          "of the slow denormal range",
+          "[core][update_rule]") {
+  const unsigned ftz_daz = 0x8040;
+  const auto saved = _mm_getcsr();
+  _mm_setcsr(saved & ~ftz_daz);
+  // 1e-37 (above FLT_MIN = 1.2e-38) times 0.01 is a denormal while the bits
+  // are off ...
+  volatile float tiny = 1e-37f, factor = 0.01f;
+  CHECK(tiny * factor != 0.0f);
+  // ... and Adam's first moment with beta1 = 0.01 and no gradient decays
+  // from 1e-37 to that denormal, which apply() flushes to 0.
+  auto rule = make_rule("adam", 0.1f, {{"beta1", 0.01}});
+  std::vector<float> w{1.0f}, m{1e-37f}, v{1.0f}, g{0.0f};
+  float* slots[] = {m.data(), v.data()};
+  rule->apply(w.data(), slots, g.data(), 1, 1);
+  CHECK((_mm_getcsr() & ftz_daz) == ftz_daz);
+  CHECK(m[0] == 0.0f);
+  CHECK(tiny * factor == 0.0f);
+  // flush_denormals() alone turns them on as well.
+  _mm_setcsr(saved & ~ftz_daz);
+  flush_denormals();
+  CHECK((_mm_getcsr() & ftz_daz) == ftz_daz);
+  _mm_setcsr(saved);
+}
+
+#endif
