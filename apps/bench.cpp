@@ -21,7 +21,7 @@
 //   is a hash-map lookup and copy of the same rows in one thread (see
 //   apps/bench_sparse.hpp); between processes also raw TCP of the same bytes.
 //   Sparse benchmarks of more than 64K keys run fewer iterations (1M: 12 of
-//   the default 200).
+//   the default 200); cold pulls (first touch, --cold-keys) run 10.
 // - training: `actorps train` and `actorps launch` with 1, 2 and 4 workers
 //   (2 ps) on the job of --config (default configs/fashion_mnist.json),
 //   samples/s and each worker's share of time per phase.
@@ -91,7 +91,7 @@ int sparse_iterations(int iterations, uint64_t n) {
 
 /// Cold pulls: one fresh table shard each.
 int cold_iterations(int iterations) {
-  return std::min(iterations, 5);
+  return std::min(iterations, 10);
 }
 
 /// The servers of a run, in order: one per dense size, one per sparse size,

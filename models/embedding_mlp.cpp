@@ -19,15 +19,26 @@ public:
   dense_tower::workspace tower;
 };
 
-/// The weight of occurrence i of row r in a field's combined vector.
-float weight_of(const example_batch::field& field, uint64_t r, uint64_t i,
-                bool mean) {
-  float v = field.values.empty() ? 1.0f : field.values[i];
-  if (mean) {
-    auto n = field.offsets[r + 1] - field.offsets[r];
-    v /= static_cast<float>(n);
-  }
-  return v;
+/// What multiplies the value of each key of row r in a field's combined
+/// vector: 1 for sum; 1 / (sum of the row's values) for mean, TensorFlow's
+/// `embedding_lookup_sparse` combiner "mean" (a weighted mean; 0 when the
+/// weights sum to 0, as its div_no_nan).
+float row_scale(const example_batch::field& field, uint64_t r, bool mean) {
+  if (!mean)
+    return 1.0f;
+  auto first = field.offsets[r];
+  auto last = field.offsets[r + 1];
+  float total = 0;
+  if (field.values.empty())
+    total = static_cast<float>(last - first);
+  else
+    for (auto i = first; i < last; ++i)
+      total += field.values[i];
+  return total == 0.0f ? 0.0f : 1.0f / total;
+}
+
+float value_of(const example_batch::field& field, uint64_t i) {
+  return field.values.empty() ? 1.0f : field.values[i];
 }
 
 } // namespace
@@ -114,8 +125,9 @@ void embedding_mlp::load_input(const model_inputs& in,
       auto& t = tables[f];
       float* v = out + f * dim_;
       std::fill(v, v + dim_, 0.0f);
+      auto scale = row_scale(field, r, mean_);
       for (auto i = field.offsets[r]; i < field.offsets[r + 1]; ++i) {
-        auto w = weight_of(field, r, i, mean_);
+        auto w = value_of(field, i) * scale;
         const float* row = t.row_of(i);
         for (uint64_t j = 0; j < dim_; ++j)
           v[j] += w * row[j];
@@ -147,8 +159,9 @@ double embedding_mlp::loss_and_gradient(const model_inputs& in,
     for (size_t f = 0; f < schema_.fields.size(); ++f) {
       auto& field = batch.fields[f];
       auto& t = tables[f];
+      auto scale = row_scale(field, r, mean_);
       for (auto i = field.offsets[r]; i < field.offsets[r + 1]; ++i) {
-        auto w = weight_of(field, r, i, mean_);
+        auto w = value_of(field, i) * scale;
         float* out = t.grad_of(i);
         const float* gf = g + f * dim_;
         for (uint64_t j = 0; j < dim_; ++j)

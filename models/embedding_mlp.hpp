@@ -10,8 +10,10 @@ namespace actorps {
 /// Recommendations", RecSys 2016; DLRM's embeddings-and-MLP path, Naumov et
 /// al., 2019, without its pairwise interactions): every sparse field of the
 /// data has an embedding table of `embedding_dim` floats; an example's keys of
-/// a field are combined (`combiner` mean or sum, weighted by the key's value
-/// if the field has values; a field without keys gives zeros); the fields'
+/// a field are combined as TensorFlow's `embedding_lookup_sparse` does:
+/// `sum` = sum_i v_i e_i, `mean` = sum_i v_i e_i / sum_i v_i (v_i the key's
+/// value, 1 in fields without values; a field without keys, or whose values
+/// sum to 0, gives zeros); the fields'
 /// vectors and the dense features are concatenated (fields * dim + dense_dim
 /// floats) and fed to a dense tower (ReLU between layers) whose single output
 /// is a logit; binary cross-entropy loss.

@@ -96,7 +96,7 @@ struct problem {
 
 /// An independent forward pass in double from the documented layout: each
 /// field's rows (found by key in `keys`, not through `inverse`) combined by
-/// value (/ the example's key count for mean), then the dense features, then
+/// value (/ the sum of the example's values for mean), then the dense features, then
 /// the tower with ReLU between layers.
 struct reference_pass {
   std::vector<double> logits;
@@ -123,11 +123,15 @@ reference_pass reference_forward(const problem& pr) {
     for (size_t f = 0; f < nf; ++f) {
       auto& field = b.fields[f];
       auto& t = pr.tables[f];
-      auto n = field.offsets[r + 1] - field.offsets[r];
+      // Mean: TensorFlow's embedding_lookup_sparse, a weighted mean (divided
+      // by the sum of the values, not by the key count).
+      double total = 0;
+      for (auto i = field.offsets[r]; i < field.offsets[r + 1]; ++i)
+        total += field.values.empty() ? 1.0 : field.values[i];
       for (auto i = field.offsets[r]; i < field.offsets[r + 1]; ++i) {
         double w = field.values.empty() ? 1.0 : field.values[i];
         if (pr.mean)
-          w /= static_cast<double>(n);
+          w = total == 0 ? 0.0 : w / total;
         auto p = std::find(t.keys.begin(), t.keys.end(), field.keys[i])
                  - t.keys.begin();
         for (uint64_t j = 0; j < pr.dim; ++j)
