@@ -6,7 +6,6 @@
 #include <unordered_set>
 
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 
 #include "caf/actor_system.hpp"
 #include "caf/stateful_actor.hpp"
@@ -14,6 +13,7 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "core/error.hpp"
+#include "core/table_lookup.hpp"
 #include "core/table_store.hpp"
 
 namespace actorps {
@@ -38,8 +38,6 @@ struct ps_state {
   ps_stats stats;
   /// The closure ids of every accepted push.
   std::unordered_set<uint64_t> applied;
-  /// Scratch for the uniqueness check of pushed keys.
-  absl::flat_hash_set<uint64_t> seen;
   // -- sync -------------------------------------------------------------------
   std::vector<float> round_sum;
   std::map<uint32_t, round_rows> round_tables;
@@ -85,13 +83,12 @@ caf::error check_tables(ps_state& st, const std::vector<table_rows>& tables,
                         bool values) {
   // A push names each shard once: a key in two parts of one shard would be
   // applied twice.
-  if (values) {
-    st.seen.clear();
-    for (auto& t : tables)
-      if (!st.seen.insert(t.shard).second)
-        return caf::make_error(errc::bad_message, "table shard pushed twice",
-                               t.shard);
-  }
+  if (values)
+    for (size_t i = 0; i < tables.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (tables[i].shard == tables[j].shard)
+          return caf::make_error(errc::bad_message,
+                                 "table shard pushed twice", tables[i].shard);
   for (auto& t : tables) {
     auto i = st.tables.find(t.shard);
     if (i == st.tables.end())
@@ -109,11 +106,10 @@ caf::error check_tables(ps_state& st, const std::vector<table_rows>& tables,
       return caf::make_error(errc::shape_mismatch, store.def().variable,
                              keys.size() * store.def().dim,
                              t.values.values.size());
-    st.seen.clear();
-    for (auto k : keys)
-      if (!st.seen.insert(k).second)
-        return caf::make_error(errc::bad_message, "key pushed twice",
-                               store.def().variable, k);
+    auto dup = first_duplicate(keys.data(), keys.size());
+    if (dup < keys.size())
+      return caf::make_error(errc::bad_message, "key pushed twice",
+                             store.def().variable, keys[dup]);
   }
   return {};
 }

@@ -57,4 +57,28 @@ void table_lookup::deduplicate() {
   grad.assign(keys.size() * dim, 0.0f);
 }
 
+size_t first_duplicate(const uint64_t* keys, size_t n) {
+  // Open addressing as in deduplicate(): bucket -> 1 + position, 0 = empty.
+  thread_local std::vector<uint32_t> buckets;
+  size_t capacity = 16;
+  while (capacity < 2 * n)
+    capacity *= 2;
+  buckets.assign(capacity, 0);
+  auto mask = capacity - 1;
+  for (size_t i = 0; i < n; ++i) {
+    auto b = spread(keys[i]) & mask;
+    for (;;) {
+      auto pos = buckets[b];
+      if (pos == 0) {
+        buckets[b] = static_cast<uint32_t>(i + 1);
+        break;
+      }
+      if (keys[pos - 1] == keys[i])
+        return i;
+      b = (b + 1) & mask;
+    }
+  }
+  return n;
+}
+
 } // namespace actorps

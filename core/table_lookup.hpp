@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -46,5 +47,11 @@ struct table_lookup {
     return grad.data() + inverse[occurrence] * dim;
   }
 };
+
+/// The position of the first key in [keys, keys + n) that repeats an earlier
+/// one, or n if all are unique. O(n), and allocation-free once warm (the
+/// same reused index as table_lookup::deduplicate); a parameter server checks
+/// every pushed table shard with it.
+size_t first_duplicate(const uint64_t* keys, size_t n);
 
 } // namespace actorps
