@@ -34,22 +34,62 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
                                     const training_progress& progress);
 
 /// Checks that checkpoint `st`, read from `dir`, belongs to the job `cfg`
-/// placed as `layout`: the same job fingerprint (model, variables,
-/// partitioning, optimizer, consistency, cluster), every shard of the
-/// placement present once with its shape, and one data position per worker.
-/// @throws input_error naming `dir`/manifest.json and what differs.
+/// placed as `layout`, so that the job can continue from it: the same job
+/// fingerprint (model, variables, partitioning, optimizer, consistency,
+/// cluster, data), every shard of the placement present once with its shape,
+/// and one data position per worker.
+/// @throws input_error, one sentence naming `dir`/manifest.json and what
+///         differs, only the parts of a field that differ, e.g. "DIR/
+///         manifest.json: the checkpoint was written with other data: train
+///         limit 6400 in the checkpoint; train limit 1000 in this job; use
+///         --restore-variables-only to start a new run from its variables".
+///         The hint is given when only fields that a variables-only restore
+///         ignores differ. A field that follows from another is not named
+///         (the variables from the model, the partitioning from the variables
+///         or the number of ps).
 void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
                       const placement& layout, const std::string& dir);
+
+/// Checks that the variables of checkpoint `st`, read from `dir`, fit the job
+/// `cfg` placed as `layout` (for --restore-variables-only): the same model,
+/// variables, partitioning and number of ps, and every shard of the placement
+/// present once with its shape. Data, optimizer, consistency mode and the
+/// number of workers may differ.
+/// @throws input_error, one sentence naming `dir`/manifest.json and what
+///         differs.
+void check_checkpoint_variables(const checkpoint_state& st,
+                                const job_config& cfg, const placement& layout,
+                                const std::string& dir);
 
 /// Restores every parameter server of `cl` from `st` (checked with
 /// check_checkpoint) and moves each worker's data to its saved position.
 /// @throws runtime_failure if a server or worker refuses or is lost.
 void restore_checkpoint(cluster& cl, const checkpoint_state& st);
 
+/// Restores the variables of `st` (checked with check_checkpoint_variables)
+/// into every parameter server of `cl` as the start of a new run: values of
+/// the dense variables and the table rows, the optimizer state of cfg's rules
+/// started afresh (see variables_snapshot_for), clocks 0. The workers keep
+/// their fresh data positions.
+/// @throws runtime_failure if a server refuses or is lost.
+void restore_variables(cluster& cl, const checkpoint_state& st,
+                       const job_config& cfg);
+
 /// The state of parameter server `ps` in `st` (checked with
 /// check_checkpoint), in the server's buffer layout.
 ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
                          uint32_t ps);
+
+/// The variables of parameter server `ps` in `st` (checked with
+/// check_checkpoint_variables) with a fresh optimizer state: the dense values
+/// and table rows (keys, values) of the checkpoint; every slot at the initial
+/// value of cfg's rule (update_rule::slot_init; cfg.optimizer for the dense
+/// region, cfg.table_optimizer for tables), whatever the checkpoint's rule
+/// kept; step counts (the region's and each table row's) and the clock 0.
+/// @throws input_error if cfg names an unknown rule.
+ps_snapshot variables_snapshot_for(const placement& layout,
+                                   const checkpoint_state& st, uint32_t ps,
+                                   const job_config& cfg);
 
 /// Restores parameter server `ps` (index `index`) from `snap`.
 /// @throws runtime_failure if it refuses or is lost.

@@ -11,7 +11,8 @@ namespace actorps {
 ///
 /// - fixed_shards: `min(num_shards, rows)` shards.
 /// - min_size: `max(1, min(rows, max_shards, ceil(bytes / min_shard_bytes)))`
-///   shards (TF's `MinSizePartitioner`, via `min_max_variable_partitioner`).
+///   shards, max_shards 0 counting as 1 (TF's `MinSizePartitioner`, via
+///   `min_max_variable_partitioner`).
 /// - max_size: `ceil(rows / max(1, floor(max_shard_bytes / row_bytes)))`,
 ///   capped at `max_shards` when that is positive (TF's `MaxSizePartitioner`,
 ///   via `variable_axis_size_partitioner`).
@@ -24,8 +25,10 @@ struct partitioner_config {
   uint64_t min_shard_bytes = 256 * 1024;
   /// max_size: largest shard in bytes.
   uint64_t max_shard_bytes = 0;
-  /// min_size: at most this many shards (TF default 1); max_size: 0 = no cap.
-  uint64_t max_shards = 1;
+  /// At most this many shards; 0 (the default) is TensorFlow's default of
+  /// each: 1 for min_size (`MinSizePartitioner(max_shards=1)`), no cap for
+  /// max_size (`MaxSizePartitioner(max_shards=None)`).
+  uint64_t max_shards = 0;
 };
 
 /// Returns the number of shards for a variable of `rows` x `cols` elements of

@@ -42,6 +42,24 @@ TEST_CASE("an empty config gives the documented defaults",
   CHECK(cfg.mode == "async");
 }
 
+TEST_CASE("a partitioner without max_shards gets TensorFlow's default cap: "
+          "1 shard for min_size, none for max_size",
+          "[core][job_config]") {
+  auto min_size = parse_job_config(
+    R"({"partitioner": {"type": "min_size", "min_shard_bytes": 1024}})");
+  CHECK(min_size.partitioner.max_shards == 0);
+  CHECK(num_shards(min_size.partitioner, 784, 256) == 1);
+  auto max_size = parse_job_config(
+    R"({"partitioner": {"type": "max_size", "max_shard_bytes": 100352}})");
+  CHECK(max_size.partitioner.max_shards == 0);
+  // 100352 bytes hold 98 rows of 256 floats: 8 shards, not capped at 1.
+  CHECK(num_shards(max_size.partitioner, 784, 256) == 8);
+  auto capped = parse_job_config(
+    R"({"partitioner": {"type": "max_size", "max_shard_bytes": 100352,
+                        "max_shards": 3}})");
+  CHECK(num_shards(capped.partitioner, 784, 256) == 3);
+}
+
 TEST_CASE("configs/fashion_mnist.json loads", "[core][job_config]") {
   const std::string path = ACTORPS_SOURCE_DIR "/configs/fashion_mnist.json";
   auto cfg = load_job_config(path);

@@ -98,6 +98,23 @@ TEST_CASE("num_shards reproduces TensorFlow's documented partitioner "
   }
 }
 
+TEST_CASE("max_shards left at its default is TensorFlow's default of each "
+          "partitioner: 1 for min_size, no cap for max_size",
+          "[core][partitioner]") {
+  partitioner_config min_default{kind::min_size};
+  min_default.min_shard_bytes = 4;
+  // MinSizePartitioner(min_shard_bytes=4)([6, 1]) -> [1, 1] (max_shards=1).
+  CHECK(min_default.max_shards == 0);
+  CHECK(num_shards(min_default, 6, 1) == 1);
+  partitioner_config max_default{kind::max_size};
+  max_default.max_shard_bytes = 4;
+  // MaxSizePartitioner(max_shard_bytes=4)([6, 1]) -> [6, 1] (no cap).
+  CHECK(max_default.max_shards == 0);
+  CHECK(num_shards(max_default, 6, 1) == 6);
+  max_default.max_shard_bytes = 1024;
+  CHECK(num_shards(max_default, 784, 256) == 784);
+}
+
 TEST_CASE("num_shards counts bytes with the element size it is given",
           "[core][partitioner]") {
   // [6,1] float64 is 48 bytes: min 12 bytes per shard allows 4 shards.

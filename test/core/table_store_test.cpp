@@ -140,8 +140,10 @@ TEST_CASE("a row created on two stores, by a pull on one and a push on the "
   }
 }
 
-TEST_CASE("initial rows are uniform in [-init_scale, init_scale) and depend "
-          "on seed, variable and key",
+// (No unbalanced bracket in a test name: CTest's Catch discovery reads the
+// names as a CMake list, where one swallows the names after it.)
+TEST_CASE("initial rows are uniform between -init_scale and init_scale and "
+          "depend on seed, variable and key",
           "[core][table_store]") {
   auto def = make_def(16, 0, 0.25f);
   double sum = 0;
