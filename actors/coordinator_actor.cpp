@@ -11,6 +11,8 @@
 #include "caf/typed_event_based_actor.hpp"
 
 #include "actors/cluster_coordinator.hpp"
+#include "core/backoff.hpp"
+#include "core/dataset.hpp"
 #include "core/log.hpp"
 
 namespace actorps {
@@ -41,6 +43,17 @@ struct coordinator_state {
   std::vector<uint32_t> restarts;   ///< per worker index
   std::vector<uint32_t> incarnation; ///< per worker index
   uint32_t pending_restarts = 0;
+  /// Per worker: consecutive closures it failed with errc::ps_lost while
+  /// that server was not being recovered (the worker cannot reach it), and
+  /// whether it sits out a back-off for that (benched).
+  std::vector<uint32_t> strikes;
+  std::vector<bool> benched;
+  /// Tells a bench timer of an earlier bench from the current one's.
+  std::vector<uint64_t> bench_number;
+  /// Per worker: its data position after its last finished closure, and
+  /// whether it has one (a restarted worker process is moved there).
+  std::vector<data_position> positions;
+  std::vector<bool> has_position;
   // -- no worker in service ---------------------------------------------------
   std::chrono::milliseconds no_worker_grace{0};
   /// Whether the grace period runs (or ran) since the last worker was lost.
@@ -143,7 +156,8 @@ void plan_restart(coordinator_ptr self, uint32_t w) {
   auto& st = self->state;
   if (!st.respawn || st.restarts[w] >= st.restart_budget)
     return;
-  auto delay = std::chrono::milliseconds(100) * (1 << st.restarts[w]);
+  auto delay = capped_backoff(std::chrono::milliseconds(100), st.restarts[w],
+                              std::chrono::seconds(10));
   self->delayed_send(self, delay, replace_atom_v, w);
   ++st.pending_restarts;
 }
@@ -156,6 +170,7 @@ void lose_worker(coordinator_ptr self, uint32_t w, const std::string& why) {
     return;
   st.alive[w] = false;
   --st.alive_count;
+  st.benched[w] = false;
   st.lost_reason[w] = why;
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
@@ -215,6 +230,34 @@ void no_worker_in_service(coordinator_ptr self) {
 
 void dispatch(coordinator_ptr self);
 
+/// The parameter server an errc::ps_lost names ("ps", index, reason), or
+/// -1.
+int64_t lost_server(const caf::error& err) {
+  auto& ctx = err.context();
+  if (ctx.size() >= 2 && ctx.match_element<std::string>(0)
+      && ctx.get_as<std::string>(0) == "ps" && ctx.match_element<uint32_t>(1))
+    return ctx.get_as<uint32_t>(1);
+  return -1;
+}
+
+/// Worker `w` cannot reach parameter server `p`, which is not being
+/// recovered (its own link is down, e.g. after it was paused): it takes no
+/// closure for a back-off (0.5 s doubling to 5 s with each closure it fails
+/// so), instead of failing every closure handed to it in a hot loop.
+void bench(coordinator_ptr self, uint32_t w, int64_t p,
+           const std::string& why) {
+  auto& st = self->state;
+  auto delay = capped_backoff(std::chrono::milliseconds(500), st.strikes[w]++,
+                              std::chrono::seconds(5));
+  st.benched[w] = true;
+  log::warn("coordinator", -1,
+            "worker {} cannot reach ps{} ({}); it takes no closure for {:.1f} "
+            "s",
+            w, p, why, delay.count() / 1000.0);
+  self->delayed_send(self, delay, caf::timeout_atom_v, w,
+                     ++st.bench_number[w]);
+}
+
 /// Worker `w` replied to closure `c` with an error.
 void on_error(coordinator_ptr self, uint32_t w, const closure_ptr& c,
               const caf::error& err) {
@@ -224,6 +267,13 @@ void on_error(coordinator_ptr self, uint32_t w, const closure_ptr& c,
     return;
   }
   st.running[w] = nullptr;
+  auto p = err == errc::ps_lost ? lost_server(err) : -1;
+  if (err == errc::ps_lost && p >= 0 && p < int64_t(st.servers.size())
+      && !st.recovering_ps[p] && !st.fatal) {
+    bench(self, w, p, self->system().render(err));
+    enqueue(self, c, true);
+    return;
+  }
   st.idle.push_back(w);
   if (err == errc::ps_lost && st.recover_ps) {
     // The server comes back: the closure runs again then.
@@ -256,22 +306,35 @@ void dispatch(coordinator_ptr self) {
     st.idle.pop_front();
     auto c = std::move(st.queue.front());
     st.queue.pop_front();
-    ++c->attempts;
+    auto attempt = ++c->attempts;
     st.running[w] = c;
+    // Fencing: a reply counts only for the attempt it answers. A worker that
+    // was lost and taken back (or the same closure run again on it) may
+    // still answer an earlier attempt; that late reply is dropped.
+    auto current = [=] {
+      auto& st = self->state;
+      return st.running[w] == c && c->attempts == attempt;
+    };
+    // No timeout (caf::infinite): a closure may run as long as its step
+    // takes (a sync round, an ssp wait); a worker that dies or falls silent
+    // is noticed by the monitor and the watcher, which re-queue the closure.
     self->request(st.workers[w], caf::infinite, run_atom_v,
                   closure_request{c->id, c->function})
       .then(
         [=](step_result& r) {
+          if (!current())
+            return; // a late reply of an earlier attempt
           auto& st = self->state;
-          if (st.running[w] != c)
-            return; // the worker was lost and the closure re-queued
           st.running[w] = nullptr;
+          st.strikes[w] = 0;
+          st.positions[w] = data_position{r.data_epoch, r.data_offset};
+          st.has_position[w] = true;
           c->complete(&r, nullptr);
           st.idle.push_back(w);
           dispatch(self);
         },
         [=](caf::error& err) {
-          if (self->state.running[w] != c)
+          if (!current())
             return;
           on_error(self, w, c, err);
           dispatch(self);
@@ -284,6 +347,8 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
   auto& st = self->state;
   if (w >= st.workers.size() || st.alive[w])
     return;
+  st.strikes[w] = 0;
+  st.benched[w] = false;
   st.workers[w] = std::move(worker);
   self->monitor(st.workers[w]);
   if (st.chaos_drop > 0 || st.chaos_delay > 0)
@@ -378,6 +443,11 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
   st.restart_budget = restart_budget;
   st.restarts.assign(n, 0);
   st.incarnation.assign(n, 0);
+  st.strikes.assign(n, 0);
+  st.benched.assign(n, false);
+  st.bench_number.assign(n, 0);
+  st.positions.assign(n, data_position{});
+  st.has_position.assign(n, false);
   st.running.resize(n);
   st.lost_reason.assign(n, "never started");
   st.alive.assign(n, true);
@@ -426,9 +496,46 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
       }
     },
     [=](cancel_atom, caf::error& reason) { fail_job(self, reason); },
-    [=](replace_atom, uint32_t w, worker_actor& worker) {
-      log::info("coordinator", -1, "worker {} is back", w);
-      admit(self, w, std::move(worker));
+    [=](replace_atom, uint32_t w, worker_actor& worker, bool restarted) {
+      auto& st = self->state;
+      if (w >= st.workers.size() || st.alive[w])
+        return;
+      if (!restarted || !st.has_position[w]) {
+        log::info("coordinator", -1, "worker {} is back", w);
+        admit(self, w, std::move(worker));
+        return;
+      }
+      // A restarted worker process starts its data slice at 0: it goes on
+      // where its last finished closure left it, so that each example is
+      // used once per epoch across the restart.
+      auto pos = st.positions[w];
+      self->request(worker, std::chrono::seconds(10), seek_atom_v, pos.epoch,
+                    pos.offset)
+        .then(
+          [=](bool) {
+            log::info("coordinator", -1,
+                      "worker {} is back (restarted) and goes on at epoch {}, "
+                      "offset {} of its data",
+                      w, pos.epoch, pos.offset);
+            admit(self, w, worker);
+          },
+          [=](caf::error& err) {
+            log::warn("coordinator", -1,
+                      "worker {} is back (restarted) but could not be moved "
+                      "to its data position: {}; it starts its slice anew",
+                      w, self->system().render(err));
+            admit(self, w, worker);
+          });
+    },
+    [=](caf::timeout_atom, uint32_t w, uint64_t number) {
+      auto& st = self->state;
+      if (w >= st.workers.size() || !st.benched[w]
+          || number != st.bench_number[w])
+        return;
+      st.benched[w] = false;
+      if (st.alive[w] && !st.running[w])
+        st.idle.push_back(w);
+      dispatch(self);
     },
     [=](replace_atom, uint32_t w) {
       auto& st = self->state;

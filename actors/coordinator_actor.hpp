@@ -59,9 +59,15 @@ using coordinator_actor = caf::typed_actor<
   // fails every queued and running closure (running ones are cancelled at
   // their next message boundary first) and every later one with `reason`.
   caf::reacts_to<cancel_atom, caf::error>,
-  // Worker `index` (lost before) is back as `worker`, e.g. a restarted
-  // process that joined again: it is watched and takes closures again.
-  caf::reacts_to<replace_atom, uint32_t, worker_actor>,
+  // Worker `index` (lost before) is back as `worker`, e.g. a process that
+  // joined again; `restarted`: a new incarnation (a restarted process),
+  // which is first moved to the data position of its last finished closure.
+  // It is watched and takes closures again.
+  caf::reacts_to<replace_atom, uint32_t, worker_actor, bool>,
+  // Internal: worker `index`'s back-off number `n` is over (it sat out
+  // after failing closures with errc::ps_lost for a server that was not
+  // being recovered); it takes closures again.
+  caf::reacts_to<caf::timeout_atom, uint32_t, uint64_t>,
   // Internal: restart lost worker `index` with the respawn function.
   caf::reacts_to<replace_atom, uint32_t>,
   // Internal: the no-worker grace period number `n` is over; if still no

@@ -262,13 +262,17 @@ struct ps_stats {
   uint64_t table_bytes = 0;     ///< memory of the table shards (approx.)
   uint64_t keys_pulled = 0;     ///< table keys read by pulls
   uint64_t keys_pushed = 0;     ///< table rows updated by pushes
+  /// Peak resident memory of the server's process so far, bytes (in one
+  /// process: of the whole job).
+  uint64_t peak_rss_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("actorps::ps_stats"), x.clock, x.pushes,
            x.duplicates, x.staleness_sum, x.staleness_max, x.floats, x.shards,
-           x.table_rows, x.table_bytes, x.keys_pulled, x.keys_pushed);
+           x.table_rows, x.table_bytes, x.keys_pulled, x.keys_pushed,
+           x.peak_rss_bytes);
 }
 
 /// Everything one table shard holds, for a checkpoint: row i is keys[i],
@@ -332,13 +336,16 @@ struct step_result {
   /// keys, without message headers.
   uint64_t bytes_pulled = 0;
   uint64_t bytes_pushed = 0;
+  /// Peak resident memory of the worker's process so far, bytes.
+  uint64_t peak_rss_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("actorps::step_result"), x.closure, x.worker,
            x.loss, x.samples, x.pull_s, x.compute_s, x.push_s, x.data_epoch,
-           x.data_offset, x.keys, x.bytes_pulled, x.bytes_pushed);
+           x.data_offset, x.keys, x.bytes_pulled, x.bytes_pushed,
+           x.peak_rss_bytes);
 }
 
 /// What a node believes the job is, field by field, each as canonical text
@@ -371,13 +378,17 @@ struct handshake {
   std::string build;     ///< actorps version and source revision
   std::string role;      ///< "chief", "worker" or "ps"
   uint32_t index = 0;    ///< position in the role's address list
+  /// New at every start of the node's process (random): a peer that meets
+  /// a node again tells a paused one (same incarnation, state intact) from a
+  /// restarted one (new incarnation, state lost).
+  uint64_t incarnation = 0;
   job_fingerprint job;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, handshake& x) {
   return f(caf::meta::type_name("actorps::handshake"), x.protocol, x.build,
-           x.role, x.index, x.job);
+           x.role, x.index, x.incarnation, x.job);
 }
 
 /// A node's answer to an accepted handshake: its own handshake and the actor

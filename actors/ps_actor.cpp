@@ -13,6 +13,8 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "core/error.hpp"
+#include "core/process.hpp"
+#include "core/log.hpp"
 #include "core/table_lookup.hpp"
 #include "core/table_store.hpp"
 
@@ -392,8 +394,13 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       st.pushed_this_round[w] = true;
       auto rp = self->make_response_promise<uint64_t>();
       st.round_acks.push_back(rp);
-      if (++st.round_pushes == st.pushed_this_round.size())
+      if (++st.round_pushes == st.pushed_this_round.size()) {
         close_round(st);
+      } else if (st.round_pushes == 1 && st.opts.round_timeout.count() > 0) {
+        // Rounds are named by the clock they close at.
+        self->delayed_send(self, st.opts.round_timeout, caf::flush_atom_v,
+                           st.stats.clock + 1);
+      }
       return rp;
     },
     [=](stats_atom) -> ps_stats {
@@ -403,12 +410,25 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
         s.table_rows += store.size();
         s.table_bytes += store.memory_bytes();
       }
+      s.peak_rss_bytes = peak_rss_bytes();
       return s;
     },
     [=](freeze_atom, uint64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     },
     [=](save_atom) -> ps_snapshot { return save(self->state); },
+    [=](ping_atom) -> uint32_t { return self->state.opts.index; },
+    [=](caf::flush_atom, uint64_t round) {
+      auto& st = self->state;
+      if (st.round_pushes == 0 || st.stats.clock + 1 != round)
+        return; // closed already
+      log::warn("ps", static_cast<int>(st.opts.index),
+                "sync round {} closed after {} ms with {} of {} workers' "
+                "pushes",
+                round, st.opts.round_timeout.count(), st.round_pushes,
+                st.pushed_this_round.size());
+      close_round(st);
+    },
     [=](restore_atom, ps_snapshot& snap) -> caf::result<uint64_t> {
       return restore(self->state, snap);
     },

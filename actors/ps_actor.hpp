@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 
@@ -63,7 +64,12 @@ using ps_actor = caf::typed_actor<
   caf::replies_to<restore_atom, ps_snapshot>::with<uint64_t>,
   // Fault injection: the server stops answering for `ms` milliseconds (its
   // thread blocks, as a hung process would).
-  caf::reacts_to<freeze_atom, uint64_t>>;
+  caf::reacts_to<freeze_atom, uint64_t>,
+  // Liveness probe. Replies with the server's index.
+  caf::replies_to<ping_atom>::with<uint32_t>,
+  // Internal (sync): sync round `round` (the clock it closes at) has waited
+  // its timeout; if it is still open, it is closed with the pushes it has.
+  caf::reacts_to<caf::flush_atom, uint64_t>>;
 
 /// The worker index of pulls that are not a worker's (evaluation, tests).
 inline constexpr uint32_t no_worker = std::numeric_limits<uint32_t>::max();
@@ -72,7 +78,10 @@ inline constexpr uint32_t no_worker = std::numeric_limits<uint32_t>::max();
 /// - async: each push is applied on arrival (Hogwild-style asynchronous SGD).
 /// - sync:  bulk-synchronous (BSP): each server waits for one push from every
 ///          worker, applies their mean, then acknowledges them all (as TF's
-///          SyncReplicasOptimizer). Requires every worker to push each round.
+///          SyncReplicasOptimizer). A round that has not heard from every
+///          worker within ps_options::round_timeout is closed with the
+///          pushes it has (a worker without closures, lost or straggling
+///          then joins the next round).
 /// - ssp:   stale-synchronous parallel (Ho et al., "More Effective
 ///          Distributed ML via a Stale Synchronous Parallel Parameter Server",
 ///          NIPS 2013): pushes apply on arrival, but a worker that has pushed
@@ -96,6 +105,10 @@ struct ps_options {
   uint64_t staleness = 0;
   /// The rule applied to the rows of table shards.
   optimizer_config table_optimizer{"adagrad", 0.05f, {}};
+  /// sync: how long a round waits for its last pushes; then it is closed
+  /// with the pushes it has (their mean), so that an idle, lost or slow
+  /// worker does not stall the others forever (0 = wait forever).
+  std::chrono::milliseconds round_timeout{1000};
 };
 
 /// Spawns a parameter server; its behaviour lives in ps_actor.cpp.

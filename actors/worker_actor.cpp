@@ -1,6 +1,7 @@
 #include "actors/worker_actor.hpp"
 
 #include <chrono>
+#include <algorithm>
 #include <deque>
 #include <random>
 #include <thread>
@@ -11,9 +12,13 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "actors/key_routes.hpp"
+#include "caf/blocking_actor.hpp"
+
+#include "core/backoff.hpp"
 #include "core/dataset.hpp"
 #include "core/log.hpp"
 #include "core/placement.hpp"
+#include "core/process.hpp"
 #include "models/model.hpp"
 
 namespace actorps {
@@ -47,6 +52,11 @@ struct worker_state {
   std::deque<job> queue; // queue.front() is running when busy
   /// Set when a parameter server is lost: every closure fails with it.
   caf::error ps_lost;
+  /// Per server: lost (down or unreachable) and not yet reconnected or
+  /// replaced; a reconnect attempt is scheduled or running; attempts made.
+  std::vector<bool> lost;
+  std::vector<bool> reconnecting;
+  std::vector<uint32_t> reconnect_tries;
   /// Injected message faults (fault injection): shares of pulls and pushes
   /// dropped or delayed.
   struct {
@@ -60,6 +70,10 @@ struct worker_state {
   } chaos;
   bool busy = false;
   // -- the running closure ----------------------------------------------------
+  /// Counts started steps: a reply is for the running step only if it was
+  /// sent by it (a late reply of an earlier step, e.g. of the same closure
+  /// run again here, is dropped).
+  uint64_t seq = 0;
   const step_function* step = nullptr;
   phase at = phase::idle;
   size_t pending = 0;
@@ -72,6 +86,31 @@ struct worker_state {
 using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void start_next(worker_ptr self);
+
+/// Schedules an attempt to reconnect to lost server `p` (across processes
+/// only), after 0.25 s doubling to 5 s with each failed attempt.
+void plan_reconnect(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  if (!st.opts.redial || st.reconnecting[p])
+    return;
+  st.reconnecting[p] = true;
+  auto delay = capped_backoff(std::chrono::milliseconds(250),
+                              st.reconnect_tries[p]++,
+                              std::chrono::seconds(5));
+  self->delayed_send(self, delay, caf::connect_atom_v, p);
+}
+
+/// Server `p` is reachable again as `ps`: closures run once no server is
+/// lost.
+void use_server(worker_ptr self, uint32_t p, ps_actor ps) {
+  auto& st = self->state;
+  st.opts.servers[p] = std::move(ps);
+  self->monitor(st.opts.servers[p]);
+  st.lost[p] = false;
+  st.reconnect_tries[p] = 0;
+  if (std::none_of(st.lost.begin(), st.lost.end(), [](bool x) { return x; }))
+    st.ps_lost = caf::error{};
+}
 
 /// Ends the running closure with its result or `err` and starts the next one.
 void finish(worker_ptr self, const caf::error& err) {
@@ -121,27 +160,31 @@ void compute(worker_ptr self);
 /// Pushes the running closure's gradients to server `p`.
 void push_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  auto closure = st.result.closure;
+  auto seq = st.seq;
   push_request req;
   req.read_clock = st.read_clocks[p];
-  req.id = update_id{st.opts.index, st.opts.incarnation, closure};
+  req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
   if (st.opts.layout->ps_sizes[p] > 0)
     req.gradient.values = gather_shards(*st.opts.layout, p, st.grad.data());
   st.routes.fill_push(p, st.tables, req.tables);
   st.result.bytes_pushed += payload_bytes(req);
+  // No timeout (caf::infinite): under sync the ack waits for the round;
+  // a server that dies or is cut off is noticed by the monitor (down_msg),
+  // which fails the step.
   self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
         auto& st = self->state;
-        if (st.failed || st.result.closure != closure)
+        if (st.failed || st.seq != seq)
           return;
         if (--st.pending == 0) {
           st.result.push_s = seconds_since(st.t0);
+          st.result.peak_rss_bytes = peak_rss_bytes();
           finish(self, caf::error{});
         }
       },
       [=](caf::error& err) {
-        if (self->state.result.closure == closure)
+        if (self->state.seq == seq)
           fail(self, server_error(self, p, std::move(err)));
       });
 }
@@ -149,16 +192,21 @@ void push_one(worker_ptr self, uint32_t p) {
 /// Pulls the dense region and the batch's rows of server `p`.
 void pull_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  auto closure = st.result.closure;
+  auto seq = st.seq;
   pull_request req;
   req.worker = st.opts.index;
   req.dense = st.opts.layout->ps_sizes[p] > 0;
   st.routes.fill_pull(p, req.tables);
+  for (auto& t : req.tables)
+    st.result.bytes_pulled += t.keys.keys.size() * sizeof(uint64_t);
+  // No timeout (caf::infinite): under ssp a pull is held while this worker
+  // is ahead; a server that dies or is cut off is noticed by the monitor
+  // (down_msg), which fails the step.
   self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
     .then(
       [=](pull_reply& reply) {
         auto& st = self->state;
-        if (st.failed || st.result.closure != closure)
+        if (st.failed || st.seq != seq)
           return;
         auto& pl = *st.opts.layout;
         auto dense = pl.ps_sizes[p];
@@ -178,7 +226,7 @@ void pull_one(worker_ptr self, uint32_t p) {
         }
       },
       [=](caf::error& err) {
-        if (self->state.result.closure == closure)
+        if (self->state.seq == seq)
           fail(self, server_error(self, p, std::move(err)));
       });
 }
@@ -191,15 +239,15 @@ void send_to_server(worker_ptr self, uint32_t p, bool push) {
   auto& st = self->state;
   auto& chaos = st.chaos;
   std::uniform_real_distribution<double> u{0.0, 1.0};
-  auto closure = st.result.closure;
+  auto seq = st.seq;
   if (chaos.drop > 0 && u(chaos.rng) < chaos.drop) {
     ++chaos.dropped;
-    self->delayed_send(self, chaos.retry_after, retry_atom_v, closure, p, push);
+    self->delayed_send(self, chaos.retry_after, retry_atom_v, seq, p, push);
     return;
   }
   if (chaos.delay > 0 && u(chaos.rng) < chaos.delay) {
     ++chaos.delayed;
-    self->delayed_send(self, chaos.delay_by, retry_atom_v, closure, p, push);
+    self->delayed_send(self, chaos.delay_by, retry_atom_v, seq, p, push);
     return;
   }
   if (push)
@@ -276,6 +324,7 @@ void start_next(worker_ptr self) {
     return finish(self, caf::make_error(errc::unknown_function, req.function));
   st.busy = true;
   st.failed = false;
+  ++st.seq;
   st.result = step_result{};
   st.result.closure = req.id;
   st.result.worker = st.opts.index;
@@ -300,6 +349,9 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   }
   st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
   st.read_clocks.resize(st.opts.servers.size());
+  st.lost.assign(st.opts.servers.size(), false);
+  st.reconnecting.assign(st.opts.servers.size(), false);
+  st.reconnect_tries.assign(st.opts.servers.size(), 0);
   st.chaos.rng.seed(0x9e3779b97f4a7c15ULL ^ st.opts.index);
   // A remote server's death fails no pull or push: CAF only reports it here.
   for (auto& server : st.opts.servers)
@@ -307,13 +359,15 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-      if (st.opts.servers[p].address() == dm.source && !st.ps_lost) {
+      if (st.opts.servers[p].address() == dm.source && !st.lost[p]) {
         if (dm.reason != caf::exit_reason::user_shutdown)
           log::error("worker", static_cast<int>(st.opts.index),
                      "lost ps{}: {}", p, self->system().render(dm.reason));
+        st.lost[p] = true;
         st.ps_lost = caf::make_error(errc::ps_lost, "ps", p,
                                      self->system().render(dm.reason));
         fail(self, st.ps_lost);
+        plan_reconnect(self, p);
       }
   });
   return {
@@ -324,7 +378,10 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
         return;
       if (st.opts.redial) {
         try {
-          ps = st.opts.redial(p);
+          auto [direct, incarnation] = st.opts.redial(p);
+          ps = std::move(direct);
+          if (p < st.opts.server_incarnations.size())
+            st.opts.server_incarnations[p] = incarnation;
         } catch (const std::exception& e) {
           log::warn("worker", static_cast<int>(st.opts.index),
                     "cannot reach the recovered ps{} directly ({}); going "
@@ -332,12 +389,58 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
                     p, e.what());
         }
       }
-      st.opts.servers[p] = std::move(ps);
-      self->monitor(st.opts.servers[p]);
-      st.ps_lost = caf::error{};
+      use_server(self, p, std::move(ps));
       log::info("worker", static_cast<int>(st.opts.index),
                 "uses the recovered ps{}", p);
     },
+    [=](caf::connect_atom, uint32_t p) {
+      auto& st = self->state;
+      if (p >= st.lost.size() || !st.lost[p]) {
+        st.reconnecting[p] = false;
+        return;
+      }
+      // Dialling blocks for up to a few seconds: a helper thread does it, so
+      // that this worker keeps answering its node and the coordinator.
+      auto redial = st.opts.redial;
+      worker_actor me = self;
+      self->spawn<caf::detached>([redial, me, p](caf::blocking_actor* helper) {
+        try {
+          auto [ps, incarnation] = redial(p);
+          helper->send(me, caf::connect_atom_v, p,
+                       caf::actor_cast<caf::strong_actor_ptr>(ps),
+                       incarnation);
+        } catch (const std::exception&) {
+          helper->send(me, caf::connect_atom_v, p, caf::strong_actor_ptr{},
+                       uint64_t{0});
+        }
+      });
+    },
+    [=](caf::connect_atom, uint32_t p, caf::strong_actor_ptr& ptr,
+        uint64_t incarnation) {
+      auto& st = self->state;
+      if (p >= st.lost.size())
+        return;
+      st.reconnecting[p] = false;
+      if (!st.lost[p])
+        return; // replaced by the coordinator meanwhile
+      if (!ptr)
+        return plan_reconnect(self, p);
+      auto index = static_cast<int>(st.opts.index);
+      if (p < st.opts.server_incarnations.size()
+          && incarnation != st.opts.server_incarnations[p]) {
+        // Its state is gone: it may serve only after the coordinator has
+        // restored it (replace_atom then).
+        log::warn("worker", index,
+                  "ps{} was restarted (a new incarnation); waiting for the "
+                  "coordinator to restore it",
+                  p);
+        return;
+      }
+      use_server(self, p, caf::actor_cast<ps_actor>(std::move(ptr)));
+      log::info("worker", index, "reconnected to ps{} (the same incarnation)",
+                p);
+    },
+    [=](ping_atom) -> uint32_t { return self->state.opts.index; },
     [=](cancel_atom, uint64_t id) {
       auto& st = self->state;
       auto cancelled = caf::make_error(errc::cancelled, "closure", id);
@@ -364,9 +467,9 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       c.delay = delay;
       c.delay_by = std::chrono::milliseconds(delay_ms);
     },
-    [=](retry_atom, uint64_t closure, uint32_t p, bool push) {
+    [=](retry_atom, uint64_t seq, uint32_t p, bool push) {
       auto& st = self->state;
-      if (!st.busy || st.failed || st.result.closure != closure)
+      if (!st.busy || st.failed || st.seq != seq)
         return;
       if (push)
         push_one(self, p);

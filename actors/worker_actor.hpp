@@ -59,7 +59,16 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<chaos_atom, double, double, uint64_t>,
   // Internal: send a dropped or delayed pull / push of `closure` to server
   // `index` now.
-  caf::reacts_to<retry_atom, uint64_t, uint32_t, bool>>;
+  caf::reacts_to<retry_atom, uint64_t, uint32_t, bool>,
+  // Internal: try to reconnect to lost server `index` (a helper thread
+  // dials it).
+  caf::reacts_to<caf::connect_atom, uint32_t>,
+  // Internal: the outcome of a reconnect to server `index`: its actor and
+  // incarnation, or a null actor if it could not be reached.
+  caf::reacts_to<caf::connect_atom, uint32_t, caf::strong_actor_ptr,
+                 uint64_t>,
+  // Liveness probe. Replies with the worker's index.
+  caf::replies_to<ping_atom>::with<uint32_t>>;
 
 /// What a worker is spawned with.
 struct worker_options {
@@ -73,11 +82,18 @@ struct worker_options {
   std::shared_ptr<const placement> layout;
   /// Parameter server i holds the shards with shard_info::ps == i.
   std::vector<ps_actor> servers;
-  /// Across processes: connects to recovered server `index` directly and
-  /// returns it (blocking, a few milliseconds), instead of using the handle
-  /// the coordinator forwards (which CAF would route through the
-  /// coordinator's node). Throws when it cannot.
-  std::function<ps_actor(uint32_t index)> redial;
+  /// Across processes: connects to server `index` directly and returns it
+  /// with its incarnation (blocking, a few milliseconds), for a recovered
+  /// server (instead of using the handle the coordinator forwards, which CAF
+  /// would route through the coordinator's node) and to reconnect to a
+  /// server the worker lost while the server lives on (e.g. after the
+  /// worker was paused). Throws when it cannot.
+  std::function<std::pair<ps_actor, uint64_t>(uint32_t index)> redial;
+  /// Across processes: the incarnation of each server as joined. A server
+  /// the worker lost is reconnected to by the worker itself only if it is
+  /// still this incarnation (paused or cut off, state intact); a restarted
+  /// one is used only once the coordinator has restored it and says so.
+  std::vector<uint64_t> server_incarnations;
 };
 
 /// Spawns a worker; its behaviour lives in worker_actor.cpp.

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <unistd.h>
@@ -98,6 +99,19 @@ public:
     std::remove(path_.c_str());
   }
 
+  /// Replaces the file's content (the path stays).
+  void rewrite(const std::string& json) {
+    auto tmp = path_ + ".tmp";
+    auto* f = std::fopen(tmp.c_str(), "w");
+    auto text = json + "\n";
+    bool ok = f != nullptr
+              && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f != nullptr)
+      ok = std::fclose(f) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0)
+      throw actorps::runtime_failure("cannot write " + path_);
+  }
+
   const std::string& path() const {
     return path_;
   }
@@ -113,15 +127,25 @@ int run_launch(const std::vector<std::string>& args) {
     return 0;
   }
   auto& job = cmd.train.job;
-  auto ports = actorps::pick_free_ports(1 + job.ps + job.workers, cmd.host);
-  actorps::cluster_spec spec;
-  size_t next = 0;
-  spec.chief.push_back({cmd.host, ports[next++]});
-  for (uint32_t i = 0; i < job.ps; ++i)
-    spec.ps.push_back({cmd.host, ports[next++]});
-  for (uint32_t i = 0; i < job.workers; ++i)
-    spec.worker.push_back({cmd.host, ports[next++]});
-  spec_file file{spec.to_json()};
+  // The ports are free when picked, but another program may take one before
+  // its node listens on it: the node then fails at once, before the job has
+  // started, saying "cannot listen on HOST:PORT: Address already in use".
+  // Every node is stopped and the job starts again on new ports (a restart
+  // of that node alone would fail the same way, and the others already know
+  // its port); the last attempt runs as is.
+  constexpr int attempts = 3;
+  auto spec_on_new_ports = [&] {
+    auto ports = actorps::pick_free_ports(1 + job.ps + job.workers, cmd.host);
+    actorps::cluster_spec spec;
+    size_t next = 0;
+    spec.chief.push_back({cmd.host, ports[next++]});
+    for (uint32_t i = 0; i < job.ps; ++i)
+      spec.ps.push_back({cmd.host, ports[next++]});
+    for (uint32_t i = 0; i < job.workers; ++i)
+      spec.worker.push_back({cmd.host, ports[next++]});
+    return spec.to_json();
+  };
+  spec_file file{spec_on_new_ports()};
   auto exe = self_path();
   std::vector<actorps::child_spec> children;
   auto add = [&](const std::string& role, const std::string& name,
@@ -146,7 +170,10 @@ int run_launch(const std::vector<std::string>& args) {
           ++k;
           continue;
         }
-        if (c.argv[k].rfind("--restore=", 0) == 0 || c.argv[k] == "--resume")
+        // A variables-only start is not repeated: the restarted coordinator
+        // resumes the new run from its own checkpoints.
+        if (c.argv[k].rfind("--restore=", 0) == 0 || c.argv[k] == "--resume"
+            || c.argv[k] == "--restore-variables-only")
           continue;
         c.restart_argv.push_back(c.argv[k]);
       }
@@ -162,7 +189,28 @@ int run_launch(const std::vector<std::string>& args) {
   if (!cmd.train.quiet)
     fmt::print(stderr, "[launch] {} ps, {} workers on {}; cluster spec {}\n",
                job.ps, job.workers, cmd.host, file.path());
-  return actorps::run_children(children, children.size() - 1);
+  for (int attempt = 1;; ++attempt) {
+    actorps::launch_options opts;
+    if (attempt < attempts)
+      opts.abort_when = [](const std::string&, uint32_t restarts,
+                           std::string_view line) {
+        // Only a node's first start: a node restarted mid-job is not a
+        // reason to start the whole job again.
+        return restarts == 0
+               && line.find("cannot listen on") != std::string_view::npos
+               && line.find("Address already in use")
+                    != std::string_view::npos;
+      };
+    auto rc = actorps::run_children(children, children.size() - 1, opts);
+    if (rc != actorps::launch_aborted)
+      return rc;
+    fmt::print(stderr,
+               "[launch] a node's port was taken by another program before "
+               "the node could listen on it; starting every node again on "
+               "new ports (attempt {} of {})\n",
+               attempt + 1, attempts);
+    file.rewrite(spec_on_new_ports());
+  }
 }
 
 } // namespace

@@ -66,6 +66,11 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --checkpoint-every N   ... also every N steps, not only at epoch ends
   --restore DIR          continue from the checkpoint in DIR
   --resume               continue from the newest checkpoint in --checkpoint-dir
+  --restore-variables-only  with --restore: start a new run from the
+                         checkpoint's variables only (dense values, table
+                         rows): epoch 1, step 0, fresh data positions, and the
+                         optimizer's slots and step counts reset (fine-tuning);
+                         data, optimizer, mode and workers may differ
   --fault SPEC           inject a failure: kill:worker:1@40 (kill worker 1 when
                          40 steps are done), stop:ps:0@100:2.5 (stop ps 0 for
                          2.5 s), drop:ps:10%@50 (drop 10% of the messages to
@@ -138,6 +143,7 @@ train_command parse_job_args(
     {"--no-progress", false},    {"--quiet", false},
     {"--checkpoint-dir", true},  {"--checkpoint-every", true},
     {"--restore", true},         {"--resume", false},
+    {"--restore-variables-only", false},
     {"--fault", true},
     {"--help", false},           {"-h", false},
   };
@@ -225,6 +231,8 @@ train_command parse_job_args(
       cmd.options.restore_dir = value;
     else if (flag == "--resume")
       cmd.options.resume = true;
+    else if (flag == "--restore-variables-only")
+      cmd.options.restore_variables_only = true;
     else if (flag == "--fault")
       job.faults.push_back(parse_fault(value));
     else if (flag == "--no-progress")
@@ -238,6 +246,18 @@ train_command parse_job_args(
                       "training.checkpoint_dir in the config)");
   if (cmd.options.resume && !cmd.options.restore_dir.empty())
     throw input_error("--resume and --restore: give one of them");
+  // A variables-only run counts from step 0; written among the checkpoints
+  // it came from, its own would be pruned first and a later --resume would
+  // take the old run's.
+  if (cmd.options.restore_variables_only && cmd.options.resume)
+    throw input_error("--restore-variables-only: starts a new run, whose "
+                      "checkpoints would be mixed with the old run's in "
+                      "--checkpoint-dir; instead of --resume, give the "
+                      "checkpoint with --restore DIR and the new run an empty "
+                      "--checkpoint-dir");
+  if (cmd.options.restore_variables_only && cmd.options.restore_dir.empty())
+    throw input_error("--restore-variables-only: needs the checkpoint: "
+                      "--restore DIR");
   return cmd;
 }
 

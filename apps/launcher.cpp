@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "core/backoff.hpp"
 #include "core/error.hpp"
 
 extern char** environ;
@@ -408,7 +409,7 @@ public:
           timeout = static_cast<int>(
             std::clamp<decltype(left)>(left + 1, 0, timeout));
         }
-      if (main_exited && !sent_kill) {
+      if ((main_exited || aborted_) && !sent_kill) {
         auto next = sent_term ? term_at + grace : term_at;
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                       next - clock::now())
@@ -433,16 +434,19 @@ public:
       for (size_t i = 0; i < polled.size(); ++i)
         if (fds[i + 1].revents != 0)
           read_output(*polled[i]);
+      give_up_if_aborted(sent_term, term_at);
       for (size_t i = 0; i < children_.size(); ++i) {
         auto& c = children_[i];
         if (!c.running || !try_reap(c))
           continue;
         drain(c);
+        give_up_if_aborted(sent_term, term_at);
         if (i == main_index && WIFSIGNALED(c.wait_status) && !stopping_
             && c.restarts < c.spec->restart_budget) {
           // The main child crashed (killed by a signal): it is started
           // again, with restart_argv if given; the others keep running.
-          auto delay = opts_.restart_delay * (1 << c.restarts);
+          auto delay = capped_backoff(opts_.restart_delay, c.restarts,
+                                      std::chrono::seconds(10));
           c.restart_pending = true;
           c.restart_at = clock::now() + delay;
           launcher_line(fmt::format("{} {}; restarting in {} ms (restart {} "
@@ -452,7 +456,8 @@ public:
                                     c.spec->restart_budget));
         } else if (i == main_index) {
           main_exited = true;
-          term_at = clock::now() + grace;
+          if (!sent_term)
+            term_at = clock::now() + grace;
           for (auto& other : children_)
             other.restart_pending = false;
         } else {
@@ -463,7 +468,8 @@ public:
                           && WEXITSTATUS(c.wait_status) != 0);
           if (died && !main_exited && !stopping_
               && c.restarts < c.spec->restart_budget) {
-            auto delay = opts_.restart_delay * (1 << c.restarts);
+            auto delay = capped_backoff(opts_.restart_delay, c.restarts,
+                                      std::chrono::seconds(10));
             c.restart_pending = true;
             c.restart_at = clock::now() + delay;
             launcher_line(fmt::format("{}: restarting in {} ms (restart {} of "
@@ -508,6 +514,8 @@ public:
       end_output(c);
     }
     flush();
+    if (aborted_)
+      return launch_aborted;
     return exit_code(children_[main_index].wait_status);
   }
 
@@ -540,6 +548,20 @@ private:
     int err = errno;
     [[maybe_unused]] auto n = ::write(err_fd, &err, sizeof(err));
     ::_exit(127);
+  }
+
+  /// Once abort_when has given up: no more restarts, SIGTERM to every
+  /// running child now (SIGKILL follows `grace` later), once.
+  void give_up_if_aborted(bool& sent_term,
+                          std::chrono::steady_clock::time_point& term_at) {
+    if (!aborted_ || sent_term)
+      return;
+    stopping_ = true;
+    for (auto& c : children_)
+      c.restart_pending = false;
+    sent_term = true;
+    term_at = std::chrono::steady_clock::now();
+    signal_running(SIGTERM, "the start is given up; sending SIGTERM");
   }
 
   bool any_running() const {
@@ -667,6 +689,9 @@ private:
   void child_line(const child_state& c, std::string_view line) {
     fmt::format_to(std::back_inserter(batch_), "[{}] {}\n", c.spec->name,
                    line);
+    if (!aborted_ && opts_.abort_when
+        && opts_.abort_when(c.spec->name, c.restarts, line))
+      aborted_ = true;
   }
 
   void launcher_line(std::string_view line) {
@@ -682,8 +707,11 @@ private:
     batch_.clear();
   }
 
-  /// Set once SIGINT or SIGTERM reached the launcher: no more restarts.
+  /// Set once SIGINT or SIGTERM reached the launcher, or the launch was
+  /// given up: no more restarts.
   bool stopping_ = false;
+  /// Set once abort_when returned true.
+  bool aborted_ = false;
   const launch_options& opts_;
   const signal_guard& signals_;
   int devnull_;

@@ -4,7 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,7 +44,19 @@ struct launch_options {
   /// The first restart of a child waits this long (see
   /// child_spec::restart_budget).
   std::chrono::milliseconds restart_delay{200};
+  /// Called with each line a child prints (its name, its restarts so far,
+  /// the line without the prefix); when it returns true the whole launch is
+  /// given up: no child is restarted any more, every running child gets
+  /// SIGTERM at once and SIGKILL `grace` later, and run_children returns
+  /// launch_aborted. For a start that cannot work, e.g. a node whose port
+  /// another program took (see run_launch). Empty: never.
+  std::function<bool(const std::string& name, uint32_t restarts,
+                     std::string_view line)>
+    abort_when;
 };
+
+/// What run_children returns when launch_options::abort_when gave up.
+constexpr int launch_aborted = -1;
 
 /// Starts every child, copies each line a child writes to opts.out as
 /// "[name] line\n", and waits for them.
@@ -64,7 +78,8 @@ struct launch_options {
 /// the previous handlers of SIGINT, SIGTERM and SIGCHLD are restored.
 ///
 /// @returns the main child's exit status (0..255), or 128 + the signal number
-///          if a signal killed it.
+///          if a signal killed it, or launch_aborted (see
+///          launch_options::abort_when).
 /// @throws runtime_failure (core/error.hpp) naming the child and the program
 ///         if a child cannot be started (fork fails, or exec fails: e.g. the
 ///         program does not exist); the children already started are then
@@ -83,8 +98,8 @@ int run_children(const std::vector<child_spec>& children, size_t main_index,
 /// Picks `n` distinct free TCP ports on `host` (an IPv4 literal such as
 /// "127.0.0.1") by binding n sockets to port 0 and reading the ports back; all
 /// n stay open until every port is picked, then all are closed. Another
-/// process may take a port before the children bind it; callers accept that
-/// race.
+/// process may take a port before the children bind it: run_launch starts
+/// the job again on new ports when a node says so (abort_when).
 /// @throws runtime_failure if `host` is not an IPv4 literal or a socket cannot
 ///         be created or bound.
 std::vector<uint16_t> pick_free_ports(size_t n,

@@ -1,6 +1,6 @@
 #include "cluster/checkpointer.hpp"
 
-#include <map>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -9,11 +9,13 @@
 #include "caf/scoped_actor.hpp"
 
 #include "cluster/ask.hpp"
+#include "cluster/checkpoint_fit.hpp"
 #include "cluster/handshake.hpp"
 #include "cluster/local_cluster.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
+#include "core/update_rule.hpp"
 
 namespace actorps {
 
@@ -28,15 +30,19 @@ T ask(caf::actor_system& sys, const Handle& dest, const std::string& what,
                         std::forward<Ts>(xs)...);
 }
 
-std::map<std::string, std::string> job_fields(const job_fingerprint& fp) {
-  return {{"model", fp.model},
-          {"variables", fp.variables},
-          {"partitioning", fp.partitioning},
-          {"optimizer", fp.optimizer},
-          {"consistency", fp.consistency},
-          {"cluster", fp.cluster},
-          {"data", fp.data}};
+/// The checkpoint shard `st` holds for shard `s` of `layout` (checked with
+/// check_checkpoint or check_checkpoint_variables).
+const checkpoint_shard& shard_in(const checkpoint_state& st,
+                                 const placement& layout, const shard_info& s) {
+  auto& var = layout.variables[s.variable];
+  for (auto& c : st.shards)
+    if (c.variable == var.name && c.index == s.index)
+      return c;
+  throw runtime_failure(fmt::format("the checkpoint has no shard {} of {}",
+                                    s.index, var.name));
 }
+
+// -- snapshots ----------------------------------------------------------------
 
 /// The checkpoint shard of table shard `t` (from server `p`'s snapshot).
 checkpoint_shard table_shard_of(const placement& layout, uint32_t p,
@@ -81,7 +87,7 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
   st.epoch = progress.epoch;
   st.step_in_epoch = progress.step_in_epoch;
   st.workers = progress.workers;
-  st.job = job_fields(make_fingerprint(cfg, layout));
+  st.job = checkpoint_job_fields(make_fingerprint(cfg, layout));
   auto servers = cl.servers();
   for (uint32_t p = 0; p < servers.size(); ++p) {
     auto snap = ask<ps_snapshot>(cl.system(), servers[p],
@@ -126,55 +132,6 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
   return st;
 }
 
-void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
-                      const placement& layout, const std::string& dir) {
-  auto where = dir + "/manifest.json";
-  std::vector<std::string> diffs;
-  for (auto& [field, text] : job_fields(make_fingerprint(cfg, layout))) {
-    auto i = st.job.find(field);
-    if (i == st.job.end())
-      diffs.push_back(fmt::format("job {}: missing in the checkpoint", field));
-    else if (i->second != text)
-      diffs.push_back(fmt::format("job {}: \"{}\" in the checkpoint, \"{}\" "
-                                  "in this job",
-                                  field, i->second, text));
-  }
-  if (!diffs.empty())
-    throw input_error(fmt::format("{}: the checkpoint is of another job: {}",
-                                  where, join_lines(diffs)));
-  if (st.workers.size() != cfg.workers)
-    throw input_error(fmt::format("{}: {} worker positions for {} workers",
-                                  where, st.workers.size(), cfg.workers));
-  if (st.ps_clocks.size() != cfg.ps || st.optimizer_steps.size() != cfg.ps)
-    throw input_error(fmt::format("{}: ps clocks or optimizer steps for {} ps "
-                                  "(expected {})",
-                                  where, st.ps_clocks.size(), cfg.ps));
-  if (st.shards.size() != layout.shards.size())
-    throw input_error(fmt::format("{}: {} shards, the job has {}", where,
-                                  st.shards.size(), layout.shards.size()));
-  for (auto& s : layout.shards) {
-    auto& var = layout.variables[s.variable];
-    bool table = s.kind == variable_kind::table;
-    auto n = std::count_if(st.shards.begin(), st.shards.end(),
-                           [&](const checkpoint_shard& c) {
-                             if (c.variable != var.name || c.index != s.index
-                                 || c.table != table || c.cols != var.cols
-                                 || c.ps != s.ps)
-                               return false;
-                             return table || (c.row_begin == s.row_begin
-                                              && c.row_end == s.row_end
-                                              && c.values.size() == s.size);
-                           });
-    if (n != 1)
-      throw input_error(fmt::format(
-        "{}: shard {} of {} ({} on ps {}) is missing or appears twice", where,
-        s.index, var.name,
-        table ? std::string{"table shard"}
-              : fmt::format("rows {}-{}", s.row_begin, s.row_end),
-        s.ps));
-  }
-}
-
 ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
                          uint32_t p) {
   ps_snapshot snap;
@@ -182,30 +139,59 @@ ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
   snap.optimizer_steps = st.optimizer_steps.at(p);
   snap.values.values.resize(layout.ps_sizes[p]);
   for (auto& s : layout.shards_of(p)) {
-    auto& var = layout.variables[s.variable];
-    for (auto& c : st.shards) {
-      if (c.variable != var.name || c.index != s.index)
-        continue;
-      if (s.kind == variable_kind::table) {
-        table_snapshot t;
-        t.shard = layout.variable_shards[s.variable][s.index];
-        t.keys.keys = c.keys;
-        t.values.values.assign(c.values.begin(), c.values.end());
-        for (auto& slot : c.slots)
-          t.slots.push_back(float_buffer{float_vector(slot.begin(), slot.end())});
-        t.steps.keys = c.steps;
-        snap.tables.push_back(std::move(t));
-        continue;
-      }
-      std::copy(c.values.begin(), c.values.end(),
-                snap.values.values.begin() + s.ps_offset);
-      if (snap.slots.size() < c.slots.size())
-        snap.slots.resize(c.slots.size(),
-                          float_buffer{float_vector(layout.ps_sizes[p])});
-      for (size_t i = 0; i < c.slots.size(); ++i)
-        std::copy(c.slots[i].begin(), c.slots[i].end(),
-                  snap.slots[i].values.begin() + s.ps_offset);
+    auto& c = shard_in(st, layout, s);
+    if (s.kind == variable_kind::table) {
+      table_snapshot t;
+      t.shard = layout.variable_shards[s.variable][s.index];
+      t.keys.keys = c.keys;
+      t.values.values.assign(c.values.begin(), c.values.end());
+      for (auto& slot : c.slots)
+        t.slots.push_back(float_buffer{float_vector(slot.begin(), slot.end())});
+      t.steps.keys = c.steps;
+      snap.tables.push_back(std::move(t));
+      continue;
     }
+    std::copy(c.values.begin(), c.values.end(),
+              snap.values.values.begin() + s.ps_offset);
+    if (snap.slots.size() < c.slots.size())
+      snap.slots.resize(c.slots.size(),
+                        float_buffer{float_vector(layout.ps_sizes[p])});
+    for (size_t i = 0; i < c.slots.size(); ++i)
+      std::copy(c.slots[i].begin(), c.slots[i].end(),
+                snap.slots[i].values.begin() + s.ps_offset);
+  }
+  return snap;
+}
+
+ps_snapshot variables_snapshot_for(const placement& layout,
+                                   const checkpoint_state& st, uint32_t p,
+                                   const job_config& cfg) {
+  auto rule = make_update_rule(cfg.optimizer, "optimizer");
+  auto table_rule = make_update_rule(cfg.table_optimizer, "table_optimizer");
+  // n floats at slot i's initial value, for each slot `r` keeps.
+  auto fresh_slots = [](const update_rule& r, size_t n) {
+    std::vector<float_buffer> out;
+    for (size_t i = 0; i < r.slot_count(); ++i)
+      out.push_back(float_buffer{float_vector(n, r.slot_init(i))});
+    return out;
+  };
+  ps_snapshot snap; // clock and step count 0
+  snap.values.values.resize(layout.ps_sizes[p]);
+  snap.slots = fresh_slots(*rule, layout.ps_sizes[p]);
+  for (auto& s : layout.shards_of(p)) {
+    auto& c = shard_in(st, layout, s);
+    if (s.kind == variable_kind::table) {
+      table_snapshot t;
+      t.shard = layout.variable_shards[s.variable][s.index];
+      t.keys.keys = c.keys;
+      t.values.values.assign(c.values.begin(), c.values.end());
+      t.slots = fresh_slots(*table_rule, c.values.size());
+      t.steps.keys.assign(c.keys.size(), 0);
+      snap.tables.push_back(std::move(t));
+      continue;
+    }
+    std::copy(c.values.begin(), c.values.end(),
+              snap.values.values.begin() + s.ps_offset);
   }
   return snap;
 }
@@ -254,6 +240,15 @@ void restore_checkpoint(cluster& cl, const checkpoint_state& st) {
     ask<bool>(cl.system(), workers[w],
               fmt::format("moving worker {} to its data position", w),
               seek_atom_v, st.workers.at(w).epoch, st.workers.at(w).offset);
+}
+
+void restore_variables(cluster& cl, const checkpoint_state& st,
+                       const job_config& cfg) {
+  auto& layout = cl.layout();
+  auto servers = cl.servers();
+  for (uint32_t p = 0; p < servers.size(); ++p)
+    restore_ps(cl.system(), servers[p], p,
+               variables_snapshot_for(layout, st, p, cfg));
 }
 
 training_progress progress_of(const checkpoint_state& st) {

@@ -33,34 +33,6 @@ struct training_progress {
 checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
                                     const training_progress& progress);
 
-/// Checks that checkpoint `st`, read from `dir`, belongs to the job `cfg`
-/// placed as `layout`, so that the job can continue from it: the same job
-/// fingerprint (model, variables, partitioning, optimizer, consistency,
-/// cluster, data), every shard of the placement present once with its shape,
-/// and one data position per worker.
-/// @throws input_error, one sentence naming `dir`/manifest.json and what
-///         differs, only the parts of a field that differ, e.g. "DIR/
-///         manifest.json: the checkpoint was written with other data: train
-///         limit 6400 in the checkpoint; train limit 1000 in this job; use
-///         --restore-variables-only to start a new run from its variables".
-///         The hint is given when only fields that a variables-only restore
-///         ignores differ. A field that follows from another is not named
-///         (the variables from the model, the partitioning from the variables
-///         or the number of ps).
-void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
-                      const placement& layout, const std::string& dir);
-
-/// Checks that the variables of checkpoint `st`, read from `dir`, fit the job
-/// `cfg` placed as `layout` (for --restore-variables-only): the same model,
-/// variables, partitioning and number of ps, and every shard of the placement
-/// present once with its shape. Data, optimizer, consistency mode and the
-/// number of workers may differ.
-/// @throws input_error, one sentence naming `dir`/manifest.json and what
-///         differs.
-void check_checkpoint_variables(const checkpoint_state& st,
-                                const job_config& cfg, const placement& layout,
-                                const std::string& dir);
-
 /// Restores every parameter server of `cl` from `st` (checked with
 /// check_checkpoint) and moves each worker's data to its saved position.
 /// @throws runtime_failure if a server or worker refuses or is lost.

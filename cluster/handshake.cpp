@@ -1,5 +1,7 @@
 #include "cluster/handshake.hpp"
 
+#include <random>
+
 #include <zlib.h>
 
 #include <fmt/format.h>
@@ -137,9 +139,21 @@ std::string fingerprint_id(const job_fingerprint& fp) {
   return fmt::format("{:08x}", crc);
 }
 
+uint64_t process_incarnation() {
+  static const uint64_t value = [] {
+    std::random_device rd;
+    uint64_t x = 0;
+    while (x == 0)
+      x = (uint64_t{rd()} << 32) ^ rd();
+    return x;
+  }();
+  return value;
+}
+
 handshake make_handshake(const job_config& cfg, const placement& pl,
                          const std::string& role, uint32_t index) {
   handshake hs;
+  hs.incarnation = process_incarnation();
   hs.protocol = protocol_version;
   hs.build = build_id();
   hs.role = role;

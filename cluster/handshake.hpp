@@ -32,8 +32,14 @@ job_fingerprint make_fingerprint(const job_config& cfg, const placement& pl);
 /// (zlib) of all its fields.
 std::string fingerprint_id(const job_fingerprint& fp);
 
+/// This process's incarnation: a random 64-bit number drawn once per
+/// process (never 0), so that a peer meeting a node again can tell a node
+/// that was only paused (same incarnation) from one that was restarted.
+uint64_t process_incarnation();
+
 /// This node's handshake: protocol_version, build_id(), `role` ("chief",
-/// "worker", "ps") and `index`, and the job's fingerprint.
+/// "worker", "ps") and `index`, process_incarnation(), and the job's
+/// fingerprint.
 handshake make_handshake(const job_config& cfg, const placement& pl,
                          const std::string& role, uint32_t index);
 

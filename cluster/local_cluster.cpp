@@ -16,6 +16,7 @@
 #include "cluster/ask.hpp"
 #include "cluster/checkpointer.hpp"
 #include "cluster/evaluation.hpp"
+#include "cluster/local_watcher.hpp"
 #include "core/checkpoint.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
@@ -92,6 +93,7 @@ ps_options ps_options_of(const job_config& cfg, uint32_t index) {
   opts.mode = parse_consistency(cfg.mode);
   opts.workers = cfg.workers;
   opts.staleness = cfg.staleness;
+  opts.round_timeout = std::chrono::milliseconds(cfg.sync_round_timeout_ms);
   return opts;
 }
 
@@ -245,9 +247,27 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     std::move(respawn_ps));
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
+  if (cfg.heartbeat_interval_ms > 0)
+    watcher_ = spawn_local_watcher(
+      sys,
+      [shared] {
+        std::vector<std::pair<std::string, caf::actor>> roles;
+        std::lock_guard<std::mutex> guard{shared->mtx};
+        for (uint32_t p = 0; p < shared->servers.size(); ++p)
+          roles.emplace_back("ps" + std::to_string(p),
+                             caf::actor_cast<caf::actor>(shared->servers[p]));
+        for (uint32_t w = 0; w < shared->workers.size(); ++w)
+          roles.emplace_back("worker" + std::to_string(w),
+                             caf::actor_cast<caf::actor>(shared->workers[w]));
+        return roles;
+      },
+      std::chrono::milliseconds(cfg.heartbeat_interval_ms),
+      std::chrono::milliseconds(cfg.heartbeat_timeout_ms));
 }
 
 local_cluster::~local_cluster() {
+  if (watcher_)
+    caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
   coordinator_.reset();
   {
     // Wait for the dispatcher to end: it may be restarting a worker.

@@ -182,6 +182,8 @@ private:
   std::shared_ptr<shared_state> shared_ = std::make_shared<shared_state>();
   coordinator_actor dispatcher_;
   std::unique_ptr<cluster_coordinator> coordinator_;
+  /// Reports roles that stop answering (cluster/local_watcher.hpp).
+  caf::actor watcher_;
 };
 
 } // namespace actorps

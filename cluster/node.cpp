@@ -96,15 +96,18 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   opts.net = net;
   opts.data = data;
   opts.layout = layout;
-  for (auto& j : joined)
+  for (auto& j : joined) {
     opts.servers.push_back(caf::actor_cast<ps_actor>(j.welcome.role_actor));
+    opts.server_incarnations.push_back(j.welcome.node.incarnation);
+  }
   log::info("worker", static_cast<int>(index),
             "joined {} ps; {} training examples in this worker's slice",
             joined.size(), data->shard_rows());
   opts.redial = [&sys, servers, me](uint32_t p) {
     auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
-                          std::chrono::seconds(5));
-    return caf::actor_cast<ps_actor>(j[0].welcome.role_actor);
+                          std::chrono::seconds(2));
+    return std::make_pair(caf::actor_cast<ps_actor>(j[0].welcome.role_actor),
+                          j[0].welcome.node.incarnation);
   };
   auto worker = spawn_worker(sys, std::move(opts));
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),

@@ -33,42 +33,57 @@ using clock_type = std::chrono::steady_clock;
 constexpr auto hello_timeout = std::chrono::seconds(10);
 
 /// Watches every node of the cluster for the coordinator: pings each one
-/// every `interval` and declares it lost when it has not answered for
-/// `timeout`, or when CAF reports it down. CAF's own heartbeats alone took
-/// about 3 s to report a stopped node while data was flowing to it (1 s when
-/// idle); the pings answer within the timeout either way. A lost worker
-/// leaves service (its closure is re-queued); a lost ps fails the job. The
-/// watcher is also the actor the nodes watch to notice a lost coordinator.
+/// every `interval`; a node silent for half of `timeout` is *suspected*
+/// (a warning naming it and how long it has been silent), one silent for
+/// `timeout`, or reported down by CAF, is *lost*. CAF's own heartbeats alone
+/// took about 3 s to report a stopped node while data was flowing to it (1 s
+/// when idle); the pings answer within the timeout either way. A lost worker
+/// leaves service (its closure is re-queued); a lost ps is recovered (see
+/// remote_cluster). The watcher is also the actor the nodes watch to notice a
+/// lost coordinator.
+///
+/// When the coordinator itself did not run for longer than `timeout` (its
+/// process was paused or swapped out), the silence it sees is its own: the
+/// clocks of its peers start again instead of counting against them.
 ///
 /// A lost worker is asked to join again (e.g. `actorps launch` restarted its
-/// process): every 0.5 s a detached helper dials its address and says hello;
-/// once it answers, the dispatcher takes it back.
+/// process, or it was only paused): every 0.5 s a detached helper dials its
+/// address and says hello; once it answers, the dispatcher takes it back,
+/// told whether it is a new incarnation (restarted: its data position is
+/// gone).
 struct watched_node {
   caf::actor node;
   std::string name;
   std::string role;
   uint32_t index = 0;
   clock_type::time_point last_answer;
+  bool suspected = false;
   bool lost = false;
 };
 
 struct watcher_state {
   std::vector<watched_node> nodes;
   coordinator_actor dispatcher;
+  clock_type::time_point last_tick;
   bool closing = false;
   static constexpr const char* name = "watcher";
 };
 
+double seconds(clock_type::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 /// Tries once (for up to `timeout`) to join member `m` again; tells `chief`
-/// (the watcher) the outcome as (replace, slot, node, role actor) or
-/// (replace, slot, error text).
+/// (the watcher) the outcome as (replace, slot, node, role actor,
+/// incarnation) or (replace, slot, error text).
 void rejoin(caf::blocking_actor* self, cluster_member m, handshake mine,
             caf::actor chief, std::chrono::milliseconds timeout,
             uint64_t slot) {
   try {
     auto joined = join_members(self->system(), {m}, mine, chief, timeout);
     self->send(chief, replace_atom_v, slot, joined[0].node,
-               joined[0].welcome.role_actor);
+               joined[0].welcome.role_actor,
+               joined[0].welcome.node.incarnation);
   } catch (const std::exception& e) {
     self->send(chief, replace_atom_v, slot, std::string{e.what()});
   }
@@ -81,6 +96,7 @@ void declare_lost(watcher_actor* self, watched_node& n, const std::string& why) 
   if (n.lost || st.closing)
     return;
   n.lost = true;
+  n.suspected = false;
   log::error("coordinator", -1, "lost {}: {}", n.name, why);
   if (!st.dispatcher)
     return;
@@ -117,9 +133,13 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
     [=](caf::actor& node, std::string& name, std::string& role,
         uint32_t index) {
       self->monitor(node);
-      self->state.nodes.push_back(watched_node{std::move(node), std::move(name),
-                                               std::move(role), index,
-                                               clock_type::now(), false});
+      watched_node n;
+      n.node = std::move(node);
+      n.name = std::move(name);
+      n.role = std::move(role);
+      n.index = index;
+      n.last_answer = clock_type::now();
+      self->state.nodes.push_back(std::move(n));
     },
     [=](coordinator_actor& dispatcher) {
       self->state.dispatcher = std::move(dispatcher);
@@ -129,47 +149,74 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
       if (st.closing)
         return;
       auto now = clock_type::now();
+      if (st.last_tick != clock_type::time_point{}
+          && now - st.last_tick > timeout) {
+        log::warn("coordinator", -1,
+                  "the coordinator did not run for {:.1f} s (paused?); the "
+                  "silence of its peers is not counted against them",
+                  seconds(now - st.last_tick));
+        for (auto& n : st.nodes)
+          n.last_answer = now;
+      }
+      st.last_tick = now;
       for (size_t i = 0; i < st.nodes.size(); ++i) {
         auto& n = st.nodes[i];
         if (n.lost)
           continue;
-        if (now - n.last_answer > timeout) {
+        auto silent = now - n.last_answer;
+        if (silent > timeout) {
           declare_lost(self, n,
-                       fmt::format("no answer for {:.1f} s",
-                                   std::chrono::duration<double>(
-                                     now - n.last_answer)
-                                     .count()));
+                       fmt::format("no answer for {:.1f} s", seconds(silent)));
           if (n.role == "worker")
             try_rejoin(i);
           continue;
         }
+        if (silent > timeout / 2 && !n.suspected) {
+          n.suspected = true;
+          log::warn("coordinator", -1,
+                    "{} silent for {:.1f} s: suspected (lost after {:.1f} s)",
+                    n.name, seconds(silent), seconds(timeout));
+        }
         self->request(n.node, timeout, ping_atom_v)
-          .then([=](uint32_t) {
-                  self->state.nodes[i].last_answer = clock_type::now();
-                },
-                [](caf::error&) {});
+          .then(
+            [=](uint32_t) {
+              auto& n = self->state.nodes[i];
+              auto now = clock_type::now();
+              if (n.suspected && !n.lost)
+                log::info("coordinator", -1, "{} answers again after {:.1f} s",
+                          n.name, seconds(now - n.last_answer));
+              n.suspected = false;
+              n.last_answer = now;
+            },
+            [](caf::error&) {});
       }
       self->delayed_send(self, interval, caf::tick_atom_v);
     },
     [=](replace_atom, uint64_t slot, caf::actor& node,
-        caf::strong_actor_ptr& role_actor) {
+        caf::strong_actor_ptr& role_actor, uint64_t incarnation) {
       auto& st = self->state;
       if (st.closing || slot >= st.nodes.size() || !st.nodes[slot].lost)
         return;
       auto& n = st.nodes[slot];
       n.node = node;
       n.lost = false;
+      n.suspected = false;
       n.last_answer = clock_type::now();
       self->monitor(node);
+      bool restarted = false;
       {
         std::lock_guard<std::mutex> guard{table->mtx};
         table->nodes.at(slot) = node;
+        restarted = table->incarnations.at(slot) != incarnation;
+        table->incarnations.at(slot) = incarnation;
       }
-      log::info("coordinator", -1, "{} joined again", n.name);
+      log::info("coordinator", -1, "{} joined again ({})", n.name,
+                restarted ? "restarted: a new incarnation"
+                          : "the same incarnation: it was paused or cut off");
       // A ps goes back to the dispatcher from the recovery that joined it.
       if (st.dispatcher && n.role == "worker")
         self->send(st.dispatcher, replace_atom_v, n.index,
-                   caf::actor_cast<worker_actor>(role_actor));
+                   caf::actor_cast<worker_actor>(role_actor), restarted);
     },
     [=](replace_atom, uint64_t slot, std::string& error) {
       if (self->state.closing)
@@ -316,6 +363,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       {
         std::lock_guard<std::mutex> guard{table_->mtx};
         table_->nodes.push_back(joined[i].node);
+        table_->incarnations.push_back(joined[i].welcome.node.incarnation);
       }
       caf::anon_send(watcher_, joined[i].node, members_[i].name(),
                      members_[i].role, members_[i].index);
@@ -354,8 +402,10 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   // Lost workers may come back (launch restarts them): with none left, the
   // queue waits for one as long as nodes may take to join.
   // A lost ps is recovered when its node is back: joined again (waiting up
-  // to connect_timeout), its shards created and restored from the newest
-  // checkpoint. Runs in a helper thread of the dispatcher's.
+  // to connect_timeout); the same incarnation (it was paused or cut off)
+  // keeps its state; a new one (its process restarted) gets its shards
+  // created and restored from the newest checkpoint. Runs in a helper
+  // thread of the dispatcher's.
   auto timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
   auto layout = layout_;
   auto table = table_;
@@ -370,11 +420,34 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     log::info("coordinator", -1, "waiting for ps{} to come back", p);
     auto joined = join_members(sys, {members.at(slot)}, mine, watcher,
                                timeout);
+    auto incarnation = joined[0].welcome.node.incarnation;
+    uint64_t known = 0;
+    {
+      std::lock_guard<std::mutex> guard{table->mtx};
+      known = table->incarnations.at(slot);
+    }
     auto ps = caf::actor_cast<ps_actor>(joined[0].welcome.role_actor);
     caf::anon_send(watcher, replace_atom_v, slot, joined[0].node,
-                   joined[0].welcome.role_actor);
-    create_shards(sys, *layout, ps, p, cfg, *net);
-    restore_ps_from_latest(sys, *layout, cfg, ps, p);
+                   joined[0].welcome.role_actor, incarnation);
+    auto held = ps_stats_of(sys, {ps}).at(0);
+    if (incarnation == known && held.shards == layout->shards_of(p).size()
+        && held.floats == layout->ps_sizes[p]) {
+      // Paused or cut off, not restarted, and nothing was restored in its
+      // place: its state is the newest there is.
+      log::info("coordinator", -1,
+                "ps{} is back with its state (the same incarnation, clock "
+                "{}): nothing restored, no update lost",
+                p, held.clock);
+    } else if (held.shards == 0) {
+      create_shards(sys, *layout, ps, p, cfg, *net);
+      restore_ps_from_latest(sys, *layout, cfg, ps, p);
+    } else {
+      throw runtime_failure(fmt::format(
+        "ps{} came back as another incarnation holding {} shards with {} "
+        "floats; this job places {} with {} there",
+        p, held.shards, held.floats, layout->shards_of(p).size(),
+        layout->ps_sizes[p]));
+    }
     std::lock_guard<std::mutex> guard{table->mtx};
     table->servers.at(p) = ps;
     return ps;

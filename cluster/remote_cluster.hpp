@@ -52,6 +52,8 @@ struct node_table {
   std::mutex mtx;
   std::vector<caf::actor> nodes; ///< in the order of the members
   std::vector<ps_actor> servers; ///< the current actor of each ps
+  /// The incarnation each member joined with last (see handshake).
+  std::vector<uint64_t> incarnations;
 };
 
 /// The coordinator's side of a multi-process cluster: the parameter servers

@@ -30,6 +30,37 @@ std::string human_bytes(double x) {
   return fmt::format("{:.3g} {}", x, units[u]);
 }
 
+/// " (this run; since the start of the job: 1872 closures, 3744 pushes)" for
+/// a resumed run; "" for a run that started the job.
+std::string job_counts(const train_report& r) {
+  if (r.start_step == 0)
+    return {};
+  return fmt::format(" (this run; since the start of the job: {} closures, {} "
+                     "pushes{})",
+                     r.job_closures, r.job_pushes,
+                     r.job_updates_lost == 0
+                       ? std::string{}
+                       : fmt::format(", {} lost", r.job_updates_lost));
+}
+
+/// "peak RSS coordinator 120 MB, ps0 80 MB, ..., worker1 95 MB" when the
+/// roles are processes; "peak RSS 300 MB (this process)" in one process.
+std::string memory_line(const train_report& r) {
+  if (r.ps_peak_rss_bytes.empty() && r.worker_peak_rss_bytes.empty())
+    return fmt::format("peak RSS {} (this process)",
+                       human_bytes(double(r.peak_rss_bytes)));
+  auto text = "peak RSS coordinator " + human_bytes(double(r.peak_rss_bytes));
+  auto add = [&](const char* role, const std::vector<uint64_t>& xs) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      text += fmt::format(", {}{} {}", role, i,
+                          xs[i] == 0 ? std::string{"unknown"}
+                                     : human_bytes(double(xs[i])));
+  };
+  add("ps", r.ps_peak_rss_bytes);
+  add("worker", r.worker_peak_rss_bytes);
+  return text;
+}
+
 } // namespace
 
 metrics_file::metrics_file(std::string path) : path_(std::move(path)) {
@@ -87,6 +118,10 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"closures_reexecuted", r.reexecuted},
               {"duplicate_pushes", r.duplicates},
               {"updates_lost", r.updates_lost},
+              {"start_step", r.start_step},
+              {"job_closures", r.job_closures},
+              {"job_pushes", r.job_pushes},
+              {"job_updates_lost", r.job_updates_lost},
               {"optimizer", cfg.optimizer.type},
               {"table_optimizer", cfg.table_optimizer.type},
               {"mode", cfg.mode},
@@ -102,7 +137,10 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"dense_equivalent_bytes_per_step", r.dense_equivalent_bytes},
               {"table_rows", r.table_rows},
               {"table_bytes", r.table_bytes},
-              {"peak_rss_bytes", r.peak_rss_bytes},
+              {"peak_rss_bytes",
+               {{"coordinator", r.peak_rss_bytes},
+                {"ps", r.ps_peak_rss_bytes},
+                {"worker", r.worker_peak_rss_bytes}}},
               {"elapsed_s", elapsed_s}});
   write_line(obj.dump());
 }
@@ -152,7 +190,7 @@ void print_summary(std::FILE* out, const train_report& r) {
              "staleness: mean {:.2f}, max {} over {} pushes; worker time: "
              "compute {:.0f}%, pull {:.0f}%, push {:.0f}%, waiting {:.0f}%\n"
              "closures: {} scheduled, {} finished, {} re-executed; pushes: "
-             "{} applied, {} discarded as duplicates{}\n",
+             "{} applied, {} discarded as duplicates{}{}\n",
              test, r.samples_per_sec, r.epochs.size(), r.workers, r.ps,
              r.mean_staleness, r.max_staleness, r.pushes,
              100 * share(r, r.compute_s), 100 * share(r, r.pull_s),
@@ -161,7 +199,8 @@ void print_summary(std::FILE* out, const train_report& r) {
              r.updates_lost == 0
                ? std::string{}
                : fmt::format(", {} lost to parameter-server recovery",
-                             r.updates_lost));
+                             r.updates_lost),
+             job_counts(r));
   if (r.keys > 0) {
     auto steps = double(std::max<uint64_t>(r.closures, 1));
     auto moved = double(r.bytes_pulled + r.bytes_pushed) / steps;
@@ -179,8 +218,7 @@ void print_summary(std::FILE* out, const train_report& r) {
                                2.0 * r.dense_equivalent_bytes / moved),
                r.table_rows, human_bytes(double(r.table_bytes)));
   }
-  fmt::print(out, "memory: peak RSS {} (this process)\n",
-             human_bytes(double(r.peak_rss_bytes)));
+  fmt::print(out, "memory: {}\n", memory_line(r));
   std::fflush(out);
 }
 

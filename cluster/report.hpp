@@ -56,7 +56,13 @@ void draw_progress(std::FILE* out, uint32_t epoch, uint32_t epochs,
 void print_epoch(std::FILE* out, const epoch_metrics& m, uint32_t epochs);
 
 /// Prints the summary: final metrics, staleness and time shares, closure and
-/// push accounting, and for models with tables the traffic per step.
+/// push accounting (this run's; for a resumed run the job's beside them:
+/// "closures: 936 scheduled, 936 finished, 0 re-executed; pushes: 1872
+/// applied, 0 discarded as duplicates (this run; since the start of the job:
+/// 1872 closures, 3744 pushes)"), for models with tables the traffic per
+/// step, and the peak resident memory of each role's process ("memory: peak
+/// RSS coordinator 120 MB, ps0 80 MB, worker0 95 MB"; in one process, the
+/// process's).
 void print_summary(std::FILE* out, const train_report& r);
 
 } // namespace actorps

@@ -6,12 +6,11 @@
 #include <memory>
 #include <optional>
 
-#include <sys/resource.h>
-
 #include <fmt/format.h>
 
 #include "caf/actor_system.hpp"
 
+#include "cluster/checkpoint_fit.hpp"
 #include "cluster/checkpointer.hpp"
 #include "cluster/local_cluster.hpp"
 #include "cluster/remote_cluster.hpp"
@@ -21,6 +20,7 @@
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
+#include "core/process.hpp"
 #include "models/registry.hpp"
 
 namespace actorps {
@@ -68,6 +68,23 @@ checkpoint_to_restore(const job_config& cfg, const train_options& opts,
   if (restore_dir.empty())
     return std::nullopt;
   auto restored = read_checkpoint(restore_dir);
+  if (opts.restore_variables_only) {
+    check_checkpoint_variables(restored, cfg, job_placement(cfg, net),
+                               restore_dir);
+    // The new run counts from step 0: its checkpoints would sort before the
+    // other run's, be pruned first, and a --resume would take the other's.
+    auto other = cfg.checkpoint_dir.empty()
+                   ? std::string{}
+                   : latest_checkpoint(cfg.checkpoint_dir);
+    if (!other.empty())
+      throw input_error(fmt::format(
+        "--restore-variables-only: {} already holds checkpoints of another "
+        "run (newest {}), which this new run's, counted from step 0, would "
+        "be mixed with; give it an empty --checkpoint-dir (or continue the "
+        "run there with --resume)",
+        cfg.checkpoint_dir, other));
+    return restored;
+  }
   check_checkpoint(restored, cfg, job_placement(cfg, net), restore_dir);
   if (restored.epoch >= cfg.epochs)
     throw input_error(fmt::format("{}: the checkpoint has {} epochs done; "
@@ -79,6 +96,54 @@ checkpoint_to_restore(const job_config& cfg, const train_options& opts,
                                   restore_dir, restored.step_in_epoch,
                                   restored.epoch + 1, closures_per_epoch));
   return restored;
+}
+
+/// `a - b`, or 0 where a server restarted from scratch counted less.
+uint64_t since(uint64_t a, uint64_t b) {
+  return a >= b ? a - b : 0;
+}
+
+/// Fills the push counts of `r`, this run's and the job's, from the servers'
+/// stats when the run started (`before`, at global step `start_step`) and now
+/// (`after`, at `end_step`).
+///
+/// Every closure pushes once to every server, so a server's clock equals
+/// the global step unless it was restored from an older checkpoint: it then
+/// lost the pushes since that checkpoint. Without sync's rounds a server's
+/// push count is its clock, restored with it: the job's counts come from the
+/// servers as they are, this run's are the difference to the start. Under
+/// sync the clock counts rounds of one push per worker and the push count is
+/// the server process's own; losses are not counted there.
+void count_pushes(train_report& r, const job_config& cfg,
+                  const std::vector<ps_stats>& before, uint64_t start_step,
+                  const std::vector<ps_stats>& after, uint64_t end_step) {
+  bool sync = cfg.mode == "sync";
+  uint64_t staleness_sum = 0;
+  uint64_t pushes_before = 0;
+  uint64_t lost_before = 0;
+  for (size_t p = 0; p < after.size(); ++p) {
+    auto& s = after[p];
+    auto b = p < before.size() ? before[p] : ps_stats{};
+    r.pushes += since(s.pushes, b.pushes);
+    r.duplicates += since(s.duplicates, b.duplicates);
+    staleness_sum += since(s.staleness_sum, b.staleness_sum);
+    r.max_staleness = std::max(r.max_staleness, s.staleness_max);
+    r.table_rows += s.table_rows;
+    r.table_bytes += s.table_bytes;
+    pushes_before += sync ? b.clock * cfg.workers : b.pushes;
+    if (sync)
+      continue;
+    auto lost_then = since(start_step, b.pushes);
+    auto lost_now = since(end_step, s.pushes);
+    lost_before += lost_then;
+    r.updates_lost += since(lost_now, lost_then);
+  }
+  r.mean_staleness = r.pushes == 0 ? 0.0
+                                   : double(staleness_sum) / double(r.pushes);
+  r.start_step = start_step;
+  r.job_closures = end_step;
+  r.job_pushes = pushes_before + r.pushes;
+  r.job_updates_lost = lost_before + r.updates_lost;
 }
 
 train_report train_on(const job_config& cfg, const train_options& opts,
@@ -100,6 +165,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   train_report report;
   report.workers = cfg.workers;
   report.ps = cfg.ps;
+  report.worker_peak_rss_bytes.assign(cfg.workers, 0);
   report.parameters = net->dense_parameters();
 
   caf::actor_system sys{sys_cfg};
@@ -123,7 +189,14 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     uint64_t total_samples = 0;
     training_progress progress;
     progress.workers.assign(cfg.workers, data_position{});
-    if (restored) {
+    if (restored && opts.restore_variables_only) {
+      restore_variables(cluster, *restored, cfg);
+      log::info("coordinator", -1,
+                "new run from the variables of {} (step {} of its run); "
+                "epoch, step, data positions and optimizer state start "
+                "afresh",
+                restore_dir, restored->global_step);
+    } else if (restored) {
       restore_checkpoint(cluster, *restored);
       progress = progress_of(*restored);
       log::info("coordinator", -1,
@@ -132,6 +205,10 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                 restore_dir, progress.epoch, progress.step_in_epoch,
                 progress.global_step);
     }
+    // What the servers had counted when this run started (after a restore:
+    // the checkpoint's clocks), so that the final counts can be this run's.
+    auto start_stats = cluster.stats();
+    auto start_step = progress.global_step;
     auto faults = cfg.faults;
     std::stable_sort(faults.begin(), faults.end(),
                      [](const fault_spec& a, const fault_spec& b) {
@@ -225,6 +302,8 @@ train_report train_on(const job_config& cfg, const train_options& opts,
         report.keys += r.keys;
         report.bytes_pulled += r.bytes_pulled;
         report.bytes_pushed += r.bytes_pushed;
+        auto& rss = report.worker_peak_rss_bytes.at(r.worker);
+        rss = std::max(rss, r.peak_rss_bytes);
       }
       m.train_loss /= double(results.size());
       m.samples_per_sec = double(samples) / epoch_time;
@@ -242,29 +321,19 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     report.train_s = train_time;
     report.samples_per_sec = double(total_samples) / train_time;
     report.worker_s = train_time * cfg.workers;
-    uint64_t staleness_sum = 0;
-    auto stats = cluster.stats();
-    for (auto& s : stats) {
-      report.pushes += s.pushes;
-      report.duplicates += s.duplicates;
-      staleness_sum += s.staleness_sum;
-      report.max_staleness = std::max(report.max_staleness, s.staleness_max);
-      report.table_rows += s.table_rows;
-      report.table_bytes += s.table_bytes;
-    }
-    report.mean_staleness = report.pushes == 0
-                              ? 0.0
-                              : double(staleness_sum) / double(report.pushes);
+    count_pushes(report, cfg, start_stats, start_step, cluster.stats(),
+                 progress.global_step);
     auto counts = coord.counts();
-    // Every closure pushes once to every server; a server restored from a
-    // checkpoint lost the pushes since it (sync counts rounds instead).
-    if (cfg.mode != "sync")
-      for (auto& s : stats)
-        if (s.pushes < progress.global_step)
-          report.updates_lost += progress.global_step - s.pushes;
     report.closures = counts.finished;
     report.scheduled = counts.scheduled;
     report.reexecuted = counts.reexecuted;
+    // Memory per role where the roles are processes of their own.
+    auto servers = cluster.servers();
+    if (!servers.empty() && servers.front().node() != sys.node())
+      for (auto& s : cluster.stats())
+        report.ps_peak_rss_bytes.push_back(s.peak_rss_bytes);
+    else
+      report.worker_peak_rss_bytes.clear();
   }
   report.peak_rss_bytes = peak_rss_bytes();
   print_summary(opts.out, report);
@@ -301,12 +370,6 @@ network_options network_of(const job_config& cfg) {
   net.heartbeat_interval = std::chrono::milliseconds(cfg.heartbeat_interval_ms);
   net.heartbeat_timeout = std::chrono::milliseconds(cfg.heartbeat_timeout_ms);
   return net;
-}
-
-uint64_t peak_rss_bytes() {
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024; // Linux: kilobytes
 }
 
 } // namespace actorps

@@ -37,14 +37,25 @@ struct train_report {
   double samples_per_sec = 0; ///< all training examples / all training time
   double mean_staleness = 0;  ///< over every push applied by every server
   uint64_t max_staleness = 0;
-  uint64_t pushes = 0;        ///< applied, over all servers
-  uint64_t closures = 0;      ///< finished
-  uint64_t scheduled = 0;     ///< closures scheduled
+  // -- counts of this run --------------------------------------------------------
+  // Every closure pushes once to every server, so pushes + updates_lost ==
+  // ps x closures, for this run and for the whole job alike.
+  uint64_t pushes = 0;        ///< applied in this run, over all servers
+  uint64_t closures = 0;      ///< finished in this run
+  uint64_t scheduled = 0;     ///< closures scheduled in this run
   uint64_t reexecuted = 0;    ///< extra runs of closures whose worker was lost
   uint64_t duplicates = 0;    ///< pushes discarded as already applied
-  /// Pushes rolled back when a parameter server was restored from a
-  /// checkpoint (at most one checkpoint interval per recovery).
+  /// Pushes of this run rolled back when a parameter server was restored
+  /// from a checkpoint (at most one checkpoint interval per recovery).
   uint64_t updates_lost = 0;
+  // -- counts since the start of the job (a resumed run adds its own) ----------
+  /// Closures the job had finished when this run started: the global step of
+  /// the checkpoint it resumed from (0 for a new run, also one started with
+  /// restore_variables_only).
+  uint64_t start_step = 0;
+  uint64_t job_closures = 0;     ///< finished since the start: the global step
+  uint64_t job_pushes = 0;       ///< applied since the start (servers' clocks)
+  uint64_t job_updates_lost = 0; ///< lost to recoveries since the start
   /// Summed over all steps of all workers, seconds.
   double pull_s = 0;
   double compute_s = 0;
@@ -67,6 +78,12 @@ struct train_report {
   /// Peak resident memory of this process (the coordinator; in one process
   /// every role), bytes.
   uint64_t peak_rss_bytes = 0;
+  /// Peak resident memory of each ps's and each worker's process, bytes: a
+  /// ps's from its final stats, a worker's the most its step results
+  /// reported (0: none reported). Empty in one process, where
+  /// peak_rss_bytes is every role's.
+  std::vector<uint64_t> ps_peak_rss_bytes;
+  std::vector<uint64_t> worker_peak_rss_bytes;
   /// Training time in seconds (without evaluation and checkpoints).
   double train_s = 0;
 };
@@ -86,6 +103,14 @@ struct train_options {
   std::string restore_dir;
   /// Continue from the newest checkpoint in cfg.checkpoint_dir.
   bool resume = false;
+  /// With restore_dir: start a new run from the checkpoint's variables only
+  /// (dense values and table rows), as a TensorFlow user fine-tunes: epoch 0,
+  /// step 0, fresh data positions, the optimizer's slots and step counts at
+  /// their initial values. Only the model, the variables, their partitioning
+  /// and the number of ps must match; data, optimizer, consistency mode and
+  /// the number of workers may differ. The run's own checkpoints need a
+  /// cfg.checkpoint_dir that holds none of another run.
+  bool restore_variables_only = false;
 };
 
 /// Runs a training job with every role in this process: opens the dataset
@@ -95,9 +120,12 @@ struct train_options {
 /// evaluates on the test set after each epoch. With cfg.checkpoint_dir set,
 /// writes a checkpoint after every cfg.checkpoint_every_steps steps (0: none
 /// within epochs) and at each epoch end; with opts.restore_dir or
-/// opts.resume, continues from one at its step and data positions.
+/// opts.resume, continues from one at its step and data positions (with
+/// opts.restore_variables_only, starts a new run from its variables).
 /// @throws input_error for unusable input (data files, shapes, metrics path,
-///         a checkpoint that is corrupt, truncated or of another job);
+///         a checkpoint that is corrupt, truncated or of another job or data,
+///         or a variables-only restore whose checkpoint_dir holds
+///         checkpoints), all before any actor starts;
 ///         runtime_failure if training fails.
 train_report train(const job_config& cfg, const train_options& opts);
 
@@ -113,7 +141,5 @@ train_report train_chief(const job_config& cfg, const cluster_spec& spec,
 /// The network settings of a multi-process job (cluster.* fields of cfg).
 network_options network_of(const job_config& cfg);
 
-/// Peak resident memory of this process so far (getrusage), bytes.
-uint64_t peak_rss_bytes();
 
 } // namespace actorps

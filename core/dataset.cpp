@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <random>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -10,50 +12,130 @@
 
 namespace actorps {
 
-dataset load_idx_dataset(const std::string& images, const std::string& labels,
-                         uint32_t classes, uint64_t limit) {
-  auto img = read_idx(images, limit);
+namespace {
+
+/// load_idx_shards's work: the split's rows and the shards, still mutable.
+std::pair<uint64_t, std::vector<dataset>>
+load_idx_rows(const std::string& images, const std::string& labels,
+              uint32_t classes, uint64_t limit, uint32_t num_pipelines,
+              const std::vector<uint32_t>& ids) {
+  if (num_pipelines == 0)
+    throw std::invalid_argument("load_idx_shards: 0 input pipelines");
+  // slot[p]: where pipeline p's rows go in result.shards, or -1.
+  std::vector<int64_t> slot(num_pipelines, -1);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] >= num_pipelines || slot[ids[k]] >= 0)
+      throw std::invalid_argument(
+        fmt::format("load_idx_shards: pipeline id {} of {} is out of range or "
+                    "repeated",
+                    ids[k], num_pipelines));
+    slot[ids[k]] = static_cast<int64_t>(k);
+  }
+  // The image header first, so that a missing image file is named first;
+  // the labels (one byte per row) are read whole.
+  idx_reader img{images};
   auto lab = read_idx(labels, limit);
-  if (img.dims.size() < 2)
+  if (img.dims().size() < 2)
     throw input_error(fmt::format("{}: expected an image array of rank >= 2, "
                                   "got rank {}",
-                                  images, img.dims.size()));
+                                  images, img.dims().size()));
   if (lab.dims.size() != 1)
     throw input_error(fmt::format("{}: expected a label vector (rank 1), got "
                                   "rank {}",
                                   labels, lab.dims.size()));
-  if (img.items() != lab.items())
+  auto rows = img.items();
+  if (limit > 0 && limit < rows)
+    rows = limit;
+  if (rows != lab.items())
     throw input_error(fmt::format("{} has {} images but {} has {} labels",
-                                  images, img.items(), labels, lab.items()));
-  dataset result;
-  result.schema.dense_dim = img.item_size();
-  result.schema.labels = label_kind::multiclass;
-  result.schema.classes = classes;
-  auto& ex = result.examples;
-  ex.reset(img.item_size(), 0);
-  ex.rows = img.items();
-  ex.dense.resize(img.data.size());
-  constexpr float scale = 1.0f / 255.0f;
-  for (size_t i = 0; i < img.data.size(); ++i)
-    ex.dense[i] = static_cast<float>(img.data[i]) * scale;
-  ex.labels.resize(lab.data.size());
-  for (size_t i = 0; i < lab.data.size(); ++i) {
+                                  images, rows, labels, lab.items()));
+  for (size_t i = 0; i < lab.data.size(); ++i)
     if (lab.data[i] >= classes)
       throw input_error(fmt::format("{}: label {} at item {} is out of range "
                                     "[0, {})",
                                     labels, lab.data[i], i, classes));
-    ex.labels[i] = lab.data[i];
+  const auto dim = img.item_size();
+  std::vector<dataset> shards(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    auto& ds = shards[k];
+    ds.schema.dense_dim = dim;
+    ds.schema.labels = label_kind::multiclass;
+    ds.schema.classes = classes;
+    auto& ex = ds.examples;
+    ex.reset(dim, 0);
+    ex.rows = shard_size(rows, input_context{num_pipelines, ids[k]});
+    ex.dense.resize(ex.rows * dim);
+    ex.labels.reserve(ex.rows);
+    for (uint64_t i = ids[k]; i < rows; i += num_pipelines)
+      ex.labels.push_back(lab.data[i]);
   }
+  // Where each pipeline's features go (nullptr: not kept).
+  std::vector<float*> dense(num_pipelines, nullptr);
+  for (uint32_t p = 0; p < num_pipelines; ++p)
+    if (slot[p] >= 0)
+      dense[p] = shards[slot[p]].examples.dense.data();
+  constexpr float scale = 1.0f / 255.0f;
+  img.read_items(rows, [&](uint64_t first, uint64_t count,
+                           const uint8_t* bytes) {
+    for (uint64_t k = 0; k < count; ++k) {
+      auto i = first + k;
+      auto* out = dense[i % num_pipelines];
+      if (out == nullptr)
+        continue;
+      out += (i / num_pipelines) * dim;
+      const auto* in = bytes + k * dim;
+      for (uint64_t d = 0; d < dim; ++d)
+        out[d] = static_cast<float>(in[d]) * scale;
+    }
+  });
+  return {rows, std::move(shards)};
+}
+
+void check_split(const std::string& split) {
+  if (split != "train" && split != "t10k")
+    throw input_error("fashion-mnist split must be train or t10k, got "
+                      + split);
+}
+
+} // namespace
+
+split_shards load_idx_shards(const std::string& images,
+                             const std::string& labels, uint32_t classes,
+                             uint64_t limit, uint32_t num_pipelines,
+                             const std::vector<uint32_t>& ids) {
+  auto [rows, shards] = load_idx_rows(images, labels, classes, limit,
+                                      num_pipelines, ids);
+  split_shards result;
+  result.split_rows = rows;
+  for (size_t k = 0; k < shards.size(); ++k)
+    result.shards.push_back(
+      dataset_shard{std::make_shared<const dataset>(std::move(shards[k])),
+                    input_context{num_pipelines, ids[k]}, rows});
   return result;
+}
+
+dataset load_idx_dataset(const std::string& images, const std::string& labels,
+                         uint32_t classes, uint64_t limit) {
+  return std::move(load_idx_rows(images, labels, classes, limit, 1, {0})
+                     .second.front());
 }
 
 dataset load_fashion_mnist(const std::string& dir, const std::string& split,
                            uint64_t limit) {
-  if (split != "train" && split != "t10k")
-    throw input_error("fashion-mnist split must be train or t10k, got " + split);
+  check_split(split);
   return load_idx_dataset(dir + "/" + split + "-images-idx3-ubyte.gz",
                           dir + "/" + split + "-labels-idx1-ubyte.gz", 10,
                           limit);
+}
+
+split_shards load_fashion_mnist_shards(const std::string& dir,
+                                       const std::string& split,
+                                       uint64_t limit, uint32_t num_pipelines,
+                                       const std::vector<uint32_t>& ids) {
+  check_split(split);
+  return load_idx_shards(dir + "/" + split + "-images-idx3-ubyte.gz",
+                         dir + "/" + split + "-labels-idx1-ubyte.gz", 10,
+                         limit, num_pipelines, ids);
 }
 
 batch_source::~batch_source() {
@@ -62,14 +144,22 @@ batch_source::~batch_source() {
 
 std::vector<uint32_t> shard_indices(uint64_t rows, const input_context& ctx) {
   std::vector<uint32_t> result;
-  if (ctx.num_input_pipelines == 0
-      || ctx.input_pipeline_id >= ctx.num_input_pipelines)
+  auto n = shard_size(rows, ctx);
+  if (n == 0)
     return result;
-  result.reserve(rows / ctx.num_input_pipelines + 1);
+  result.reserve(n);
   for (uint64_t i = ctx.input_pipeline_id; i < rows;
        i += ctx.num_input_pipelines)
     result.push_back(static_cast<uint32_t>(i));
   return result;
+}
+
+uint64_t shard_size(uint64_t rows, const input_context& ctx) noexcept {
+  if (ctx.num_input_pipelines == 0
+      || ctx.input_pipeline_id >= ctx.num_input_pipelines
+      || ctx.input_pipeline_id >= rows)
+    return 0;
+  return (rows - ctx.input_pipeline_id - 1) / ctx.num_input_pipelines + 1;
 }
 
 batch_iterator::batch_iterator(std::shared_ptr<const dataset> data,
@@ -80,16 +170,40 @@ batch_iterator::batch_iterator(std::shared_ptr<const dataset> data,
     batch_size_(batch_size),
     seed_(seed),
     base_(shard_indices(data_->rows(), ctx)) {
+  check_batch_size(data_->rows());
+  shuffle_for_epoch();
+}
+
+batch_iterator::batch_iterator(dataset_shard shard, uint64_t batch_size,
+                               uint64_t seed)
+  : data_(std::move(shard.rows)),
+    ctx_(shard.ctx),
+    batch_size_(batch_size),
+    seed_(seed) {
+  auto expected = shard_size(shard.split_rows, ctx_);
+  if (data_->rows() != expected)
+    throw input_error(fmt::format("the shard of worker {} holds {} rows; {} "
+                                  "rows over {} workers give it {}",
+                                  ctx_.input_pipeline_id, data_->rows(),
+                                  shard.split_rows, ctx_.num_input_pipelines,
+                                  expected));
+  base_.resize(expected);
+  for (uint32_t j = 0; j < base_.size(); ++j)
+    base_[j] = j;
+  check_batch_size(shard.split_rows);
+  shuffle_for_epoch();
+}
+
+void batch_iterator::check_batch_size(uint64_t split_rows) const {
   if (batch_size_ == 0)
     throw input_error("data.batch_size: must be at least 1");
   if (batch_size_ > base_.size())
     throw input_error(fmt::format("data.batch_size: {} is larger than the "
                                   "shard of worker {} ({} rows of {} over {} "
                                   "workers)",
-                                  batch_size_, ctx.input_pipeline_id,
-                                  base_.size(), data_->rows(),
-                                  ctx.num_input_pipelines));
-  shuffle_for_epoch();
+                                  batch_size_, ctx_.input_pipeline_id,
+                                  base_.size(), split_rows,
+                                  ctx_.num_input_pipelines));
 }
 
 void batch_iterator::shuffle_for_epoch() {

@@ -47,6 +47,48 @@ struct input_context {
 /// shards of all pipelines are disjoint and together cover every row.
 std::vector<uint32_t> shard_indices(uint64_t rows, const input_context& ctx);
 
+/// The number of rows shard_indices(rows, ctx) names, without building them.
+uint64_t shard_size(uint64_t rows, const input_context& ctx) noexcept;
+
+/// The shard of one input pipeline held without the rest of its split: row j
+/// of `rows` is row `ctx.input_pipeline_id + j * ctx.num_input_pipelines` of
+/// a split of `split_rows` rows, i.e. the rows shard_indices(split_rows, ctx)
+/// names, in that order. A worker process keeps only this (1/workers of the
+/// split), not the split.
+struct dataset_shard {
+  std::shared_ptr<const dataset> rows;
+  input_context ctx;
+  uint64_t split_rows = 0;
+};
+
+/// Some shards of a split, read in one pass over its files.
+struct split_shards {
+  /// Rows of the split (after its limit), all shards together.
+  uint64_t split_rows = 0;
+  /// One per requested pipeline id, in the order requested.
+  std::vector<dataset_shard> shards;
+};
+
+/// Loads from an image/label pair of IDX files, as load_idx_dataset, only
+/// the shards of the input pipelines `ids` of `num_pipelines` (of the first
+/// `limit` rows; 0 = all). Reads each file once, a chunk at a time, and
+/// converts only the kept rows: the memory held is the kept shards (as
+/// floats) plus the labels file, never the whole image file. With no ids it
+/// checks the files and counts the rows (split_rows) while keeping nothing.
+/// @throws input_error as load_idx_dataset (every row of the split is
+///         checked, also those of other shards); std::invalid_argument if
+///         num_pipelines is 0 or an id is >= num_pipelines or repeated.
+split_shards load_idx_shards(const std::string& images,
+                             const std::string& labels, uint32_t classes,
+                             uint64_t limit, uint32_t num_pipelines,
+                             const std::vector<uint32_t>& ids);
+
+/// load_idx_shards on Fashion-MNIST's "train" or "t10k" split in `dir`.
+split_shards load_fashion_mnist_shards(const std::string& dir,
+                                       const std::string& split,
+                                       uint64_t limit, uint32_t num_pipelines,
+                                       const std::vector<uint32_t>& ids);
+
 /// Where a batch source is: the epoch over its shard and the offset within
 /// it. Enough to restart a source exactly (for checkpoints).
 struct data_position {
@@ -87,9 +129,19 @@ public:
 /// boundaries (repeat before batch), so every batch is full.
 class batch_iterator final : public batch_source {
 public:
+  /// Reads the shard of `ctx` from the whole split `data`.
   /// @throws input_error if batch_size is 0 or larger than the shard.
   batch_iterator(std::shared_ptr<const dataset> data, input_context ctx,
                  uint64_t batch_size, uint64_t seed);
+
+  /// Reads a shard held alone. Gives exactly the batches (rows and order, for
+  /// every data_position) that the constructor above gives for shard.ctx on
+  /// the whole split: a shuffle permutes positions in the shard whatever
+  /// their values, so shuffling the shard's own row numbers 0..n-1 picks
+  /// row j where the split's row numbers pick split row id + j x pipelines.
+  /// @throws input_error if batch_size is 0 or larger than the shard, or the
+  ///         shard does not hold shard_size(split_rows, ctx) rows.
+  batch_iterator(dataset_shard shard, uint64_t batch_size, uint64_t seed);
 
   void next(example_batch& out) override;
   void seek(data_position pos) override;
@@ -110,18 +162,21 @@ public:
     return data_->schema;
   }
 
+  /// The rows it reads from: the whole split, or the shard alone.
   const dataset& data() const noexcept {
     return *data_;
   }
 
 private:
+  void check_batch_size(uint64_t split_rows) const;
+
   void shuffle_for_epoch();
 
   std::shared_ptr<const dataset> data_;
   input_context ctx_;
   uint64_t batch_size_;
   uint64_t seed_;
-  std::vector<uint32_t> base_;    // the shard, in dataset order
+  std::vector<uint32_t> base_;    // the shard's rows of data_, in order
   std::vector<uint32_t> indices_; // the shard, in this epoch's order
   data_position pos_;
 };

@@ -1,6 +1,7 @@
 #include "core/idx.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -64,75 +65,106 @@ uint64_t idx_array::item_size() const {
   return result;
 }
 
-idx_array read_idx(const std::string& path, uint64_t max_items) {
-  gz_closer f{gzopen(path.c_str(), "rb")};
-  if (f.f == nullptr)
+idx_reader::idx_reader(std::string path) : path_(std::move(path)) {
+  file_ = gzopen(path_.c_str(), "rb");
+  if (file_ == nullptr)
     throw input_error(fmt::format("{}: cannot open file (missing or not "
                                   "readable)",
-                                  path));
+                                  path_));
+  // The destructor does not run if the constructor throws.
+  gz_closer guard{file_};
   unsigned char magic[4];
-  read_exact(f.f, path, magic, 4, "IDX magic number");
+  read_exact(file_, path_, magic, 4, "IDX magic number");
   if (magic[0] != 0 || magic[1] != 0)
     throw input_error(fmt::format("{}: not an IDX file (bad magic number "
                                   "{:02x}{:02x}{:02x}{:02x})",
-                                  path, magic[0], magic[1], magic[2],
+                                  path_, magic[0], magic[1], magic[2],
                                   magic[3]));
   if (magic[2] != 0x08)
     throw input_error(fmt::format("{}: unsupported IDX element type 0x{:02x} "
                                   "(only unsigned bytes, 0x08)",
-                                  path, magic[2]));
+                                  path_, magic[2]));
   auto ndims = magic[3];
   if (ndims < 1 || ndims > 4)
-    throw input_error(
-      fmt::format("{}: unsupported IDX rank {} (expected 1 to 4)", path, ndims));
-  idx_array result;
+    throw input_error(fmt::format("{}: unsupported IDX rank {} (expected 1 "
+                                  "to 4)",
+                                  path_, ndims));
   unsigned char buf[4];
   uint64_t total = 1;
   for (int i = 0; i < ndims; ++i) {
-    read_exact(f.f, path, buf, 4, "IDX dimensions");
+    read_exact(file_, path_, buf, 4, "IDX dimensions");
     auto d = big_endian(buf);
     if (d == 0)
-      throw input_error(fmt::format("{}: dimension {} is 0", path, i));
+      throw input_error(fmt::format("{}: dimension {} is 0", path_, i));
     total *= d;
     if (total > (uint64_t{1} << 34))
       throw input_error(fmt::format("{}: header promises more than 16 GiB of "
                                     "data; the file is corrupt",
-                                    path));
-    result.dims.push_back(d);
+                                    path_));
+    dims_.push_back(d);
   }
-  auto item = result.item_size();
-  auto items = result.dims[0];
-  if (max_items > 0 && max_items < items)
-    items = static_cast<uint32_t>(max_items);
-  result.data.resize(items * item);
-  read_exact(f.f, path, result.data.data(), result.data.size(),
-             fmt::format("data ({} items of {} bytes)", items, item).c_str());
-  // The items not kept must still be there, as the header promises.
+  for (size_t i = 1; i < dims_.size(); ++i)
+    item_size_ *= dims_[i];
+  guard.f = nullptr;
+}
+
+idx_reader::~idx_reader() {
+  if (file_ != nullptr)
+    gzclose(file_);
+}
+
+void idx_reader::read_items(uint64_t keep, const visitor& visit) {
+  const auto item = item_size_;
+  const uint64_t items = dims_[0];
+  keep = std::min(keep, items);
   auto per_chunk = std::max<uint64_t>(1, (uint64_t{1} << 16) / item);
-  std::vector<uint8_t> skip;
-  for (uint64_t first = items; first < result.dims[0]; first += per_chunk) {
-    auto n = std::min<uint64_t>(per_chunk, result.dims[0] - first);
-    skip.resize(n * item);
-    read_exact(f.f, path, skip.data(), skip.size(),
-               fmt::format("data (items {} to {}, {} bytes each)", first,
-                           first + n - 1, item)
-                 .c_str());
+  std::vector<uint8_t> chunk;
+  for (uint64_t first = 0; first < items; first += per_chunk) {
+    auto n = std::min<uint64_t>(per_chunk, items - first);
+    chunk.resize(n * item);
+    if (first < keep) {
+      read_exact(file_, path_, chunk.data(), chunk.size(),
+                 fmt::format("data ({} items of {} bytes)", keep, item)
+                   .c_str());
+      visit(first, std::min(n, keep - first), chunk.data());
+    } else {
+      // The items not kept must still be there, as the header promises.
+      read_exact(file_, path_, chunk.data(), chunk.size(),
+                 fmt::format("data (items {} to {}, {} bytes each)", first,
+                             first + n - 1, item)
+                   .c_str());
+    }
   }
   // A complete read must also be the end of the stream (for gzip: a
   // trailer whose checksum matches).
   char extra;
-  int got = gzread(f.f, &extra, 1);
+  int got = gzread(file_, &extra, 1);
   if (got > 0)
     throw input_error(fmt::format("{}: more bytes than the header promises "
                                   "({} items of {} bytes)",
-                                  path, result.dims[0], item));
+                                  path_, items, item));
   int code = Z_OK;
-  const char* msg = gzerror(f.f, &code);
+  const char* msg = gzerror(file_, &code);
   if (got < 0 || code != Z_OK)
     throw input_error(fmt::format("{}: truncated or corrupt compressed data "
                                   "after the last item ({})",
-                                  path, msg != nullptr ? msg : "unknown"));
-  result.dims[0] = items;
+                                  path_, msg != nullptr ? msg : "unknown"));
+}
+
+idx_array read_idx(const std::string& path, uint64_t max_items) {
+  idx_reader in{path};
+  idx_array result;
+  result.dims = in.dims();
+  auto items = in.items();
+  if (max_items > 0 && max_items < items)
+    items = max_items;
+  const auto item = in.item_size();
+  result.data.resize(items * item);
+  in.read_items(items, [&](uint64_t first, uint64_t count,
+                           const uint8_t* bytes) {
+    std::copy(bytes, bytes + count * item, result.data.data() + first * item);
+  });
+  result.dims[0] = static_cast<uint32_t>(items);
   return result;
 }
 

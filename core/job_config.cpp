@@ -237,6 +237,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("steps_per_epoch", cfg.steps_per_epoch, 0);
     s.get("mode", cfg.mode);
     s.get("staleness", cfg.staleness, 0, 1u << 20);
+    s.get("sync_round_timeout_ms", cfg.sync_round_timeout_ms, 0, 3600000);
     s.get("max_queued", cfg.max_queued, 1);
     s.get("checkpoint_dir", cfg.checkpoint_dir);
     s.get("checkpoint_every_steps", cfg.checkpoint_every_steps, 0);

@@ -119,6 +119,9 @@ struct job_config {
   std::string mode = "async";
   /// ssp: the bound s on how far a worker may run ahead (>= 0).
   uint64_t staleness = 2;
+  /// sync: how long a round waits for the last workers' pushes before it is
+  /// closed with those it has (0 = forever), in milliseconds.
+  uint64_t sync_round_timeout_ms = 1000;
   /// Closures queued at most before schedule() blocks (TF: bounded queue).
   uint64_t max_queued = 4096;
   /// Where the coordinator writes checkpoints ("" = none), after every

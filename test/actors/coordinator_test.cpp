@@ -77,6 +77,9 @@ struct script {
   /// Workers that die (exit_reason::kill) on the next closure they get.
   std::set<uint32_t> die_next;
   errc fail_code = errc::step_failed;
+  /// A worker that answers every closure with ps_lost for ps 0, as one whose
+  /// link to that server is down (-1: none).
+  int64_t fail_worker = -1;
   /// (worker, closure) of every closure a worker got, and every cancel.
   std::vector<std::pair<uint32_t, uint64_t>> runs;
   std::vector<std::pair<uint32_t, uint64_t>> cancels;
@@ -95,6 +98,12 @@ struct script {
   size_t run_count() {
     std::lock_guard<std::mutex> guard{mtx};
     return runs.size();
+  }
+
+  size_t runs_by(uint32_t worker) {
+    std::lock_guard<std::mutex> guard{mtx};
+    return std::count_if(runs.begin(), runs.end(),
+                         [&](auto& r) { return r.first == worker; });
   }
 };
 
@@ -138,6 +147,9 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
         }
         auto i = sc->by_id.find(req.id);
         act = i != sc->by_id.end() ? i->second : sc->fallback;
+        if (sc->fail_worker == int64_t{index})
+          return caf::make_error(errc::ps_lost, "ps", uint32_t{0},
+                                 "link down");
       }
       switch (act) {
         case action::reply:
@@ -181,6 +193,9 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
     [=](replace_atom, uint32_t, caf::strong_actor_ptr&) {},
     [=](chaos_atom, double, double, uint64_t) {},
     [=](retry_atom, uint64_t, uint32_t, bool) {},
+    [=](caf::connect_atom, uint32_t) {},
+    [=](caf::connect_atom, uint32_t, caf::strong_actor_ptr&, uint64_t) {},
+    [=](ping_atom) { return index; },
   };
 }
 
@@ -195,6 +210,8 @@ ps_actor::behavior_type fake_ps(ps_actor::pointer) {
     [=](save_atom) { return ps_snapshot{}; },
     [=](restore_atom, ps_snapshot&) { return uint64_t{0}; },
     [=](freeze_atom, uint64_t) {},
+    [=](ping_atom) { return uint32_t{0}; },
+    [=](caf::flush_atom, uint64_t) {},
   };
 }
 
@@ -691,7 +708,7 @@ TEST_CASE_METHOD(deterministic,
   CHECK(sched.advance_time(500ms) == 0);
   sc->set(1, action::reply);
   caf::anon_send(dispatcher, replace_atom_v, uint32_t{0},
-                 worker_actor{add_worker(0)});
+                 worker_actor{add_worker(0)}, false);
   sched.run();
   CHECK(a.fetch().closure == 1);
   CHECK(coord.counts().reexecuted == 1);
@@ -752,4 +769,79 @@ TEST_CASE_METHOD(threaded,
   auto counts = coord.counts();
   CHECK(counts.failed == 3);
   CHECK(sc->run_count() == 1);
+}
+
+// -- fencing --------------------------------------------------------------------
+
+TEST_CASE_METHOD(deterministic,
+                 "a late reply from a worker's earlier incarnation is dropped",
+                 "[actors][coordinator][fencing]") {
+  // Worker 0 runs closure 1 and falls silent; it is taken out of service
+  // and comes back as a new incarnation (another actor), which runs closure 1
+  // again. The old incarnation's reply then arrives: it answers an earlier
+  // attempt and must not complete the closure (the closure is running again
+  // on the same worker index).
+  auto old_incarnation = add_worker(0);
+  auto dispatcher = add_dispatcher({worker_actor{old_incarnation}}, 60s);
+  cluster_coordinator coord{sys, dispatcher, 16};
+  sched.run();
+  sc->set(1, action::hold);
+  auto rv = coord.schedule("train_step");
+  sched.run();
+  REQUIRE(sc->runs_of(1) == 1);
+  caf::anon_send(dispatcher, lost_atom_v, uint32_t{0});
+  sched.run();
+  auto new_incarnation = add_worker(0);
+  caf::anon_send(dispatcher, replace_atom_v, uint32_t{0},
+                 worker_actor{new_incarnation}, false);
+  sched.run();
+  REQUIRE(sc->runs_of(1) == 2);
+  // The old incarnation answers its attempt: dropped.
+  caf::anon_send(old_incarnation, caf::put_atom_v, uint64_t{1}, caf::error{});
+  sched.run();
+  CHECK_FALSE(rv.done());
+  // The new incarnation answers: the closure completes, once.
+  caf::anon_send(new_incarnation, caf::put_atom_v, uint64_t{1}, caf::error{});
+  sched.run();
+  REQUIRE(rv.done());
+  CHECK(rv.fetch().closure == 1);
+  CHECK(coord.counts().finished == 1);
+  CHECK(coord.counts().reexecuted == 1);
+}
+
+TEST_CASE_METHOD(deterministic,
+                 "a worker that cannot reach a healthy server sits out a "
+                 "back-off instead of failing closures in a loop",
+                 "[actors][coordinator][fencing]") {
+  // Worker 0 answers every closure with ps_lost for ps 0, which the
+  // dispatcher is not recovering (its own link is down); worker 1 is fine.
+  auto workers = add_workers(2);
+  ps_actor server = sys.spawn(fake_ps);
+  actors.push_back(caf::actor_cast<caf::actor>(server));
+  auto dispatcher = add_dispatcher(workers, 60s, nullptr, 0, {server},
+                                   [](uint32_t) -> ps_actor {
+                                     throw std::runtime_error("not used");
+                                   });
+  cluster_coordinator coord{sys, dispatcher, 64};
+  sched.run();
+  sc->fail_code = errc::ps_lost;
+  sc->fail_worker = 0;
+  std::vector<remote_value> rvs;
+  for (int i = 0; i < 20; ++i)
+    rvs.push_back(coord.schedule("train_step"));
+  sched.run();
+  // Worker 0 failed one closure and is benched; worker 1 ran the rest.
+  for (auto& rv : rvs)
+    REQUIRE(rv.done());
+  CHECK(coord.counts().finished == 20);
+  CHECK(coord.counts().reexecuted == 1);
+  CHECK(sc->runs_by(0) == 1);
+  // Its back-off over, it takes closures again (and fails once more).
+  sched.trigger_timeouts();
+  sched.run();
+  rvs.push_back(coord.schedule("train_step"));
+  rvs.push_back(coord.schedule("train_step"));
+  sched.run();
+  CHECK(rvs.back().done());
+  CHECK(sc->runs_by(0) == 2);
 }

@@ -422,3 +422,49 @@ TEST_CASE("a main child killed by a signal is restarted with its restart "
   CHECK(text.find("restart 2") == std::string::npos);
   CHECK(no_children_left());
 }
+
+TEST_CASE("a launch that abort_when gives up stops every child at once, "
+          "restarts none and returns launch_aborted",
+          "[launcher]") {
+  capture out;
+  auto opts = out.options(2000ms);
+  opts.restart_delay = 20ms;
+  std::vector<std::string> seen;
+  opts.abort_when = [&](const std::string& name, uint32_t restarts,
+                        std::string_view line) {
+    seen.push_back(fmt::format("{} {} {}", name, restarts, line));
+    return line.find("Address already in use") != std::string_view::npos;
+  };
+  auto ps = sh("ps0", "echo 'cannot listen on 127.0.0.1:1: Address already in "
+                      "use'; exit 1");
+  ps.restart_budget = 3;
+  auto worker = sh("worker0", "echo up; exec sleep 30");
+  worker.restart_budget = 3;
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(run_children({ps, worker, sh("chief", "exec sleep 30")}, 2, opts)
+        == launch_aborted);
+  CHECK(std::chrono::steady_clock::now() - t0 < 1500ms); // SIGTERM, no grace
+  auto text = out.text();
+  INFO(text);
+  CHECK(text.find("[ps0] cannot listen on") != std::string::npos);
+  CHECK(text.find("restarting") == std::string::npos);
+  CHECK(text.find("the start is given up; sending SIGTERM")
+        != std::string::npos);
+  CHECK(std::find(seen.begin(), seen.end(),
+                  "ps0 0 cannot listen on 127.0.0.1:1: Address already in use")
+        != seen.end());
+  CHECK(no_children_left());
+}
+
+TEST_CASE("lines that abort_when lets pass change nothing", "[launcher]") {
+  capture out;
+  auto opts = out.options(200ms);
+  opts.abort_when = [](const std::string&, uint32_t, std::string_view) {
+    return false;
+  };
+  CHECK(run_children({sh("ps0", "echo fine"), sh("chief", "echo done; exit 5")},
+                     1, opts)
+        == 5);
+  CHECK(out.text().find("[chief] done") != std::string::npos);
+  CHECK(no_children_left());
+}

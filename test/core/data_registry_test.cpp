@@ -241,3 +241,67 @@ TEST_CASE("fashion_mnist has 784 dense features and 10 classes",
   CHECK(test->schema.dense_dim == 784);
   CHECK(test->schema.classes == 10);
 }
+
+TEST_CASE("a fashion_mnist worker's source holds its shard alone and gives "
+          "the batches of the whole split",
+          "[core][data_registry]") {
+  const std::string real = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(real + "/train-images-idx3-ubyte.gz")) {
+    WARN("skipped: no Fashion-MNIST in " << real);
+    return;
+  }
+  auto cfg = config_for("fashion_mnist");
+  cfg.train_limit = 1001;
+  auto whole = std::make_shared<const dataset>(
+    load_fashion_mnist(real, "train", cfg.train_limit));
+  auto same_batches = [&](batch_source& src, const input_context& ctx) {
+    batch_iterator expected{whole, ctx, 16, 77};
+    example_batch a;
+    example_batch b;
+    for (int k = 0; k < 70; ++k) { // past the end of the first epoch
+      src.next(a);
+      expected.next(b);
+      if (a.dense != b.dense || a.labels != b.labels)
+        return false;
+    }
+    return src.position().epoch == expected.position().epoch
+           && src.position().offset == expected.position().offset;
+  };
+  SECTION("a worker process asks for its own source only") {
+    auto data = open_dataset(cfg);
+    const input_context ctx{3, 2};
+    auto src = data->train_source(ctx, 16, 77);
+    auto* it = dynamic_cast<batch_iterator*>(src.get());
+    REQUIRE(it != nullptr);
+    CHECK(it->data().rows() == 333); // rows 2, 5, ..., 998 of 1001
+    CHECK(it->shard_rows() == 333);
+    CHECK(same_batches(*src, ctx));
+    CHECK(data->train_rows() == 1001);
+  }
+  SECTION("one process asks for every worker's source") {
+    auto data = open_dataset(cfg);
+    CHECK(data->train_rows() == 1001);
+    std::vector<std::shared_ptr<batch_source>> sources;
+    for (uint32_t w = 0; w < 3; ++w)
+      sources.push_back(data->train_source(input_context{3, w}, 16, 77));
+    uint64_t held = 0;
+    for (uint32_t w = 0; w < 3; ++w) {
+      INFO("worker " << w);
+      auto* it = dynamic_cast<batch_iterator*>(sources[w].get());
+      REQUIRE(it != nullptr);
+      held += it->data().rows();
+      CHECK(same_batches(*sources[w], input_context{3, w}));
+    }
+    CHECK(held == 1001); // each row once, as the whole split
+    // Asked again: the shard already loaded, not a copy.
+    auto again = data->train_source(input_context{3, 1}, 16, 77);
+    CHECK(&dynamic_cast<batch_iterator&>(*again).data()
+          == &dynamic_cast<batch_iterator&>(*sources[1]).data());
+  }
+  SECTION("a batch larger than the shard is an input error naming it") {
+    auto data = open_dataset(cfg);
+    CHECK_THROWS_WITH(data->train_source(input_context{3, 0}, 400, 77),
+                      Catch::Contains("data.batch_size: 400")
+                        && Catch::Contains("334 rows of 1001 over 3"));
+  }
+}

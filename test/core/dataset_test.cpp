@@ -244,6 +244,83 @@ TEST_CASE("the shuffled order is the one of the pre-refactor implementation",
   CHECK(take_rows(it, 6) == expected);
 }
 
+TEST_CASE("a source over a shard held alone gives the batches of a source "
+          "over the whole split",
+          "[core][dataset]") {
+  // What a worker process holds (its shard) must mean the same rows, in the
+  // same order, at the same data positions, as the whole split in one
+  // process: checkpoints and restarted workers rely on it.
+  auto data = numbered_rows(23);
+  for (uint32_t workers : {1u, 2u, 3u, 5u}) {
+    for (uint32_t w = 0; w < workers; ++w) {
+      INFO(workers << " workers, worker " << w);
+      const input_context ctx{workers, w};
+      auto alone = std::make_shared<dataset>();
+      alone->schema = data->schema;
+      alone->examples.reset(2, 1);
+      for (auto r : shard_indices(23, ctx))
+        alone->examples.append_row(data->examples, r);
+      CHECK(alone->rows() == shard_size(23, ctx));
+      for (uint64_t b : {1, 2, 4}) {
+        INFO("batch size " << b);
+        batch_iterator whole{data, ctx, b, 12345678901234ull};
+        batch_iterator shard{dataset_shard{alone, ctx, 23}, b,
+                             12345678901234ull};
+        CHECK(shard.shard_rows() == whole.shard_rows());
+        CHECK(shard.data().rows() == alone->rows());
+        CHECK(take_rows(shard, 17) == take_rows(whole, 17));
+        // ... also from a saved position, as after a restart.
+        auto pos = whole.position();
+        batch_iterator resumed{dataset_shard{alone, ctx, 23}, b,
+                               12345678901234ull};
+        resumed.seek(pos);
+        CHECK(take_rows(resumed, 9) == take_rows(whole, 9));
+      }
+    }
+  }
+}
+
+TEST_CASE("the recorded order holds for a shard held alone",
+          "[core][dataset]") {
+  auto data = numbered_rows(23);
+  const input_context ctx{2, 1};
+  auto alone = std::make_shared<dataset>();
+  alone->schema = data->schema;
+  alone->examples.reset(2, 1);
+  for (auto r : shard_indices(23, ctx))
+    alone->examples.append_row(data->examples, r);
+  batch_iterator it{dataset_shard{alone, ctx, 23}, 4, 12345678901234ull};
+  const std::vector<uint32_t> expected{5,  7,  13, 19, 11, 9,  1,  15,
+                                       21, 17, 3,  17, 3,  9,  13, 5,
+                                       15, 11, 1,  7,  21, 19, 1,  9};
+  CHECK(take_rows(it, 6) == expected);
+}
+
+TEST_CASE("a shard that does not hold its rows, or is smaller than a batch, "
+          "is an input error",
+          "[core][dataset]") {
+  auto data = numbered_rows(23); // 23 rows as if they were a shard
+  // Worker 0 of 2 over 23 rows holds 12.
+  CHECK_THROWS_WITH((batch_iterator{dataset_shard{data, {2, 0}, 23}, 4, 1}),
+                    Catch::Contains("holds 23 rows")
+                      && Catch::Contains("give it 12"));
+  CHECK_NOTHROW(batch_iterator{dataset_shard{data, {2, 0}, 46}, 23, 1});
+  CHECK_THROWS_WITH((batch_iterator{dataset_shard{data, {2, 0}, 46}, 24, 1}),
+                    Catch::Contains("data.batch_size: 24")
+                      && Catch::Contains("23 rows of 46 over 2 workers"));
+}
+
+TEST_CASE("shard_size counts the rows shard_indices names",
+          "[core][dataset]") {
+  for (uint64_t rows : {0, 1, 2, 7, 23, 60000})
+    for (uint32_t n : {0u, 1u, 2u, 3u, 7u})
+      for (uint32_t id = 0; id <= n; ++id) {
+        INFO(rows << " rows, pipeline " << id << " of " << n);
+        CHECK(shard_size(rows, input_context{n, id})
+              == shard_indices(rows, input_context{n, id}).size());
+      }
+}
+
 TEST_CASE("a batch refilled every step keeps its memory once it has grown",
           "[core][dataset]") {
   auto data = numbered_rows(50);

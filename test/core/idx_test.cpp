@@ -354,6 +354,116 @@ TEST_CASE("load_idx_dataset rejects mismatched or out-of-range files",
   }
 }
 
+TEST_CASE("load_idx_shards keeps only the requested shards, each row as the "
+          "whole split has it",
+          "[core][idx][dataset]") {
+  temp_dir dir;
+  // 11 items of 3 x 5 pixels (more than one 64 KiB chunk would be better, but
+  // chunks are exercised by Fashion-MNIST itself in data_registry_test).
+  idx_array images;
+  images.dims = {11, 3, 5};
+  images.data = random_bytes(11 * 15, 3);
+  idx_array labels;
+  labels.dims = {11};
+  for (uint8_t i = 0; i < 11; ++i)
+    labels.data.push_back(i % 4);
+  write_idx_gz(dir.file("img.gz"), images);
+  write_idx_gz(dir.file("lab.gz"), labels);
+  for (uint64_t limit : {0, 1, 7, 11, 20}) {
+    auto whole = load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 4,
+                                  limit);
+    for (uint32_t n : {1u, 2u, 3u, 4u}) {
+      INFO("limit " << limit << ", " << n << " pipelines");
+      // One shard alone, and all shards in one pass (in reverse order).
+      std::vector<uint32_t> all;
+      for (uint32_t id = n; id-- > 0;)
+        all.push_back(id);
+      for (auto ids : {std::vector<uint32_t>{n - 1}, all}) {
+        auto got = load_idx_shards(dir.file("img.gz"), dir.file("lab.gz"), 4,
+                                   limit, n, ids);
+        CHECK(got.split_rows == whole.rows());
+        REQUIRE(got.shards.size() == ids.size());
+        for (size_t k = 0; k < ids.size(); ++k) {
+          auto& sh = got.shards[k];
+          CHECK(sh.ctx.num_input_pipelines == n);
+          CHECK(sh.ctx.input_pipeline_id == ids[k]);
+          CHECK(sh.split_rows == whole.rows());
+          CHECK(sh.rows->schema.dense_dim == 15);
+          CHECK_NOTHROW(sh.rows->examples.check("shard"));
+          auto rows = shard_indices(whole.rows(), sh.ctx);
+          REQUIRE(sh.rows->rows() == rows.size());
+          for (size_t j = 0; j < rows.size(); ++j) {
+            auto r = rows[j];
+            CHECK(sh.rows->examples.labels[j] == whole.examples.labels[r]);
+            CHECK(std::equal(sh.rows->examples.dense.begin() + j * 15,
+                             sh.rows->examples.dense.begin() + (j + 1) * 15,
+                             whole.examples.dense.begin() + r * 15));
+          }
+        }
+      }
+    }
+  }
+  // No shards: the files are read and checked, nothing is kept.
+  auto none = load_idx_shards(dir.file("img.gz"), dir.file("lab.gz"), 4, 0, 1,
+                              {});
+  CHECK(none.split_rows == 11);
+  CHECK(none.shards.empty());
+  CHECK_THROWS_WITH(load_idx_shards(dir.file("img.gz"), dir.file("lab.gz"), 3,
+                                    0, 1, {}),
+                    Catch::Contains("label 3"));
+  CHECK_THROWS_AS(load_idx_shards(dir.file("img.gz"), dir.file("lab.gz"), 4,
+                                  0, 2, {2}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(load_idx_shards(dir.file("img.gz"), dir.file("lab.gz"), 4,
+                                  0, 2, {1, 1}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("load_idx_shards checks every row of the split, also those of "
+          "other shards",
+          "[core][idx][dataset]") {
+  temp_dir dir;
+  idx_array images;
+  images.dims = {4000, 28, 28}; // several 64 KiB chunks
+  images.data = random_bytes(4000 * 784, 5);
+  idx_array labels;
+  labels.dims = {4000};
+  labels.data.assign(4000, 1);
+  write_idx_gz(dir.file("img.gz"), images);
+  write_idx_gz(dir.file("lab.gz"), labels);
+  auto size = fs::file_size(dir.file("img.gz"));
+  fs::resize_file(dir.file("img.gz"), size * 3 / 4);
+  CHECK_THROWS_WITH(load_idx_shards(dir.file("img.gz"), dir.file("lab.gz"), 2,
+                                    0, 4, {0}),
+                    Catch::Contains(dir.file("img.gz"))
+                      && Catch::Contains("truncated"));
+}
+
+TEST_CASE("idx_reader passes the kept items in order, in chunks of at most "
+          "64 KiB",
+          "[core][idx]") {
+  temp_dir dir;
+  idx_array arr;
+  arr.dims = {300, 1000}; // 65 items per chunk
+  arr.data = random_bytes(300 * 1000, 9);
+  write_idx_gz(dir.file("a.gz"), arr);
+  idx_reader in{dir.file("a.gz")};
+  CHECK(in.items() == 300);
+  CHECK(in.item_size() == 1000);
+  CHECK(in.dims() == arr.dims);
+  bytes seen;
+  uint64_t next = 0;
+  in.read_items(200, [&](uint64_t first, uint64_t count, const uint8_t* p) {
+    CHECK(first == next);
+    CHECK(count >= 1);
+    CHECK(count * 1000 <= 65536);
+    next += count;
+    seen.insert(seen.end(), p, p + count * 1000);
+  });
+  CHECK(next == 200);
+  CHECK(seen == bytes(arr.data.begin(), arr.data.begin() + 200 * 1000));
+}
+
 TEST_CASE("load_fashion_mnist rejects unknown splits", "[core][idx][dataset]") {
   CHECK_THROWS_AS(load_fashion_mnist("/nonexistent", "test"), input_error);
   CHECK_THROWS_WITH(load_fashion_mnist("/nonexistent", "train"),
