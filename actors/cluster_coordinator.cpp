@@ -17,9 +17,9 @@ void detail::closure_state::complete(const step_result* result,
                                      const std::string& err_text) {
   {
     std::lock_guard<std::mutex> guard{mtx};
-    if (finished)
-      return;
-    finished = true;
+    if (claimed)
+      return; // the first call wins
+    claimed = true;
     if (result != nullptr)
       value = *result;
     if (err != nullptr) {
@@ -27,7 +27,17 @@ void detail::closure_state::complete(const step_result* result,
       error_text = err_text;
     }
   }
+  // The counts first: whoever sees the closure done sees it counted.
+  count(err, err_text);
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    finished = true;
+  }
   cv.notify_all();
+}
+
+void detail::closure_state::count(const caf::error* err,
+                                  const std::string& err_text) {
   std::lock_guard<std::mutex> guard{tracker->mtx};
   auto& t = *tracker;
   --t.unfinished;

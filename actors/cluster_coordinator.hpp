@@ -58,9 +58,15 @@ struct closure_state {
   void complete(const step_result* value, const caf::error* err,
                 const std::string& err_text = {});
 
+  /// Adds this closure's outcome to the tracker's counts.
+  void count(const caf::error* err, const std::string& err_text);
+
   // -- guarded by mtx --------------------------------------------------------
   mutable std::mutex mtx;
   mutable std::condition_variable cv;
+  /// Set by the first complete() (which alone stores a result).
+  bool claimed = false;
+  /// Set once the result is stored and counted: waiters may read it.
   bool finished = false;
   step_result value;
   caf::error error;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "caf/actor_system.hpp"
+#include "caf/send.hpp"
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
 
@@ -80,8 +81,9 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
       return node_welcome{st.opts.self, st.opts.role_actor};
     },
     [=](shutdown_atom, int32_t status) -> uint32_t {
-      log::info(role, index, "shutting down (status {})", status);
-      stop(self, status);
+      log::info(role, index, "shutting down ({})",
+                status == 0 ? "the job is done" : "the job failed");
+      stop(self, status == 0 ? 0 : exit_job_failed);
       return self->state.opts.self.index;
     },
     [=](ping_atom) -> uint32_t { return self->state.opts.self.index; },
@@ -102,6 +104,11 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
         ::_exit(0);
       }
       ::kill(me, SIGSTOP);
+    },
+    [=](fail_atom) {
+      log::warn(role, index, "fault injection: the next step throws");
+      caf::anon_send(caf::actor_cast<caf::actor>(self->state.opts.role_actor),
+                     fail_atom_v);
     },
     [=](caf::tick_atom) {
       auto& st = self->state;

@@ -26,8 +26,9 @@ using node_actor = caf::typed_actor<
   // Errors: errc::handshake_refused when protocol, build or job differ (the
   // context lists each difference; the node logs the same).
   caf::replies_to<hello_atom, handshake, caf::actor>::with<node_welcome>,
-  // The coordinator ends the job: the node stops with exit status `status`.
-  // Replies with the node's index once its actors are told to stop.
+  // The coordinator ends the job: the node stops with exit status 0 if
+  // `status` is 0 (the job succeeded), else exit_job_failed. Replies with
+  // the node's index once its actors are told to stop.
   caf::replies_to<shutdown_atom, int32_t>::with<uint32_t>,
   // Liveness probe of the coordinator. Replies with the node's index.
   caf::replies_to<ping_atom>::with<uint32_t>,
@@ -36,9 +37,17 @@ using node_actor = caf::typed_actor<
   // Fault injection: the node's process stops itself (SIGSTOP) for `ms`
   // milliseconds; a helper process it forks sends the SIGCONT.
   caf::reacts_to<freeze_atom, uint64_t>,
+  // Fault injection: passed on to the role actor (a worker's next step
+  // throws).
+  caf::reacts_to<fail_atom>,
   // Internal: fires once `join_timeout` after the start; stops the node with
   // status 1 if no coordinator has joined by then.
   caf::reacts_to<caf::tick_atom>>;
+
+/// The exit status of a node the coordinator stopped at the end of a failed
+/// job: the node did nothing wrong, and `actorps launch` does not start it
+/// again (it restarts nodes that die, i.e. exit 1 or by a signal).
+inline constexpr int exit_job_failed = 3;
 
 /// What a node actor is spawned with.
 struct node_options {

@@ -69,6 +69,8 @@ struct worker_state {
     std::mt19937_64 rng;
   } chaos;
   bool busy = false;
+  /// Fault injection: the next step throws.
+  bool fail_next = false;
   // -- the running closure ----------------------------------------------------
   /// Counts started steps: a reply is for the running step only if it was
   /// sent by it (a late reply of an earlier step, e.g. of the same closure
@@ -272,6 +274,11 @@ void compute(worker_ptr self) {
     std::fill(t.grad.begin(), t.grad.end(), 0.0f);
   model_inputs in{st.params.data(), &st.tables};
   try {
+    if (st.fail_next) {
+      st.fail_next = false;
+      throw std::runtime_error("injected step error (fault error:worker:"
+                               + std::to_string(st.opts.index) + ")");
+    }
     st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
                                       st.grad.data(), *st.ws);
   } catch (const std::exception& e) {
@@ -409,7 +416,9 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
           helper->send(me, caf::connect_atom_v, p,
                        caf::actor_cast<caf::strong_actor_ptr>(ps),
                        incarnation);
-        } catch (const std::exception&) {
+        } catch (const std::exception& e) {
+          log::debug("worker", -1, "reconnect to ps{} failed: {}", p,
+                     e.what());
           helper->send(me, caf::connect_atom_v, p, caf::strong_actor_ptr{},
                        uint64_t{0});
         }
@@ -441,6 +450,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
                 p);
     },
     [=](ping_atom) -> uint32_t { return self->state.opts.index; },
+    [=](fail_atom) { self->state.fail_next = true; },
     [=](cancel_atom, uint64_t id) {
       auto& st = self->state;
       auto cancelled = caf::make_error(errc::cancelled, "closure", id);

@@ -68,7 +68,10 @@ using worker_actor = caf::typed_actor<
   caf::reacts_to<caf::connect_atom, uint32_t, caf::strong_actor_ptr,
                  uint64_t>,
   // Liveness probe. Replies with the worker's index.
-  caf::replies_to<ping_atom>::with<uint32_t>>;
+  caf::replies_to<ping_atom>::with<uint32_t>,
+  // Fault injection: the worker's next step throws in its compute phase, as
+  // a model would (see fault_spec::kind::error).
+  caf::reacts_to<fail_atom>>;
 
 /// What a worker is spawned with.
 struct worker_options {

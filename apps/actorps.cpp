@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/node_actor.hpp"
 #include "apps/cli.hpp"
 #include "apps/launcher.hpp"
 #include "cluster/node.hpp"
@@ -161,6 +162,8 @@ int run_launch(const std::vector<std::string>& args) {
     // from the newest checkpoint.
     if (role != "coordinator") {
       c.restart_budget = job.restart_budget;
+      // Stopped by the coordinator of a failed job: not started again.
+      c.final_status = actorps::exit_job_failed;
     } else if (!job.checkpoint_dir.empty()) {
       // A coordinator that crashes comes back from the newest checkpoint
       // and joins the running nodes.

@@ -465,7 +465,9 @@ public:
                                     describe(c.wait_status)));
           bool died = WIFSIGNALED(c.wait_status)
                       || (WIFEXITED(c.wait_status)
-                          && WEXITSTATUS(c.wait_status) != 0);
+                          && WEXITSTATUS(c.wait_status) != 0
+                          && WEXITSTATUS(c.wait_status)
+                               != c.spec->final_status);
           if (died && !main_exited && !stopping_
               && c.restarts < c.spec->restart_budget) {
             auto delay = capped_backoff(opts_.restart_delay, c.restarts,

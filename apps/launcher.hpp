@@ -28,6 +28,10 @@ struct child_spec {
   /// child itself is restarted only when a signal killed it (a crash; an
   /// exit status is its answer).
   uint32_t restart_budget = 0;
+  /// An exit status that means "stopped on purpose" (e.g. by the
+  /// coordinator of a failed job): a child exiting with it is never started
+  /// again (-1: none).
+  int final_status = -1;
   /// The command line of restarts (empty: argv), e.g. with --resume.
   std::vector<std::string> restart_argv;
 };

@@ -1,6 +1,8 @@
 #include "cluster/checkpoint_fit.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -13,13 +15,11 @@ namespace actorps {
 
 namespace {
 
-// -- what differs between a checkpoint and a job -------------------------------
-
 /// The fields of a job fingerprint in the order their differences are named:
 /// the ones a variables-only restore needs equal first.
-constexpr const char* field_order[] = {"model",     "variables",
-                                       "partitioning", "cluster",
-                                       "optimizer", "consistency", "data"};
+constexpr const char* field_order[] = {
+  "model", "variables", "partitioning", "cluster", "optimizer", "consistency",
+  "data"};
 
 /// How a sentence names a field: "the checkpoint was written with other
 /// data".

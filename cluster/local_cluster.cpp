@@ -303,6 +303,8 @@ void local_cluster::inject(const fault_spec& f) {
   log::warn("coordinator", -1, "fault injection: {}", to_string(f));
   if (f.action == fault_spec::kind::kill)
     caf::anon_send_exit(target, caf::exit_reason::kill);
+  else if (f.action == fault_spec::kind::error)
+    caf::anon_send(target, fail_atom_v);
   else
     caf::anon_send(target, freeze_atom_v,
                    static_cast<uint64_t>(f.seconds * 1000));

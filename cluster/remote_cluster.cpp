@@ -503,6 +503,8 @@ void remote_cluster::inject(const fault_spec& f) {
               members_[i].name());
     if (f.action == fault_spec::kind::kill)
       caf::anon_send(table_->nodes.at(i), kill_atom_v);
+    else if (f.action == fault_spec::kind::error)
+      caf::anon_send(table_->nodes.at(i), fail_atom_v);
     else
       caf::anon_send(table_->nodes.at(i), freeze_atom_v,
                      static_cast<uint64_t>(f.seconds * 1000));

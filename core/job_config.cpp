@@ -258,8 +258,10 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
         x.action = fault_spec::kind::drop;
       else if (action == "delay")
         x.action = fault_spec::kind::delay;
+      else if (action == "error")
+        x.action = fault_spec::kind::error;
       else if (action != "kill")
-        f.fail(field + ".action", "expected kill, stop, drop or delay, got \""
+        f.fail(field + ".action", "expected kill, stop, drop, delay or error, got \""
                                     + action + "\"");
       f.get("role", x.role);
       f.get("index", x.index, 0, 1u << 20);
@@ -324,6 +326,8 @@ void validate(const job_config& cfg) {
                     || f.action == fault_spec::kind::delay;
     if (messages && f.role != "ps")
       fail(field, "drop and delay act on messages to the ps only");
+    if (f.action == fault_spec::kind::error && f.role != "worker")
+      fail(field, "an error fault makes a worker's step throw: role worker");
     if (messages && !(f.share > 0))
       fail(field, "drop and delay need a share in (0, 1]");
     if ((f.action == fault_spec::kind::stop
@@ -367,6 +371,8 @@ fault_spec parse_fault(const std::string& text) {
     f.action = fault_spec::kind::drop;
   else if (action == "delay")
     f.action = fault_spec::kind::delay;
+  else if (action == "error")
+    f.action = fault_spec::kind::error;
   else if (action != "kill")
     throw bad("unknown action \"" + action + "\"");
   bool messages = f.action == fault_spec::kind::drop
@@ -407,14 +413,17 @@ fault_spec parse_fault(const std::string& text) {
       && !(f.seconds > 0))
     throw bad("a stop or delay needs :SECONDS");
   if ((f.action == fault_spec::kind::kill
-       || f.action == fault_spec::kind::drop)
+       || f.action == fault_spec::kind::drop
+       || f.action == fault_spec::kind::error)
       && c3 != std::string::npos)
-    throw bad("a kill or drop takes no seconds");
+    throw bad("a kill, drop or error takes no seconds");
+  if (f.action == fault_spec::kind::error && f.role != "worker")
+    throw bad("an error fault makes a worker's step throw: role worker");
   return f;
 }
 
 std::string to_string(const fault_spec& f) {
-  static const char* names[] = {"kill", "stop", "drop", "delay"};
+  static const char* names[] = {"kill", "stop", "drop", "delay", "error"};
   auto action = names[static_cast<int>(f.action)];
   std::string out;
   if (f.action == fault_spec::kind::drop

@@ -21,8 +21,12 @@ namespace actorps {
 /// no index): from step `step` on, the share `share` of the workers' pulls
 /// and pushes is dropped (each sent again after a 200 ms timeout) or
 /// delayed by `seconds`.
+///
+/// `error` (role "worker") makes the next step of worker `index` throw, as a
+/// model or dataset would: the step's own error, which fails its closure
+/// (errc::step_failed, not retried) and then the job, while the worker stays.
 struct fault_spec {
-  enum class kind { kill, stop, drop, delay };
+  enum class kind { kill, stop, drop, delay, error };
   kind action = kind::kill;
   std::string role = "worker"; ///< "worker" or "ps"
   uint32_t index = 0;

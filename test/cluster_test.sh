@@ -3,7 +3,7 @@
 # `actorps node` processes started one by one on 127.0.0.1.
 # usage: cluster_test.sh ACTORPS_BINARY SOURCE_DIR CASE
 # CASE: launch | fingerprint | garbage | heartbeat | bad_input | faults |
-#       pause | pause_in_process
+#       pause | pause_in_process | step_error
 set -u
 bin=$1
 src=$2
@@ -315,8 +315,10 @@ case_heartbeat() {
   fi
   wait_exit "$(cat "$tmp/worker0b.pid")" 10
   rc=$status
-  if [[ $rc == 1 ]]; then
-    ok "the worker shuts down with status 1 when the job fails"
+  # 3: stopped by the coordinator of a failed job (launch does not restart
+  # it).
+  if [[ $rc == 3 ]]; then
+    ok "the worker shuts down with status 3 when the job fails"
   else
     bad "worker after the failed job: $rc, $(tail -3 "$tmp/worker0b.log")"
   fi
@@ -539,11 +541,11 @@ case_faults() {
 # and few are re-executed.
 pause_run() {
   local name=$1 role=$2 index=$3 log="$tmp/$1.log"
-  "$bin" launch "${short[@]}" --train-limit 25600 --epochs 6 --workers 2 \
+  "$bin" launch "${short[@]}" --train-limit 25600 --epochs 12 --workers 2 \
     --ps 2 >"$log" 2>&1 &
   local launcher=$!
   pids+=($launcher)
-  if [[ $(wait_for_line "$log" "epoch   1/6" 60) == never ]]; then
+  if [[ $(wait_for_line "$log" "epoch   1/12" 60) == never ]]; then
     bad "$name: no first epoch: $(tail -5 "$log")"
     return
   fi
@@ -600,6 +602,32 @@ case_pause_in_process() {
     ok "in-process stops reported and the job done: $(grep -o 'closures: .*' "$tmp/i.log")"
   else
     bad "in-process stops: exit $rc: $(grep -E 'ps0|worker1|closures' "$tmp/i.log" | tail -10)"
+  fi
+}
+
+case_step_error() {
+  # A step's own error (here injected: the worker's next step throws, as a
+  # model would) is the closure's error, not a worker failure: it crosses
+  # the wire as a typed error naming the worker, is not retried, the worker
+  # is not lost or restarted, and the job fails once with it (exit 1).
+  local expect='failed on worker 1: actorps::step_failed("worker 1", "the model", "injected step error'
+  "$bin" train "${short[@]}" --fault error:worker:1@30 >"$tmp/e.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 1 ]] && grep -qF -- "$expect" "$tmp/e.log" \
+     && ! grep -q 'worker 1 lost\|worker 1 restarted' "$tmp/e.log"; then
+    ok "in-process: $(grep -o 'failed on worker 1.*' "$tmp/e.log" | head -1)"
+  else
+    bad "in-process step error: exit $rc: $(tail -6 "$tmp/e.log")"
+  fi
+  "$bin" launch "${short[@]}" --workers 2 --ps 2 --fault error:worker:1@30 \
+    >"$tmp/l.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 1 ]] && grep -qF -- "$expect" "$tmp/l.log" \
+     && ! grep -q 'lost worker1\|restarting\|worker1 killed' "$tmp/l.log" \
+     && grep -q '^\[launch\] worker1 exited with status 3$' "$tmp/l.log"; then
+    ok "across processes: the typed error crossed the wire, worker1 stayed: $(grep -o '\[launch\] worker1 exited.*' "$tmp/l.log")"
+  else
+    bad "launch step error: exit $rc: $(grep -E 'error|failed|lost|launch' "$tmp/l.log" | tail -8)"
   fi
 }
 

@@ -196,6 +196,7 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
     [=](caf::connect_atom, uint32_t) {},
     [=](caf::connect_atom, uint32_t, caf::strong_actor_ptr&, uint64_t) {},
     [=](ping_atom) { return index; },
+    [=](fail_atom) {},
   };
 }
 

@@ -282,6 +282,14 @@ TEST_CASE("fault specs parse and render back", "[core][job_config][faults]") {
     INFO(bad);
     CHECK_THROWS_AS(parse_fault(bad), input_error);
   }
+  auto e = parse_fault("error:worker:1@40");
+  CHECK(e.action == fault_spec::kind::error);
+  CHECK(e.index == 1);
+  CHECK(to_string(e) == "error:worker:1@40");
+  for (auto bad : {"error:ps:0@40", "error:worker:1@40:2"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_fault(bad), input_error);
+  }
   CHECK_THROWS_WITH(parse_fault("kill:worker:1"),
                     Catch::Contains("kill:worker:1") && Catch::Contains("@STEP"));
 }
