@@ -61,6 +61,20 @@ std::string memory_line(const train_report& r) {
   return text;
 }
 
+/// " against X for dense variables (N x less)", or, when moving rows by
+/// key costs more than moving the whole variables (tiny tables such as
+/// a9a's 123 weights), says so.
+std::string dense_comparison(double dense, double moved) {
+  if (dense <= 0)
+    return {};
+  if (dense >= moved)
+    return fmt::format(" against {} for dense variables ({:.0f}x less)",
+                       human_bytes(dense), dense / moved);
+  return fmt::format(" against {} for dense variables (the tables are so "
+                     "small that moving them whole would cost {:.1f}x less)",
+                     human_bytes(dense), moved / dense);
+}
+
 } // namespace
 
 metrics_file::metrics_file(std::string path) : path_(std::move(path)) {
@@ -210,12 +224,7 @@ void print_summary(std::FILE* out, const train_report& r) {
                double(r.keys) / steps,
                r.train_s > 0 ? double(r.keys) / r.train_s : 0.0,
                human_bytes(moved),
-               r.dense_equivalent_bytes == 0
-                 ? std::string{}
-                 : fmt::format(" against {} for dense variables ({:.0f}x "
-                               "less)",
-                               human_bytes(2.0 * r.dense_equivalent_bytes),
-                               2.0 * r.dense_equivalent_bytes / moved),
+               dense_comparison(2.0 * r.dense_equivalent_bytes, moved),
                r.table_rows, human_bytes(double(r.table_bytes)));
   }
   fmt::print(out, "memory: {}\n", memory_line(r));

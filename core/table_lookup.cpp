@@ -18,6 +18,18 @@ inline uint64_t spread(uint64_t x) noexcept {
 
 } // namespace
 
+/// This thread's open-addressing index (power-of-two buckets, at most half
+/// full for `n` keys), emptied: reused across calls, so a steady state
+/// allocates nothing.
+static std::vector<uint32_t>& empty_index(size_t n) {
+  thread_local std::vector<uint32_t> buckets;
+  size_t capacity = 16;
+  while (capacity < 2 * n)
+    capacity *= 2;
+  buckets.assign(capacity, 0);
+  return buckets;
+}
+
 void table_lookup::deduplicate() {
   auto n = occurrences.size();
   if (n >= UINT32_MAX)
@@ -29,12 +41,8 @@ void table_lookup::deduplicate() {
   // in a thread_local buffer reused across calls, so a worker's steady state
   // allocates nothing here; absl's clear() would free any table of more than
   // 127 buckets, and a member would make every table_lookup carry one.
-  thread_local std::vector<uint32_t> buckets;
-  size_t capacity = 16;
-  while (capacity < 2 * n)
-    capacity *= 2;
-  buckets.assign(capacity, 0);
-  auto mask = capacity - 1;
+  auto& buckets = empty_index(n);
+  auto mask = buckets.size() - 1;
   for (size_t i = 0; i < n; ++i) {
     auto key = occurrences[i];
     auto b = spread(key) & mask;
@@ -59,12 +67,8 @@ void table_lookup::deduplicate() {
 
 size_t first_duplicate(const uint64_t* keys, size_t n) {
   // Open addressing as in deduplicate(): bucket -> 1 + position, 0 = empty.
-  thread_local std::vector<uint32_t> buckets;
-  size_t capacity = 16;
-  while (capacity < 2 * n)
-    capacity *= 2;
-  buckets.assign(capacity, 0);
-  auto mask = capacity - 1;
+  auto& buckets = empty_index(n);
+  auto mask = buckets.size() - 1;
   for (size_t i = 0; i < n; ++i) {
     auto b = spread(keys[i]) & mask;
     for (;;) {

@@ -80,16 +80,7 @@ std::vector<variable_def> embedding_mlp::variables() const {
 }
 
 void embedding_mlp::check_schema(const data_schema& schema) const {
-  if (schema.labels != label_kind::binary)
-    throw input_error("model.type: embedding_mlp needs binary labels; this "
-                      "dataset's are multiclass");
-  if (schema.fields.size() != schema_.fields.size()
-      || schema.dense_dim != schema_.dense_dim)
-    throw input_error(fmt::format("data: the examples have {} fields and {} "
-                                  "dense features, the model was built for {} "
-                                  "and {}",
-                                  schema.fields.size(), schema.dense_dim,
-                                  schema_.fields.size(), schema_.dense_dim));
+  check_binary_schema(schema_, schema, "embedding_mlp");
 }
 
 void embedding_mlp::initialize(float* dense, uint64_t seed) const {
@@ -105,11 +96,7 @@ embedding_mlp::make_workspace(uint64_t max_rows) const {
 
 void embedding_mlp::collect_keys(const example_batch& batch,
                                  std::vector<table_lookup>& tables) const {
-  for (size_t f = 0; f < schema_.fields.size(); ++f) {
-    auto& src = batch.fields[f];
-    tables[f].occurrences.assign(src.keys.begin(),
-                                 src.keys.begin() + src.offsets[batch.rows]);
-  }
+  collect_field_keys(batch, tables, schema_.fields.size());
 }
 
 void embedding_mlp::load_input(const model_inputs& in,

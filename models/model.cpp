@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 #include "models/binary_loss.hpp"
 
 namespace actorps {
@@ -30,6 +33,30 @@ metric_list binary_metrics(const eval_accumulator& acc) {
   return {{"test_loss", acc.mean_loss()},
           {"test_auc", roc_auc(acc.scores, acc.labels)},
           {"test_accuracy", acc.accuracy()}};
+}
+
+void check_binary_schema(const data_schema& built, const data_schema& given,
+                         const char* name) {
+  if (given.labels != label_kind::binary)
+    throw input_error(fmt::format("model.type: {} needs binary labels; this "
+                                  "dataset's are multiclass",
+                                  name));
+  if (given.fields.size() != built.fields.size()
+      || given.dense_dim != built.dense_dim)
+    throw input_error(fmt::format("data: the examples have {} fields and {} "
+                                  "dense features, the model was built for {} "
+                                  "and {}",
+                                  given.fields.size(), given.dense_dim,
+                                  built.fields.size(), built.dense_dim));
+}
+
+void collect_field_keys(const example_batch& batch,
+                        std::vector<table_lookup>& tables, size_t fields) {
+  for (size_t f = 0; f < fields; ++f) {
+    auto& src = batch.fields[f];
+    tables[f].occurrences.assign(src.keys.begin(),
+                                 src.keys.begin() + src.offsets[batch.rows]);
+  }
 }
 
 double binary_loss_and_delta(const float* z, uint64_t stride,

@@ -102,4 +102,15 @@ metric_list multiclass_metrics(const eval_accumulator& acc);
 /// test_accuracy (score > 0.5).
 metric_list binary_metrics(const eval_accumulator& acc);
 
+/// Checks that examples of `given` fit a binary model `name` built for
+/// `built` (binary labels, the same fields and dense width).
+/// @throws input_error naming model.type or the data.
+void check_binary_schema(const data_schema& built, const data_schema& given,
+                         const char* name);
+
+/// Sets tables[f].occurrences to the keys of field f of `batch`, in CSR
+/// order, for the first `fields` fields (models with one table per field).
+void collect_field_keys(const example_batch& batch,
+                        std::vector<table_lookup>& tables, size_t fields);
+
 } // namespace actorps
