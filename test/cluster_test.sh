@@ -3,7 +3,7 @@
 # `actorps node` processes started one by one on 127.0.0.1.
 # usage: cluster_test.sh ACTORPS_BINARY SOURCE_DIR CASE
 # CASE: launch | fingerprint | garbage | heartbeat | bad_input | faults |
-#       pause | pause_in_process | step_error
+#       pause | pause_in_process | step_error | lost_ps
 set -u
 bin=$1
 src=$2
@@ -464,6 +464,12 @@ case_faults() {
   if [[ $rc -eq 0 ]] && [[ $(grep -c '^\[launch\] worker[01]: restarting' "$tmp/r.log") -eq 2 ]] \
      && [[ $back -ge 1 ]]; then
     ok "launch: killed workers restarted, $back joined again, job done"
+    # A restarted worker process goes on at its last data position.
+    if grep -q 'is back (restarted) and goes on at epoch' "$tmp/r.log"; then
+      ok "a restarted worker went on at its data position: $(grep -o 'worker [01] is back (restarted).*' "$tmp/r.log" | head -1)"
+    else
+      bad "restarted workers not moved to their data positions: $(grep -E 'is back' "$tmp/r.log")"
+    fi
   else
     bad "launch restarts: exit $rc: $(grep -E 'launch|again|back|failed' "$tmp/r.log" | tail -12)"
   fi
@@ -628,6 +634,29 @@ case_step_error() {
     ok "across processes: the typed error crossed the wire, worker1 stayed: $(grep -o '\[launch\] worker1 exited.*' "$tmp/l.log")"
   else
     bad "launch step error: exit $rc: $(grep -E 'error|failed|lost|launch' "$tmp/l.log" | tail -8)"
+  fi
+}
+
+case_lost_ps() {
+  # A lost ps whose state cannot be restored (no checkpoint) fails the job,
+  # naming the server and its variables (as TensorFlow raises
+  # UnavailableError); with cluster.reset_lost_ps it starts again from the
+  # initial values and the job goes on.
+  "$bin" train "${short[@]}" --fault kill:ps:1@30 >"$tmp/n.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 1 ]] && grep -q 'ps 1 was lost and its state cannot be restored: no checkpoint_dir; its variables are lost: dense_0/kernel\[392:784)' "$tmp/n.log"; then
+    ok "a lost ps without a checkpoint fails the job: $(grep -o 'ps 1 was lost.*' "$tmp/n.log" | head -1 | cut -c1-160)"
+  else
+    bad "lost ps without a checkpoint: exit $rc: $(tail -4 "$tmp/n.log")"
+  fi
+  sed 's/"reset_lost_ps": false/"reset_lost_ps": true/' "$tmp/job.json" >"$tmp/reset.json"
+  "$bin" train --config "$tmp/reset.json" --train-limit 6400 --test-limit 1000 \
+    --epochs 2 --no-progress --fault kill:ps:1@30 >"$tmp/r.log" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q 'starts again from the initial values (cluster.reset_lost_ps)' "$tmp/r.log"; then
+    ok "with reset_lost_ps the lost ps starts again from the initial values: $(grep -o 'closures: .*' "$tmp/r.log")"
+  else
+    bad "reset_lost_ps: exit $rc: $(tail -4 "$tmp/r.log")"
   fi
 }
 
