@@ -41,6 +41,7 @@ void detail::closure_state::count(const caf::error* err,
   std::lock_guard<std::mutex> guard{tracker->mtx};
   auto& t = *tracker;
   --t.unfinished;
+  t.unfinished_ids.erase(id);
   if (attempts > 1)
     t.counts.reexecuted += attempts - 1;
   if (err == nullptr) {
@@ -127,10 +128,15 @@ cluster_coordinator::cluster_coordinator(caf::actor_system& sys,
     max_queued_(std::max<uint64_t>(max_queued, 1)),
     tracker_(std::make_shared<detail::closure_tracker>()) {
   tracker_->next_id = first_id;
+  tracker_->first_id = first_id;
 }
 
 cluster_coordinator::~cluster_coordinator() {
   // Closures still queued would keep their promises forever: cancel them.
+  caf::anon_send(dispatcher_, cancel_atom_v);
+}
+
+void cluster_coordinator::cancel() {
   caf::anon_send(dispatcher_, cancel_atom_v);
 }
 
@@ -171,6 +177,7 @@ remote_value cluster_coordinator::schedule(const std::string& function) {
     }
     c->id = t.next_id++;
     c->epoch = t.epoch;
+    t.unfinished_ids.insert(c->id);
     ++t.unfinished;
     ++t.counts.scheduled;
   }

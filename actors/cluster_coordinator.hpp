@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -86,6 +87,18 @@ struct closure_tracker {
   /// Errors raised so far (the epoch of the next closure).
   uint64_t epoch = 0;
   uint64_t next_id = 1;
+  /// The first id this coordinator hands out (ids below it are another
+  /// coordinator's).
+  uint64_t first_id = 1;
+  /// Ids of the closures scheduled and not done yet.
+  std::set<uint64_t> unfinished_ids;
+
+  /// The smallest closure id that may still push: every closure below it is
+  /// done and will not run again (the parameter servers forget the applied
+  /// ids below it). Call with mtx held.
+  uint64_t low_watermark() const {
+    return unfinished_ids.empty() ? next_id : *unfinished_ids.begin();
+  }
 };
 
 } // namespace detail
@@ -189,6 +202,14 @@ public:
   /// Like join(), but returns false if `timeout` passes first (and throws
   /// nothing then).
   bool join_for(std::chrono::milliseconds timeout);
+
+  /// Cancels every closure still queued, and every running one at its next
+  /// message boundary, as the destructor does; returns at once, and join()
+  /// returns once each is done (a running one whose push was already sent
+  /// finishes with its value). A cancelled closure's remote_value holds
+  /// errc::cancelled; no error is raised. Closures scheduled later run
+  /// normally. For a job stopped early (cluster/stop_request.hpp).
+  void cancel();
 
   /// Whether every scheduled closure is done. Does not block, unless an
   /// error is pending: then waits until no closure is running or queued and

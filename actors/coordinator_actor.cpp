@@ -11,88 +11,16 @@
 #include "caf/typed_event_based_actor.hpp"
 
 #include "actors/cluster_coordinator.hpp"
+#include "actors/coordinator_state.hpp"
+#include "actors/telemetry.hpp" // metrics (issue 14)
 #include "core/backoff.hpp"
 #include "core/dataset.hpp"
 #include "core/log.hpp"
 
 namespace actorps {
 
-namespace {
+namespace detail {
 
-struct coordinator_state {
-  // -- closures ---------------------------------------------------------------
-  std::deque<closure_ptr> queue;
-  /// The closure each worker runs (null: none).
-  std::vector<closure_ptr> running;
-  /// Closures of an epoch below this are cancelled: an error of their epoch
-  /// happened and the facade has not raised it yet.
-  uint64_t cancel_below = 0;
-  /// The error that cancels them ("closure 3 (train_step) failed on ...").
-  std::string cancel_cause;
-  /// Set when the job cannot go on: every closure fails with it.
-  caf::error fatal;
-  std::string fatal_text;
-  // -- workers ----------------------------------------------------------------
-  std::vector<worker_actor> workers;
-  std::vector<bool> alive;
-  size_t alive_count = 0;
-  std::deque<uint32_t> idle;
-  std::vector<std::string> lost_reason; ///< per worker index
-  worker_respawn respawn;
-  uint32_t restart_budget = 0;
-  std::vector<uint32_t> restarts;   ///< per worker index
-  std::vector<uint32_t> incarnation; ///< per worker index
-  uint32_t pending_restarts = 0;
-  /// Per worker: consecutive closures it failed with errc::ps_lost while
-  /// that server was not being recovered (the worker cannot reach it), and
-  /// whether it sits out a back-off for that (benched).
-  std::vector<uint32_t> strikes;
-  std::vector<bool> benched;
-  /// Tells a bench timer of an earlier bench from the current one's.
-  std::vector<uint64_t> bench_number;
-  /// Per worker: its data position after its last finished closure, and
-  /// whether it has one (a restarted worker process is moved there).
-  std::vector<data_position> positions;
-  std::vector<bool> has_position;
-  // -- no worker in service ---------------------------------------------------
-  std::chrono::milliseconds no_worker_grace{0};
-  /// Whether the grace period runs (or ran) since the last worker was lost.
-  bool grace_started = false;
-  /// Whether it is over: closures fail with errc::no_workers.
-  bool grace_over = false;
-  /// Tells a timer of an earlier grace period from the current one's.
-  uint64_t grace_number = 0;
-  // -- parameter server recovery ----------------------------------------------
-  std::vector<ps_actor> servers;
-  ps_respawn recover_ps;
-  std::vector<bool> recovering_ps;
-  /// Servers being recovered; dispatch pauses while there are any.
-  uint32_t recovering = 0;
-  std::chrono::steady_clock::time_point pause_start;
-  // -- injected message faults ------------------------------------------------
-  double chaos_drop = 0;
-  double chaos_delay = 0;
-  uint64_t chaos_ms = 0;
-
-  /// Nobody would complete what is left: cancel it.
-  ~coordinator_state() {
-    auto err = caf::make_error(errc::cancelled);
-    auto cancel = [&](const closure_ptr& c) {
-      c->complete(nullptr, &err,
-                  fmt::format("closure {} cancelled: the coordinator stopped",
-                              c->id));
-    };
-    for (auto& c : queue)
-      cancel(c);
-    for (auto& c : running)
-      if (c)
-        cancel(c);
-  }
-
-  static constexpr const char* name = "coordinator";
-};
-
-using coordinator_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
 
 std::string name_of(const detail::closure_state& c) {
   return fmt::format("closure {} ({})", c.id, c.function);
@@ -168,6 +96,7 @@ void lose_worker(coordinator_ptr self, uint32_t w, const std::string& why) {
   auto& st = self->state;
   if (!st.alive[w])
     return;
+  telemetry::count(telemetry::node_event::worker_lost); // metrics (issue 14)
   st.alive[w] = false;
   --st.alive_count;
   st.benched[w] = false;
@@ -267,16 +196,22 @@ void on_error(coordinator_ptr self, uint32_t w, const closure_ptr& c,
     return;
   }
   st.running[w] = nullptr;
-  auto p = err == errc::ps_lost ? lost_server(err) : -1;
-  if (err == errc::ps_lost && p >= 0 && p < int64_t(st.servers.size())
-      && !st.recovering_ps[p] && !st.fatal) {
-    bench(self, w, p, self->system().render(err));
+  auto g = err == errc::ps_lost ? lost_server(err) : -1;
+  if (g >= 0 && g < int64_t(st.groups.size()) && !st.groups[g].lost
+      && !st.groups[g].promoting && !st.fatal) {
+    // The group is served: this worker's own link is down.
+    bench(self, w, g, self->system().render(err));
     enqueue(self, c, true);
     return;
   }
   st.idle.push_back(w);
-  if (err == errc::ps_lost && st.recover_ps) {
-    // The server comes back: the closure runs again then.
+  if (err == errc::stale_view) {
+    // The worker used an old route (a failover it has not heard of yet).
+    send_routes(self, w);
+    enqueue(self, c, true);
+  } else if (err == errc::ps_lost && st.recovery.bring_back) {
+    // The server comes back (or its group fails over): the closure runs
+    // again then.
     enqueue(self, c, true);
   } else if (err == errc::cancelled) {
     if (st.fatal)
@@ -295,11 +230,12 @@ void on_error(coordinator_ptr self, uint32_t w, const closure_ptr& c,
 
 void dispatch(coordinator_ptr self) {
   auto& st = self->state;
+  telemetry::dispatcher_sampler sample{self, st.queue, st.running}; // issue 14
   if (st.alive_count == 0 && st.pending_restarts == 0) {
     no_worker_in_service(self);
     return;
   }
-  if (st.recovering > 0)
+  if (dispatch_paused(st))
     return;
   while (!st.idle.empty() && !st.queue.empty()) {
     auto w = st.idle.front();
@@ -330,6 +266,7 @@ void dispatch(coordinator_ptr self) {
           st.positions[w] = data_position{r.data_epoch, r.data_offset};
           st.has_position[w] = true;
           c->complete(&r, nullptr);
+          maybe_prune(self, *c);
           st.idle.push_back(w);
           dispatch(self);
         },
@@ -347,6 +284,7 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
   auto& st = self->state;
   if (w >= st.workers.size() || st.alive[w])
     return;
+  telemetry::count(telemetry::node_event::worker_back); // metrics (issue 14)
   st.strikes[w] = 0;
   st.benched[w] = false;
   st.workers[w] = std::move(worker);
@@ -359,59 +297,11 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
   st.grace_started = false;
   st.grace_over = false;
   st.idle.push_back(w);
+  send_routes(self, w);
   dispatch(self);
 }
 
 // -- parameter servers --------------------------------------------------------
-
-/// Parameter server `p` is lost: pauses dispatch and recovers it in a helper
-/// thread (once, however many report the loss).
-void start_recovery(coordinator_ptr self, uint32_t p, const std::string& why) {
-  auto& st = self->state;
-  if (!st.recover_ps || p >= st.servers.size() || st.recovering_ps[p]
-      || st.fatal)
-    return;
-  st.recovering_ps[p] = true;
-  if (st.recovering++ == 0)
-    st.pause_start = std::chrono::steady_clock::now();
-  log::warn("coordinator", -1,
-            "ps {} lost ({}); dispatch paused while it is recovered", p, why);
-  auto fn = st.recover_ps;
-  coordinator_actor me = self;
-  self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
-    try {
-      helper->send(me, restore_atom_v, p, fn(p));
-    } catch (const std::exception& e) {
-      helper->send(me, cancel_atom_v,
-                   caf::make_error(errc::ps_lost,
-                                   fmt::format("ps{} lost and not recovered: "
-                                               "{}",
-                                               p, e.what())));
-    }
-  });
-}
-
-void recovered(coordinator_ptr self, uint32_t p, const ps_actor& ps) {
-  auto& st = self->state;
-  if (p >= st.servers.size())
-    return;
-  st.servers[p] = ps;
-  st.recovering_ps[p] = false;
-  self->monitor(ps);
-  for (uint32_t w = 0; w < st.workers.size(); ++w)
-    if (st.alive[w])
-      self->send(st.workers[w], replace_atom_v, p,
-                 caf::actor_cast<caf::strong_actor_ptr>(ps));
-  if (st.recovering > 0 && --st.recovering == 0) {
-    auto pause = std::chrono::duration<double>(
-                   std::chrono::steady_clock::now() - st.pause_start)
-                   .count();
-    log::info("coordinator", -1,
-              "ps {} recovered; dispatch resumed after a pause of {:.2f} s", p,
-              pause);
-  }
-  dispatch(self);
-}
 
 void fail_job(coordinator_ptr self, const caf::error& reason) {
   auto& st = self->state;
@@ -434,7 +324,7 @@ coordinator_actor::behavior_type
 coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
                      worker_respawn respawn, uint32_t restart_budget,
                      std::chrono::milliseconds no_worker_grace,
-                     std::vector<ps_actor> servers, ps_respawn recover_ps) {
+                     std::vector<ps_actor> servers, ps_recovery recovery) {
   auto& st = self->state;
   st.no_worker_grace = no_worker_grace;
   st.workers = std::move(workers);
@@ -457,17 +347,14 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
     // A remote worker's death fails no request: CAF only reports it here.
     self->monitor(st.workers[i]);
   }
-  st.servers = std::move(servers);
-  st.recover_ps = std::move(recover_ps);
-  st.recovering_ps.assign(st.servers.size(), false);
-  if (st.recover_ps)
-    for (auto& s : st.servers)
-      self->monitor(s);
+  init_servers(self, std::move(servers), std::move(recovery));
+  // The workers learn the groups' routes (and views) before any closure.
+  send_routes(self);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (uint32_t p = 0; p < st.servers.size(); ++p)
-      if (st.recover_ps && st.servers[p].address() == dm.source) {
-        start_recovery(self, p, self->system().render(dm.reason));
+      if (st.servers[p] && st.servers[p].address() == dm.source) {
+        server_lost(self, p, self->system().render(dm.reason));
         return;
       }
     for (uint32_t w = 0; w < st.workers.size(); ++w)
@@ -570,9 +457,30 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
       st.grace_over = true;
       dispatch(self);
     },
-    [=](restore_atom, uint32_t p, ps_actor& ps) { recovered(self, p, ps); },
+    [=](restore_atom, uint32_t p, ps_actor& ps,
+        std::vector<uint32_t>& held) {
+      server_back(self, p, std::move(ps), std::move(held));
+    },
+    [=](restore_atom, uint32_t p, std::string& why) {
+      server_not_back(self, p, why);
+    },
+    [=](restore_atom, uint32_t g, uint32_t p, bool restored,
+        caf::error& err) { group_created(self, g, p, restored, err); },
+    [=](install_atom) { reinstall_backups(self); },
+    [=](route_atom) -> std::vector<group_route> {
+      auto& st = self->state;
+      std::vector<group_route> out;
+      for (uint32_t g = 0; g < st.groups.size(); ++g) {
+        auto& gs = st.groups[g];
+        if (!gs.lost && !gs.promoting)
+          out.push_back(group_route{g, gs.primary, gs.view,
+                                    caf::actor_cast<caf::strong_actor_ptr>(
+                                      st.servers[gs.primary])});
+      }
+      return out;
+    },
     [=](restore_atom, uint32_t p) {
-      start_recovery(self, p, "reported by the watcher");
+      server_lost(self, p, "reported by the watcher");
     },
     [=](chaos_atom, double drop, double delay, uint64_t ms) {
       auto& st = self->state;
@@ -590,7 +498,7 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
   };
 }
 
-} // namespace
+} // namespace detail
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys,
                                     std::vector<worker_actor> workers,
@@ -598,10 +506,10 @@ coordinator_actor spawn_coordinator(caf::actor_system& sys,
                                     uint32_t restart_budget,
                                     std::chrono::milliseconds no_worker_grace,
                                     std::vector<ps_actor> servers,
-                                    ps_respawn recover_ps) {
-  return sys.spawn(coordinator_behavior, std::move(workers),
+                                    ps_recovery recovery) {
+  return sys.spawn(detail::coordinator_behavior, std::move(workers),
                    std::move(respawn), restart_budget, no_worker_grace,
-                   std::move(servers), std::move(recover_ps));
+                   std::move(servers), std::move(recovery));
 }
 
 } // namespace actorps

@@ -40,9 +40,19 @@ namespace actorps {
 /// errc::no_workers (the text says for how long and why each worker was
 /// lost); so do closures scheduled while still no worker is in service.
 ///
-/// A lost parameter server that cannot be recovered (`cancel_atom, error`)
-/// ends the job: every queued, running and later closure fails with that
-/// error.
+/// Parameter servers host replica groups (group g: the shards the placement
+/// puts on ps index g; see ps_actor). The dispatcher knows who serves each
+/// group and tells the workers (`route_atom`). When a server is lost, each
+/// group it was primary of fails over to its backup (the backup is promoted
+/// at a new view, which fences the old primary: see replica_config), each
+/// group it backed up runs without a backup, and a group left without any
+/// copy pauses dispatch. A helper brings the server back (ps_recovery); it
+/// then becomes the backup of groups that have none (their primary copies
+/// its state to it), and a group without a copy is restored on it from the
+/// newest checkpoint (or kept, if it is the same incarnation still holding
+/// it). A lost parameter server that cannot be recovered (`cancel_atom,
+/// error`) ends the job: every queued, running and later closure fails with
+/// that error.
 ///
 /// In one process only (closures travel as closure_ptr). Closures still
 /// unfinished when the dispatcher stops are cancelled.
@@ -73,9 +83,20 @@ using coordinator_actor = caf::typed_actor<
   // Internal: the no-worker grace period number `n` is over; if still no
   // worker is in service, queued closures fail with errc::no_workers.
   caf::reacts_to<caf::timeout_atom, uint64_t>,
-  // Internal: parameter server `index` is recovered as `ps`; the workers
-  // switch to it and dispatch resumes.
-  caf::reacts_to<restore_atom, uint32_t, ps_actor>,
+  // Internal: parameter server `index` is back as `ps`, holding replicas of
+  // the groups listed.
+  caf::reacts_to<restore_atom, uint32_t, ps_actor, std::vector<uint32_t>>,
+  // Internal: parameter server `index` could not be brought back (why).
+  caf::reacts_to<restore_atom, uint32_t, std::string>,
+  // Internal: group `g`'s replica on server `p` was created (and restored
+  // from a checkpoint if `restored`), or failed with the error.
+  caf::reacts_to<restore_atom, uint32_t, uint32_t, bool, caf::error>,
+  // Copies every group's state from its primary to its backup again (the
+  // primaries were restored from a checkpoint).
+  caf::reacts_to<install_atom>,
+  // Replies with where each replica group is served now (groups without a
+  // live copy are left out).
+  caf::replies_to<route_atom>::with<std::vector<group_route>>,
   // Parameter server `index` is lost (found by other means, e.g. a remote
   // node's silence): recover it as when its actor goes down.
   caf::reacts_to<restore_atom, uint32_t>,
@@ -89,11 +110,27 @@ using coordinator_actor = caf::typed_actor<
 using worker_respawn = std::function<worker_actor(uint32_t index,
                                                   uint32_t incarnation)>;
 
-/// Brings lost parameter server `index` back: a new actor with its shards
-/// restored. Blocking; the dispatcher runs it in a helper thread.
-/// @throws std::exception if that fails (the job then fails: every closure
-///         fails with errc::ps_lost naming the server and the reason).
-using ps_respawn = std::function<ps_actor(uint32_t index)>;
+/// How the dispatcher brings lost parameter servers back and rebuilds their
+/// replicas. Every function blocks; the dispatcher runs them in helper
+/// threads. Without `bring_back`, a lost server ends the job.
+struct ps_recovery {
+  /// Brings server `index` back: a new actor in one process, or the process
+  /// that joined again (the same incarnation, still holding its replicas, if
+  /// it was only paused or cut off). Returns it and the groups it holds.
+  /// @throws std::exception if it does not come back in time.
+  std::function<std::pair<ps_actor, std::vector<uint32_t>>(uint32_t index)>
+    bring_back;
+  /// Creates replica group `group`'s shards on `ps` (initial values).
+  std::function<void(const ps_actor& ps, uint32_t group)> create_group;
+  /// Gives `ps`'s replica of `group` the state of the newest checkpoint.
+  /// @throws std::exception if there is none (and the job does not allow
+  ///         starting the group again from its initial values).
+  std::function<void(const ps_actor& ps, uint32_t group)> restore_group;
+  /// Backups per group: 0 or 1 (cluster.replicas).
+  uint32_t replicas = 0;
+  /// The view every group starts at (see replica_config).
+  uint64_t initial_view = 0;
+};
 
 /// Spawns the dispatcher over `workers`. With `respawn`, a lost worker is
 /// restarted after 100 ms, doubling with each restart of the same index, at
@@ -102,13 +139,14 @@ using ps_respawn = std::function<ps_actor(uint32_t index)>;
 /// `no_worker_grace` (from the moment the last one was lost) for one to
 /// come back (replace_atom) before they fail with errc::no_workers; 0 fails
 /// them at once.
-/// With `recover_ps`, the dispatcher watches `servers`: when one is lost it
-/// pauses dispatch, recovers the server, hands it to every worker and
-/// resumes; closures that failed with errc::ps_lost meanwhile run again.
+/// The dispatcher watches `servers` (server p starts as the primary of group
+/// p and, with recovery.replicas 1, as the backup of group (p - 1) mod n):
+/// see above for what happens when one is lost; closures that failed with
+/// errc::ps_lost meanwhile run again.
 coordinator_actor spawn_coordinator(
   caf::actor_system& sys, std::vector<worker_actor> workers,
   worker_respawn respawn = nullptr, uint32_t restart_budget = 0,
   std::chrono::milliseconds no_worker_grace = std::chrono::milliseconds{0},
-  std::vector<ps_actor> servers = {}, ps_respawn recover_ps = nullptr);
+  std::vector<ps_actor> servers = {}, ps_recovery recovery = {});
 
 } // namespace actorps

@@ -28,6 +28,10 @@ std::string to_string(errc x) {
       return "key_out_of_range";
     case errc::bad_message:
       return "bad_message";
+    case errc::stale_view:
+      return "stale_view";
+    case errc::unknown_group:
+      return "unknown_group";
   }
   return "unknown_error";
 }

@@ -52,6 +52,12 @@ enum class errc : uint8_t {
   key_out_of_range,
   /// A message from a peer is malformed (sizes that do not fit each other).
   bad_message,
+  /// A request names a view of a replica group other than the server's: the
+  /// group's primary changed (a failover) or this server does not serve it
+  /// (a backup, or a deposed primary). The sender needs the current routes.
+  stale_view,
+  /// The server holds no replica of the group a request names.
+  unknown_group,
 };
 
 } // namespace actorps
@@ -161,6 +167,8 @@ typename Inspector::result_type inspect(Inspector& f, update_id& x) {
 ///   unbounded), new rows U(-init_scale, init_scale) from (seed, variable,
 ///   key); `values` empty.
 struct create_shard {
+  /// The replica group (the placement's ps index of the shard) it belongs to.
+  uint32_t group = 0;
   std::string variable;
   uint32_t shard = 0;
   bool table = false;
@@ -175,7 +183,8 @@ struct create_shard {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, create_shard& x) {
-  return f(caf::meta::type_name("actorps::create_shard"), x.variable, x.shard,
+  return f(caf::meta::type_name("actorps::create_shard"), x.group, x.variable,
+           x.shard,
            x.table, x.row_begin, x.row_end, x.cols, x.vocabulary,
            x.init_scale, x.seed, x.values);
 }
@@ -201,6 +210,10 @@ typename Inspector::result_type inspect(Inspector& f, table_rows& x) {
 /// (if `dense`) and, per table shard, the batch's unique keys that shard
 /// holds.
 struct pull_request {
+  /// The replica group read (the placement's ps index) and the view of it
+  /// the reader knows (see replica_config).
+  uint32_t group = 0;
+  uint64_t view = 0;
   /// The reader's worker index (no_worker: the coordinator; never held back
   /// under ssp).
   uint32_t worker = 0;
@@ -213,8 +226,8 @@ struct pull_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_request& x) {
-  return f(caf::meta::type_name("actorps::pull_request"), x.worker, x.dense,
-           x.tables, x.create);
+  return f(caf::meta::type_name("actorps::pull_request"), x.group, x.view,
+           x.worker, x.dense, x.tables, x.create);
 }
 
 /// ps -> worker: the dense region (empty unless asked for) and the rows of
@@ -237,6 +250,9 @@ typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
 /// pull_reply::values; empty if the server has no dense shard) and, per
 /// table shard the batch touched, unique keys with their row gradients.
 struct push_request {
+  /// The replica group updated and the view of it the sender knows.
+  uint32_t group = 0;
+  uint64_t view = 0;
   uint64_t read_clock = 0;
   update_id id;
   float_buffer gradient;
@@ -245,8 +261,8 @@ struct push_request {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
-  return f(caf::meta::type_name("actorps::push_request"), x.read_clock, x.id,
-           x.gradient, x.tables);
+  return f(caf::meta::type_name("actorps::push_request"), x.group, x.view,
+           x.read_clock, x.id, x.gradient, x.tables);
 }
 
 /// ps -> anyone: counters of one parameter server.
@@ -265,6 +281,14 @@ struct ps_stats {
   /// Peak resident memory of the server's process so far, bytes (in one
   /// process: of the whole job).
   uint64_t peak_rss_bytes = 0;
+  /// The group's view at this server and whether it is its primary there
+  /// (see replica_config).
+  uint64_t view = 0;
+  bool primary = true;
+  // -- metrics (issue 14): the staleness histogram ----------------------------
+  /// Applied pushes per staleness bucket (core/staleness_histogram.hpp:
+  /// staleness_buckets entries once a push was applied; empty before).
+  std::vector<uint64_t> staleness_buckets;
 };
 
 template <class Inspector>
@@ -272,7 +296,8 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("actorps::ps_stats"), x.clock, x.pushes,
            x.duplicates, x.staleness_sum, x.staleness_max, x.floats, x.shards,
            x.table_rows, x.table_bytes, x.keys_pulled, x.keys_pushed,
-           x.peak_rss_bytes);
+           x.peak_rss_bytes, x.view, x.primary,
+           x.staleness_buckets); // metrics (issue 14)
 }
 
 /// Everything one table shard holds, for a checkpoint: row i is keys[i],
@@ -299,12 +324,75 @@ struct ps_snapshot {
   float_buffer values;          ///< the dense region
   std::vector<float_buffer> slots; ///< its optimizer slots, each like values
   std::vector<table_snapshot> tables; ///< every table shard held
+  /// Replication only (an install on a new backup; empty in checkpoints):
+  /// the closure ids applied, pushes counted, and ssp's per-worker clocks.
+  key_buffer applied;
+  uint64_t pushes = 0;
+  key_buffer worker_clocks;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
   return f(caf::meta::type_name("actorps::ps_snapshot"), x.clock,
-           x.optimizer_steps, x.values, x.slots, x.tables);
+           x.optimizer_steps, x.values, x.slots, x.tables, x.applied,
+           x.pushes, x.worker_clocks);
+}
+
+/// coordinator -> ps: the role of this server in replica group `group` as
+/// of view `view` (views count the group's role changes; requests naming
+/// another view are refused with errc::stale_view, which fences a deposed
+/// primary). A primary with a `backup` forwards every update to it and
+/// acknowledges an update only once the backup applied it (chain
+/// replication, Li et al., OSDI 2014, section 4.3; van Renesse & Schneider,
+/// OSDI 2004); with `install`, it first sends the backup a copy of its state.
+/// A primary without a backup applies alone. A backup serves no reads or
+/// pushes, only its primary's forwards.
+struct replica_config {
+  uint32_t group = 0;
+  uint64_t view = 0;
+  bool primary = true;
+  caf::strong_actor_ptr backup;
+  bool install = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_config& x) {
+  return f(caf::meta::type_name("actorps::replica_config"), x.group, x.view,
+           x.primary, x.backup, x.install);
+}
+
+/// primary -> backup: one update as the primary applied it: the pushes it
+/// contains (their update ids; under sync a whole round), the gradient
+/// (`update`, multiplied by `scale` when applied: 1 / pushes for a sync
+/// round's sum) and the primary's clock after it.
+struct replicate_request {
+  uint32_t group = 0;
+  uint64_t view = 0;
+  uint64_t clock = 0;
+  std::vector<update_id> ids;
+  float scale = 1.0f;
+  push_request update;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replicate_request& x) {
+  return f(caf::meta::type_name("actorps::replicate_request"), x.group, x.view,
+           x.clock, x.ids, x.scale, x.update);
+}
+
+/// coordinator -> worker: where replica group `group` is served now: by
+/// parameter server `ps` (index), as `actor`, at view `view`.
+struct group_route {
+  uint32_t group = 0;
+  uint32_t ps = 0;
+  uint64_t view = 0;
+  caf::strong_actor_ptr actor;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_route& x) {
+  return f(caf::meta::type_name("actorps::group_route"), x.group, x.ps, x.view,
+           x.actor);
 }
 
 /// coordinator -> worker: run step function `function` as closure `id`.
@@ -418,6 +506,10 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(actorps::closure_ptr)
 
 CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::float_buffer))
+  CAF_ADD_TYPE_ID(actorps, (actorps::replica_config))
+  CAF_ADD_TYPE_ID(actorps, (actorps::replicate_request))
+  CAF_ADD_TYPE_ID(actorps, (actorps::group_route))
+  CAF_ADD_TYPE_ID(actorps, (std::vector<actorps::group_route>))
   CAF_ADD_TYPE_ID(actorps, (actorps::key_buffer))
   CAF_ADD_TYPE_ID(actorps, (actorps::table_rows))
   CAF_ADD_TYPE_ID(actorps, (actorps::pull_request))
@@ -453,4 +545,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, chaos_atom, "chaos")
   CAF_ADD_ATOM(actorps, actorps, retry_atom, "retry")
   CAF_ADD_ATOM(actorps, actorps, fail_atom, "fail")
+  CAF_ADD_ATOM(actorps, actorps, configure_atom, "configure")
+  CAF_ADD_ATOM(actorps, actorps, replicate_atom, "replicate")
+  CAF_ADD_ATOM(actorps, actorps, install_atom, "install")
+  CAF_ADD_ATOM(actorps, actorps, route_atom, "route")
+  CAF_ADD_ATOM(actorps, actorps, prune_atom, "prune")
 CAF_END_TYPE_ID_BLOCK(actorps)

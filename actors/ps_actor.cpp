@@ -3,328 +3,343 @@
 #include <algorithm>
 #include <map>
 #include <thread>
-#include <unordered_set>
-
-#include <absl/container/flat_hash_map.h>
 
 #include "caf/actor_system.hpp"
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
 #include "caf/typed_response_promise.hpp"
 
+#include "actors/ps_replica.hpp"
+#include "actors/telemetry.hpp"
+#include "core/staleness_histogram.hpp" // metrics (issue 14)
 #include "core/error.hpp"
-#include "core/process.hpp"
 #include "core/log.hpp"
-#include "core/table_lookup.hpp"
-#include "core/table_store.hpp"
+#include "core/process.hpp"
 
 namespace actorps {
 
 namespace {
 
-/// The row gradients of one table shard summed over a sync round.
-struct round_rows {
-  std::vector<uint64_t> keys;
-  std::vector<float> sums;
-  absl::flat_hash_map<uint64_t, uint32_t> index;
-};
-
 struct ps_state {
   ps_options opts;
+  std::shared_ptr<const update_rule> dense_rule;
   std::shared_ptr<const update_rule> table_rule;
-  dense_region dense;
-  /// Dense shards created (their values live in `dense`).
-  uint64_t dense_shards = 0;
-  /// Table shards by shard id.
-  std::map<uint32_t, table_store> tables;
-  ps_stats stats;
-  /// The closure ids of every accepted push.
-  std::unordered_set<uint64_t> applied;
-  // -- sync -------------------------------------------------------------------
-  std::vector<float> round_sum;
-  std::map<uint32_t, round_rows> round_tables;
-  std::vector<bool> pushed_this_round;
-  uint32_t round_pushes = 0;
-  std::vector<caf::typed_response_promise<uint64_t>> round_acks;
-  // -- ssp --------------------------------------------------------------------
-  /// Pushes applied per worker.
-  std::vector<uint64_t> worker_clock;
-  struct held_pull {
-    pull_request req;
-    caf::typed_response_promise<pull_reply> promise;
-  };
-  std::vector<held_pull> held_pulls;
+  /// The replica groups this server holds, by group.
+  std::map<uint32_t, ps_replica> groups;
   static constexpr const char* name = "parameter-server";
 };
 
 using ps_ptr = ps_actor::stateful_pointer<ps_state>;
 
-/// The key under which a push counts as applied: its closure. A closure
-/// re-run after its worker was lost pushes again under the same closure id
-/// from another worker (or incarnation); a server that already applied the
-/// first attempt's push discards the second, so each closure's gradient is
-/// applied at most once per server. Worker and incarnation are kept in the
-/// id for diagnostics.
-uint64_t key_of(const update_id& id) {
-  return id.closure;
+using ack_promise = caf::typed_response_promise<uint64_t>;
+
+/// The group a request names, or an error (no_shards while the server holds
+/// nothing at all yet).
+caf::expected<ps_replica*> find_group(ps_state& st, uint32_t g) {
+  auto i = st.groups.find(g);
+  if (i == st.groups.end() && st.groups.empty())
+    return caf::make_error(errc::no_shards, st.opts.index);
+  if (i == st.groups.end())
+    return caf::make_error(errc::unknown_group, "ps", st.opts.index, "group",
+                           g);
+  return &i->second;
+}
+
+/// The group a worker's request names, if this server is its primary at the
+/// view the request knows.
+caf::expected<ps_replica*> serving(ps_state& st, uint32_t g, uint64_t view) {
+  auto r = find_group(st, g);
+  if (!r)
+    return r;
+  if (!(*r)->primary || (*r)->view != view)
+    return caf::make_error(errc::stale_view, "ps", st.opts.index, "group", g,
+                           (*r)->primary ? "primary" : "backup", (*r)->view,
+                           view);
+  return r;
 }
 
 /// Whether worker `w` may read now under ssp.
-bool may_read(const ps_state& st, uint32_t w) {
+bool may_read(const ps_state& st, const ps_replica& r, uint32_t w) {
   if (st.opts.mode != consistency::ssp || w == no_worker)
     return true;
-  auto slowest = *std::min_element(st.worker_clock.begin(),
-                                   st.worker_clock.end());
-  return st.worker_clock[w] <= slowest + st.opts.staleness;
+  auto slowest = *std::min_element(r.worker_clock.begin(),
+                                   r.worker_clock.end());
+  return r.worker_clock[w] <= slowest + st.opts.staleness;
 }
 
-/// Checks the table parts of a pull or push: every shard held, keys inside
-/// the vocabulary, and (`values`: a push) each shard once, keys x dim values
-/// and no key twice.
-caf::error check_tables(ps_state& st, const std::vector<table_rows>& tables,
-                        bool values) {
-  // A push names each shard once: a key in two parts of one shard would be
-  // applied twice.
-  if (values)
-    for (size_t i = 0; i < tables.size(); ++i)
-      for (size_t j = 0; j < i; ++j)
-        if (tables[i].shard == tables[j].shard)
-          return caf::make_error(errc::bad_message,
-                                 "table shard pushed twice", tables[i].shard);
-  for (auto& t : tables) {
-    auto i = st.tables.find(t.shard);
-    if (i == st.tables.end())
-      return caf::make_error(errc::unknown_variable, "table shard", t.shard,
-                             "ps", st.opts.index);
-    auto& store = i->second;
-    auto& keys = t.keys.keys;
-    auto bad = store.first_invalid_key(keys.data(), keys.size());
-    if (bad < keys.size())
-      return caf::make_error(errc::key_out_of_range, store.def().variable,
-                             keys[bad], store.def().vocabulary);
-    if (!values)
-      continue;
-    if (t.values.values.size() != keys.size() * store.def().dim)
-      return caf::make_error(errc::shape_mismatch, store.def().variable,
-                             keys.size() * store.def().dim,
-                             t.values.values.size());
-    auto dup = first_duplicate(keys.data(), keys.size());
-    if (dup < keys.size())
-      return caf::make_error(errc::bad_message, "key pushed twice",
-                             store.def().variable, keys[dup]);
-  }
-  return {};
-}
-
-pull_reply read(ps_state& st, const pull_request& req) {
-  pull_reply reply;
-  reply.clock = st.stats.clock;
-  if (req.dense)
-    reply.values.values.assign(st.dense.values().begin(),
-                               st.dense.values().end());
-  reply.tables.resize(req.tables.size());
-  for (size_t i = 0; i < req.tables.size(); ++i) {
-    auto& t = req.tables[i];
-    auto& store = st.tables.at(t.shard);
-    auto& keys = t.keys.keys;
-    auto& out = reply.tables[i];
-    out.shard = t.shard;
-    out.values.values.resize(keys.size() * store.def().dim);
-    store.pull(keys.data(), keys.size(), out.values.values.data(), req.create);
-    st.stats.keys_pulled += keys.size();
-  }
-  return reply;
-}
-
-void release_pulls(ps_ptr self) {
-  auto& st = self->state;
-  auto held = std::move(st.held_pulls);
-  st.held_pulls.clear();
+void release_pulls(ps_ptr self, ps_replica& r) {
+  auto held = std::move(r.held_pulls);
+  r.held_pulls.clear();
   for (auto& h : held) {
-    if (may_read(st, h.req.worker))
-      h.promise.deliver(read(st, h.req));
+    if (may_read(self->state, r, h.req.worker))
+      h.promise.deliver(read_replica(r, h.req));
     else
-      st.held_pulls.push_back(std::move(h));
+      r.held_pulls.push_back(std::move(h));
   }
 }
 
-/// Applies one push now (async, ssp).
-void apply_push(ps_state& st, const push_request& req) {
-  if (st.dense.size() > 0)
-    st.dense.apply(req.gradient.values.data());
-  for (auto& t : req.tables) {
-    st.tables.at(t.shard).apply(t.keys.keys.data(), t.keys.keys.size(),
-                                t.values.values.data());
-    st.stats.keys_pushed += t.keys.keys.size();
+// -- replication ----------------------------------------------------------------
+
+/// Forward number `seq` of group `g` got its answer (`err` empty: applied).
+void complete_forward(ps_ptr self, uint32_t g, uint64_t seq,
+                      const caf::error& err) {
+  auto i = self->state.groups.find(g);
+  if (i == self->state.groups.end())
+    return;
+  auto& r = i->second;
+  auto f = std::find_if(r.forwards.begin(), r.forwards.end(),
+                        [&](const ps_replica::forward& x) {
+                          return x.seq == seq;
+                        });
+  if (f == r.forwards.end())
+    return; // answered already (the backup was dropped)
+  auto fw = std::move(*f);
+  r.forwards.erase(f);
+  if (err == errc::stale_view) {
+    // The backup was promoted: this server was deposed. The update is not
+    // acknowledged; its closure runs again at the new primary.
+    log::warn("ps", static_cast<int>(self->state.opts.index),
+              "group {}: the backup refuses updates (a newer view): this "
+              "server no longer serves the group",
+              g);
+    r.primary = false;
+    for (auto& ack : fw.acks)
+      ack.deliver(err);
+    return;
   }
+  // Applied by the backup, or the backup is gone (then this copy is the only
+  // one: the update is as durable as it can be).
+  for (auto& ack : fw.acks)
+    ack.deliver(fw.clock);
 }
 
-/// Adds one push to the sync round's sums.
-void add_to_round(ps_state& st, const push_request& req) {
-  auto& g = req.gradient.values;
-  if (st.round_pushes == 0)
-    st.round_sum.assign(g.begin(), g.end());
-  else
-    for (size_t i = 0; i < g.size(); ++i)
-      st.round_sum[i] += g[i];
-  for (auto& t : req.tables) {
-    auto dim = st.tables.at(t.shard).def().dim;
-    auto& r = st.round_tables[t.shard];
-    auto& keys = t.keys.keys;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      auto [it, fresh] = r.index.try_emplace(keys[i],
-                                             static_cast<uint32_t>(r.keys.size()));
-      if (fresh) {
-        r.keys.push_back(keys[i]);
-        r.sums.resize(r.sums.size() + dim, 0.0f);
-      }
-      float* sum = r.sums.data() + uint64_t{it->second} * dim;
-      const float* v = t.values.values.data() + i * dim;
-      for (uint64_t j = 0; j < dim; ++j)
-        sum[j] += v[j];
-    }
-  }
+/// Sends one applied update to the backup; `acks` are answered once the
+/// backup has applied it.
+void forward(ps_ptr self, ps_replica& r, std::vector<update_id> ids,
+             float scale, push_request update,
+             std::vector<ack_promise> acks) {
+  auto seq = r.next_forward++;
+  r.forwards.push_back(ps_replica::forward{seq, std::move(acks),
+                                           r.stats.clock});
+  replicate_request req;
+  req.group = r.group;
+  req.view = r.view;
+  req.clock = r.stats.clock;
+  req.ids = std::move(ids);
+  req.scale = scale;
+  req.update = std::move(update);
+  auto g = r.group;
+  // No timeout (caf::infinite): the backup is monitored; when it is lost,
+  // every pending forward is answered at once (backup_lost).
+  self->request(caf::actor_cast<caf::actor>(r.backup), caf::infinite,
+                replicate_atom_v, std::move(req))
+    .then([=](uint64_t) { complete_forward(self, g, seq, caf::error{}); },
+          [=](caf::error& err) { complete_forward(self, g, seq, err); });
 }
 
-/// Applies the sync round's mean gradient and acknowledges every push of it.
-void close_round(ps_state& st) {
-  auto scale = 1.0f / static_cast<float>(st.round_pushes);
-  if (st.dense.size() > 0) {
-    for (auto& x : st.round_sum)
-      x *= scale;
-    st.dense.apply(st.round_sum.data());
+/// The group's backup is gone: pending forwards are acknowledged (this copy
+/// is the only one now) and updates apply here alone until a new backup.
+void backup_lost(ps_ptr self, ps_replica& r, const std::string& why) {
+  log::warn("ps", static_cast<int>(self->state.opts.index),
+            "group {}: backup lost ({}); applying alone", r.group, why);
+  auto pending = std::move(r.forwards);
+  r.forwards.clear();
+  for (auto& f : pending)
+    for (auto& ack : f.acks)
+      ack.deliver(f.clock);
+  r.backup = caf::actor{};
+}
+
+/// Applies the sync round's mean gradient and acknowledges every push of it
+/// (after the backup applied it too).
+void close_round(ps_ptr self, ps_replica& r) {
+  auto scale = 1.0f / static_cast<float>(r.round_ids.size());
+  auto update = round_update(r);
+  apply_update(r, update, scale);
+  ++r.stats.clock;
+  auto ids = std::move(r.round_ids);
+  r.round_ids.clear();
+  std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
+  auto acks = std::move(r.round_acks);
+  r.round_acks.clear();
+  if (r.backup) {
+    forward(self, r, std::move(ids), scale, std::move(update),
+            std::move(acks));
+    return;
   }
-  for (auto& [shard, r] : st.round_tables) {
-    st.tables.at(shard).apply(r.keys.data(), r.keys.size(), r.sums.data(),
-                              scale);
-    st.stats.keys_pushed += r.keys.size();
-  }
-  st.round_tables.clear();
-  ++st.stats.clock;
-  st.round_pushes = 0;
-  std::fill(st.pushed_this_round.begin(), st.pushed_this_round.end(), false);
-  auto acks = std::move(st.round_acks);
-  st.round_acks.clear();
   for (auto& ack : acks)
-    ack.deliver(st.stats.clock);
+    ack.deliver(r.stats.clock);
 }
 
-ps_snapshot save(const ps_state& st) {
-  ps_snapshot snap;
-  snap.clock = st.stats.clock;
-  snap.optimizer_steps = st.dense.steps();
-  auto& values = st.dense.values();
-  snap.values.values.assign(values.begin(), values.end());
-  for (auto& slot : const_cast<dense_region&>(st.dense).slots())
-    snap.slots.push_back(float_buffer{float_vector(slot.begin(), slot.end())});
-  for (auto& [shard, store] : st.tables) {
-    auto c = store.export_rows();
-    table_snapshot t;
-    t.shard = shard;
-    t.keys.keys = std::move(c.keys);
-    t.values.values.assign(c.values.begin(), c.values.end());
-    for (auto& s : c.slots)
-      t.slots.push_back(float_buffer{float_vector(s.begin(), s.end())});
-    t.steps.keys = std::move(c.steps);
-    snap.tables.push_back(std::move(t));
+/// Makes this server a backup of `r`'s group (or a deposed primary): what
+/// waits for an answer as a primary is refused.
+void step_down(ps_replica& r, uint32_t ps_index) {
+  auto stale = caf::make_error(errc::stale_view, "ps", ps_index, "group",
+                               r.group, "no longer primary");
+  for (auto& h : r.held_pulls)
+    h.promise.deliver(stale);
+  r.held_pulls.clear();
+  for (auto& ack : r.round_acks)
+    ack.deliver(stale);
+  r.round_acks.clear();
+  r.round_ids.clear();
+  r.round_tables.clear();
+  std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
+  for (auto& f : r.forwards)
+    for (auto& ack : f.acks)
+      ack.deliver(stale);
+  r.forwards.clear();
+  r.backup = caf::actor{};
+  r.primary = false;
+}
+
+caf::result<bool> configure(ps_ptr self, replica_config& cfg) {
+  auto& st = self->state;
+  auto found = find_group(st, cfg.group);
+  if (!found)
+    return found.error();
+  auto& r = **found;
+  if (cfg.view < r.view)
+    return caf::make_error(errc::stale_view, "ps", st.opts.index, "group",
+                           cfg.group, "configure", r.view, cfg.view);
+  r.view = cfg.view;
+  if (!cfg.primary) {
+    step_down(r, st.opts.index);
+    return true;
   }
-  return snap;
+  r.primary = true;
+  auto backup = caf::actor_cast<caf::actor>(cfg.backup);
+  if (backup != r.backup) {
+    if (r.backup)
+      backup_lost(self, r, "replaced by the coordinator");
+    r.backup = backup;
+    if (backup)
+      self->monitor(backup);
+  }
+  if (backup && cfg.install) {
+    // Sent before any later forward: the backup installs this state, then
+    // applies the updates after it, in order.
+    auto g = r.group;
+    auto index = static_cast<int>(st.opts.index);
+    self->request(backup, caf::infinite, install_atom_v, r.group, r.view,
+                  save_replica(r, true))
+      .then([](uint64_t) {},
+            [=](caf::error& err) {
+              log::error("ps", index, "group {}: installing the backup "
+                                      "failed: {}",
+                         g, self->system().render(err));
+              auto i = self->state.groups.find(g);
+              if (i != self->state.groups.end() && i->second.backup)
+                backup_lost(self, i->second, "its install failed");
+            });
+  }
+  return true;
 }
 
-caf::result<uint64_t> restore(ps_state& st, ps_snapshot& snap) {
-  auto& slots = st.dense.slots();
-  if (snap.values.values.size() != st.dense.size()
-      || snap.slots.size() != slots.size())
-    return caf::make_error(errc::shape_mismatch, "restore of ps",
-                           st.opts.index, st.dense.size(), slots.size(),
-                           snap.values.values.size(), snap.slots.size());
-  for (auto& s : snap.slots)
-    if (s.values.size() != st.dense.size())
-      return caf::make_error(errc::shape_mismatch, "restore of ps slot",
-                             st.opts.index, st.dense.size(), s.values.size());
-  // Tables: every snapshot is loaded into a fresh store first, so that a bad
-  // one changes nothing.
-  std::vector<std::pair<uint32_t, table_store>> fresh;
-  for (auto& t : snap.tables) {
-    for (auto& [shard, store] : fresh)
-      if (shard == t.shard)
-        return caf::make_error(errc::shape_mismatch,
-                               "restore names table shard twice", t.shard);
-    auto i = st.tables.find(t.shard);
-    if (i == st.tables.end())
-      return caf::make_error(errc::unknown_variable, "restore of table shard",
-                             t.shard, "ps", st.opts.index);
-    table_store store{i->second.def(), st.table_rule};
-    table_store::contents c;
-    c.keys = std::move(t.keys.keys);
-    c.values.assign(t.values.values.begin(), t.values.values.end());
-    for (auto& s : t.slots)
-      c.slots.emplace_back(s.values.begin(), s.values.end());
-    c.steps = std::move(t.steps.keys);
-    try {
-      store.import_rows(std::move(c));
-    } catch (const std::exception& e) {
-      return caf::make_error(errc::shape_mismatch, "restore of table shard",
-                             t.shard, std::string{e.what()});
+caf::result<uint64_t> push(ps_ptr self, push_request& req) {
+  auto& st = self->state;
+  telemetry::sample_mailbox(self, "ps", st.opts.index); // metrics (issue 14)
+  auto found = serving(st, req.group, req.view);
+  if (!found)
+    return found.error();
+  auto& r = **found;
+  auto w = req.id.worker;
+  if (req.gradient.values.size() != r.dense.size())
+    return caf::make_error(errc::shape_mismatch, "push to ps", st.opts.index,
+                           "group", r.group, r.dense.size(),
+                           req.gradient.values.size());
+  if (auto err = check_tables(r, req.tables, true, st.opts.index))
+    return err;
+  if (st.opts.mode != consistency::async && w >= r.worker_clock.size())
+    return caf::make_error(errc::unknown_worker, w, r.worker_clock.size());
+  if (st.opts.mode == consistency::sync && r.pushed_this_round[w])
+    return caf::make_error(errc::bad_message,
+                           "sync: a second push of worker in one round", w);
+  if (r.was_applied(req.id.closure)) {
+    ++r.stats.duplicates;
+    if (!r.backup || r.forwards.empty())
+      return r.stats.clock;
+    // The first copy may still be on its way to the backup: this ack waits
+    // for the newest forward (the backup applies them in order), so that
+    // no acknowledged update is missing from the backup.
+    auto rp = self->make_response_promise<uint64_t>();
+    r.forwards.back().acks.push_back(rp);
+    return rp;
+  }
+  r.applied.insert(req.id.closure);
+  ++r.stats.pushes;
+  auto staleness = r.stats.clock >= req.read_clock
+                     ? r.stats.clock - req.read_clock
+                     : 0;
+  r.stats.staleness_sum += staleness;
+  r.stats.staleness_max = std::max(r.stats.staleness_max, staleness);
+  telemetry::record_staleness(r.stats, staleness); // metrics (issue 14)
+  if (st.opts.mode != consistency::sync) {
+    apply_update(r, req, 1.0f);
+    ++r.stats.clock;
+    if (st.opts.mode == consistency::ssp) {
+      ++r.worker_clock[w];
+      release_pulls(self, r);
     }
-    fresh.emplace_back(t.shard, std::move(store));
+    if (!r.backup)
+      return r.stats.clock;
+    auto rp = self->make_response_promise<uint64_t>();
+    std::vector<update_id> ids{req.id};
+    forward(self, r, std::move(ids), 1.0f, std::move(req), {rp});
+    return rp;
   }
-  std::copy(snap.values.values.begin(), snap.values.values.end(),
-            st.dense.values().begin());
-  for (size_t i = 0; i < slots.size(); ++i)
-    std::copy(snap.slots[i].values.begin(), snap.slots[i].values.end(),
-              slots[i].begin());
-  st.dense.set_steps(snap.optimizer_steps);
-  // A table shard the snapshot does not mention starts empty again.
-  for (auto& [shard, store] : st.tables)
-    store = table_store{store.def(), st.table_rule};
-  for (auto& [shard, store] : fresh)
-    st.tables.at(shard) = std::move(store);
-  st.stats.clock = snap.clock;
-  // A sync round in progress was computed on the replaced state.
-  auto acks = std::move(st.round_acks);
-  st.round_acks.clear();
-  for (auto& ack : acks)
-    ack.deliver(caf::make_error(errc::cancelled, "sync round abandoned by a "
-                                                 "restore"));
-  st.round_pushes = 0;
-  st.round_tables.clear();
-  std::fill(st.pushed_this_round.begin(), st.pushed_this_round.end(), false);
-  // The restored state predates every push applied since: their ids no
-  // longer count as applied.
-  st.applied.clear();
-  // Without sync's rounds, the clock counts the pushes applied.
-  if (st.opts.mode != consistency::sync)
-    st.stats.pushes = snap.clock;
-  return st.stats.clock;
+  // sync: sum this round's gradients; the last push applies their mean.
+  add_to_round(r, req);
+  r.pushed_this_round[w] = true;
+  auto rp = self->make_response_promise<uint64_t>();
+  r.round_acks.push_back(rp);
+  if (r.round_ids.size() == r.pushed_this_round.size()) {
+    close_round(self, r);
+  } else if (r.round_ids.size() == 1 && st.opts.round_timeout.count() > 0) {
+    // Rounds are named by the clock they close at.
+    self->delayed_send(self, st.opts.round_timeout, caf::flush_atom_v,
+                       r.group, r.stats.clock + 1);
+  }
+  return rp;
 }
 
-caf::result<uint64_t> create(ps_state& st, create_shard& req) {
-  if (!req.table) {
-    auto expected = (req.row_end - req.row_begin) * req.cols;
-    if (req.row_end < req.row_begin || req.values.values.size() != expected)
-      return caf::make_error(errc::shape_mismatch, req.variable, req.shard,
-                             expected, req.values.values.size());
-    auto offset = st.dense.append(req.values.values.data(),
-                                  req.values.values.size());
-    ++st.dense_shards;
-    st.stats.floats = st.dense.size();
-    st.stats.shards = st.dense_shards + st.tables.size();
-    return offset;
+caf::result<uint64_t> replicate(ps_ptr self, replicate_request& req) {
+  auto& st = self->state;
+  auto found = find_group(st, req.group);
+  if (!found)
+    return found.error();
+  auto& r = **found;
+  if (r.primary || req.view != r.view)
+    return caf::make_error(errc::stale_view, "ps", st.opts.index, "group",
+                           req.group, "replicate", r.view, req.view);
+  bool fresh = std::any_of(req.ids.begin(), req.ids.end(),
+                           [&](const update_id& id) {
+                             return !r.was_applied(id.closure);
+                           });
+  if (!fresh)
+    return r.stats.clock;
+  apply_update(r, req.update, req.scale);
+  if (st.opts.mode != consistency::sync) {
+    // The staleness the primary recorded (its clock at arrival was one
+    // below the clock after the update): a promoted backup's counters go on
+    // where the primary's stopped.
+    auto arrival = req.clock > 0 ? req.clock - 1 : 0;
+    auto read = req.update.read_clock;
+    auto staleness = arrival >= read ? arrival - read : 0;
+    r.stats.staleness_sum += staleness;
+    r.stats.staleness_max = std::max(r.stats.staleness_max, staleness);
+    // Only the group's counters: the process-wide histogram counted this
+    // push at the primary already.
+    add_staleness(r.stats.staleness_buckets, staleness);
   }
-  if (req.cols == 0 || !req.values.values.empty()
-      || st.tables.count(req.shard) > 0)
-    return caf::make_error(errc::shape_mismatch, "table shard", req.variable,
-                           req.shard, req.cols, req.values.values.size());
-  table_shard_def def;
-  def.variable = req.variable;
-  def.dim = req.cols;
-  def.vocabulary = req.vocabulary;
-  def.init_scale = req.init_scale;
-  def.seed = req.seed;
-  st.tables.emplace(req.shard, table_store{std::move(def), st.table_rule});
-  st.stats.shards = st.dense_shards + st.tables.size();
-  return uint64_t{0};
+  r.stats.clock = req.clock;
+  for (auto& id : req.ids) {
+    r.applied.insert(id.closure);
+    ++r.stats.pushes;
+    if (st.opts.mode == consistency::ssp && id.worker < r.worker_clock.size())
+      ++r.worker_clock[id.worker];
+  }
+  return r.stats.clock;
 }
 
 ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
@@ -332,105 +347,119 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
                                     std::shared_ptr<const update_rule> table) {
   auto& st = self->state;
   st.opts = opts;
-  st.dense = dense_region{std::move(dense)};
+  st.dense_rule = std::move(dense);
   st.table_rule = std::move(table);
-  st.worker_clock.assign(std::max<uint32_t>(opts.workers, 1), 0);
-  st.pushed_this_round.assign(std::max<uint32_t>(opts.workers, 1), false);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    for (auto& [g, r] : self->state.groups)
+      if (r.backup && r.backup.address() == dm.source)
+        backup_lost(self, r, self->system().render(dm.reason));
+  });
   return {
     [=](create_atom, create_shard& req) -> caf::result<uint64_t> {
-      return create(self->state, req);
+      auto& st = self->state;
+      auto i = st.groups.find(req.group);
+      if (i == st.groups.end())
+        i = st.groups.emplace(req.group,
+                              ps_replica{req.group, st.opts, st.dense_rule})
+              .first;
+      return create_in_replica(i->second, req, st.table_rule);
     },
     [=](pull_atom, pull_request& req) -> caf::result<pull_reply> {
       auto& st = self->state;
-      if (st.dense_shards == 0 && st.tables.empty())
+      auto found = serving(st, req.group, req.view);
+      if (!found)
+        return found.error();
+      auto& r = **found;
+      if (r.dense_shards == 0 && r.tables.empty())
         return caf::make_error(errc::no_shards, st.opts.index);
-      if (req.worker != no_worker && req.worker >= st.worker_clock.size())
+      if (req.worker != no_worker && req.worker >= r.worker_clock.size())
         return caf::make_error(errc::unknown_worker, req.worker,
-                               st.worker_clock.size());
-      if (auto err = check_tables(st, req.tables, false))
+                               r.worker_clock.size());
+      if (auto err = check_tables(r, req.tables, false, st.opts.index))
         return err;
-      if (may_read(st, req.worker))
-        return read(st, req);
+      if (may_read(st, r, req.worker))
+        return read_replica(r, req);
       auto rp = self->make_response_promise<pull_reply>();
-      st.held_pulls.push_back(ps_state::held_pull{std::move(req), rp});
+      r.held_pulls.push_back(ps_replica::held_pull{std::move(req), rp});
       return rp;
     },
-    [=](push_atom, const push_request& req) -> caf::result<uint64_t> {
+    [=](push_atom, push_request& req) -> caf::result<uint64_t> {
+      return push(self, req);
+    },
+    [=](replicate_atom, replicate_request& req) -> caf::result<uint64_t> {
+      return replicate(self, req);
+    },
+    [=](configure_atom, replica_config& cfg) -> caf::result<bool> {
+      return configure(self, cfg);
+    },
+    [=](install_atom, uint32_t g, uint64_t view,
+        ps_snapshot& snap) -> caf::result<uint64_t> {
       auto& st = self->state;
-      auto w = req.id.worker;
-      if (req.gradient.values.size() != st.dense.size())
-        return caf::make_error(errc::shape_mismatch, "push to ps",
-                               st.opts.index, st.dense.size(),
-                               req.gradient.values.size());
-      if (auto err = check_tables(st, req.tables, true))
+      auto found = find_group(st, g);
+      if (!found)
+        return found.error();
+      auto& r = **found;
+      if (r.primary || view != r.view)
+        return caf::make_error(errc::stale_view, "ps", st.opts.index, "group",
+                               g, "install", r.view, view);
+      if (auto err = restore_replica(r, snap, true, st.table_rule,
+                                     st.opts.mode, st.opts.index))
         return err;
-      if (st.opts.mode != consistency::async && w >= st.worker_clock.size())
-        return caf::make_error(errc::unknown_worker, w,
-                               st.worker_clock.size());
-      if (st.opts.mode == consistency::sync && st.pushed_this_round[w])
-        return caf::make_error(errc::bad_message,
-                               "sync: a second push of worker in one round", w);
-      if (!st.applied.insert(key_of(req.id)).second) {
-        ++st.stats.duplicates;
-        return st.stats.clock;
-      }
-      ++st.stats.pushes;
-      auto staleness = st.stats.clock >= req.read_clock
-                         ? st.stats.clock - req.read_clock
-                         : 0;
-      st.stats.staleness_sum += staleness;
-      st.stats.staleness_max = std::max(st.stats.staleness_max, staleness);
-      if (st.opts.mode != consistency::sync) {
-        apply_push(st, req);
-        ++st.stats.clock;
-        if (st.opts.mode == consistency::ssp) {
-          ++st.worker_clock[w];
-          release_pulls(self);
-        }
-        return st.stats.clock;
-      }
-      // sync: sum this round's gradients; the last push applies their mean.
-      add_to_round(st, req);
-      st.pushed_this_round[w] = true;
-      auto rp = self->make_response_promise<uint64_t>();
-      st.round_acks.push_back(rp);
-      if (++st.round_pushes == st.pushed_this_round.size()) {
-        close_round(st);
-      } else if (st.round_pushes == 1 && st.opts.round_timeout.count() > 0) {
-        // Rounds are named by the clock they close at.
-        self->delayed_send(self, st.opts.round_timeout, caf::flush_atom_v,
-                           st.stats.clock + 1);
-      }
-      return rp;
+      return r.stats.clock;
     },
-    [=](stats_atom) -> ps_stats {
+    [=](stats_atom, uint32_t g) -> caf::result<ps_stats> {
       auto& st = self->state;
-      auto s = st.stats;
-      for (auto& [shard, store] : st.tables) {
+      auto found = find_group(st, g);
+      if (!found)
+        return found.error();
+      auto s = (*found)->stats;
+      for (auto& [shard, store] : (*found)->tables) {
         s.table_rows += store.size();
         s.table_bytes += store.memory_bytes();
       }
       s.peak_rss_bytes = peak_rss_bytes();
+      s.view = (*found)->view;
+      s.primary = (*found)->primary;
       return s;
     },
     [=](freeze_atom, uint64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     },
-    [=](save_atom) -> ps_snapshot { return save(self->state); },
-    [=](ping_atom) -> uint32_t { return self->state.opts.index; },
-    [=](caf::flush_atom, uint64_t round) {
+    [=](save_atom, uint32_t g) -> caf::result<ps_snapshot> {
+      auto found = find_group(self->state, g);
+      if (!found)
+        return found.error();
+      return save_replica(**found, false);
+    },
+    [=](restore_atom, uint32_t g, ps_snapshot& snap) -> caf::result<uint64_t> {
       auto& st = self->state;
-      if (st.round_pushes == 0 || st.stats.clock + 1 != round)
+      auto found = find_group(st, g);
+      if (!found)
+        return found.error();
+      if (auto err = restore_replica(**found, snap, false, st.table_rule,
+                                     st.opts.mode, st.opts.index))
+        return err;
+      return (*found)->stats.clock;
+    },
+    [=](prune_atom, uint64_t first, uint64_t watermark) {
+      for (auto& [g, r] : self->state.groups)
+        prune_replica(r, first, watermark);
+    },
+    [=](ping_atom) -> uint32_t { return self->state.opts.index; },
+    [=](caf::flush_atom, uint32_t g, uint64_t round) {
+      auto& st = self->state;
+      auto i = st.groups.find(g);
+      if (i == st.groups.end())
+        return;
+      auto& r = i->second;
+      if (!r.primary || r.round_ids.empty() || r.stats.clock + 1 != round)
         return; // closed already
       log::warn("ps", static_cast<int>(st.opts.index),
-                "sync round {} closed after {} ms with {} of {} workers' "
-                "pushes",
-                round, st.opts.round_timeout.count(), st.round_pushes,
-                st.pushed_this_round.size());
-      close_round(st);
-    },
-    [=](restore_atom, ps_snapshot& snap) -> caf::result<uint64_t> {
-      return restore(self->state, snap);
+                "sync round {} of group {} closed after {} ms with {} of {} "
+                "workers' pushes",
+                round, g, st.opts.round_timeout.count(), r.round_ids.size(),
+                r.pushed_this_round.size());
+      close_round(self, r);
     },
   };
 }

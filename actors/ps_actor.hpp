@@ -13,63 +13,99 @@
 
 namespace actorps {
 
-/// One parameter server. Holds the dense shards placed on it in one
-/// contiguous dense region (creation order) with the dense update rule's
-/// slots, the table shards placed on it (key -> row hash maps with per-row
-/// slots and step counts, see core/table_store.hpp), and a clock: the number
-/// of updates applied so far.
+/// One parameter server. It hosts replica groups: group g holds the shards
+/// the placement puts on ps index g (its dense shards in one contiguous dense
+/// region in creation order, with the dense rule's slots; its table shards
+/// as key -> row hash maps with per-row slots and update counts, see
+/// core/table_store.hpp) and a clock, the number of updates applied to the
+/// group. Without replication, server p hosts group p only, as its primary.
+/// With replication (cluster.replicas 1), a server also holds a backup of
+/// another group, which it updates only from that group's primary (chain
+/// replication); after a failover it may be primary of several groups.
+/// Every request names a group and the view of it the sender knows; a
+/// server answers only as the group's primary at that view.
 using ps_actor = caf::typed_actor<
-  // Creates one shard: a dense one is appended to the dense region (replies
-  // with its float offset there); a table shard is registered under its
-  // shard id (replies with 0).
+  // Creates one shard of group `req.group` (the group itself on first use,
+  // as its primary at view 0): a dense one is appended to the group's dense
+  // region (replies with its float offset there); a table shard is
+  // registered under its shard id (replies with 0).
   // Errors: errc::shape_mismatch if values.size() != (row_end - row_begin) *
   // cols, or a table has cols 0 or values, or the shard id is taken.
   caf::replies_to<create_atom, create_shard>::with<uint64_t>,
-  // Reads the dense region (if asked) and the rows of the keys asked for,
-  // for worker `worker` (no_worker: the coordinator, never held back).
+  // Reads the group's dense region (if asked) and the rows of the keys asked
+  // for, for worker `worker` (no_worker: the coordinator, never held back).
   // Replies with the values and the clock they were read at. Under ssp the
   // reply waits while the worker is more than `staleness` pushes ahead of
   // the slowest worker.
-  // Errors: errc::no_shards before the first create; errc::unknown_worker;
-  // errc::unknown_variable for a shard id the server does not hold;
-  // errc::key_out_of_range (variable, key) for a key outside a table's
-  // vocabulary. On error nothing is created.
+  // Errors: errc::no_shards before the first create; errc::unknown_group;
+  // errc::stale_view (not the group's primary at that view);
+  // errc::unknown_worker; errc::unknown_variable for a shard id the group
+  // does not hold; errc::key_out_of_range (variable, key) for a key outside
+  // a table's vocabulary. On error nothing is created.
   caf::replies_to<pull_atom, pull_request>::with<pull_reply>,
   // Applies the dense gradient and the row gradients of every table shard
-  // with the server's rules, unless its update id was applied before (then
-  // only the clock is returned). Replies with the server clock after the
-  // update. Staleness (clock at arrival minus read_clock) is recorded. Under
-  // sync the reply waits until every worker pushed for this round; the
-  // round's mean gradient (dense and per row) is applied once.
-  // Errors: errc::shape_mismatch if the dense gradient's size differs from
-  // the region's or a table's values are not keys x dim floats;
-  // errc::unknown_variable; errc::key_out_of_range; errc::bad_message for
-  // a key that repeats within one table shard (or a shard named twice), and
-  // under sync for a second push of one worker in the same round;
-  // errc::unknown_worker. On error nothing changes.
+  // with the server's rules, unless its closure id was applied before (then
+  // only the clock is returned). With a backup, the update is forwarded
+  // there and the reply waits until the backup has applied it too. Replies
+  // with the group's clock after the update. Staleness (clock at arrival
+  // minus read_clock) is recorded. Under sync the reply waits until every
+  // worker pushed for this round (or the round timed out); the round's mean
+  // gradient (dense and per row) is applied once.
+  // Errors: errc::unknown_group; errc::stale_view (also when the backup
+  // refuses the forward because it was promoted: this server was deposed;
+  // the update is then not acknowledged); errc::shape_mismatch if the dense
+  // gradient's size differs from the region's or a table's values are not
+  // keys x dim floats; errc::unknown_variable; errc::key_out_of_range;
+  // errc::bad_message for a key that repeats within one table shard (or a
+  // shard named twice), and under sync for a second push of one worker in
+  // the same round; errc::unknown_worker. On error nothing changes.
   caf::replies_to<push_atom, push_request>::with<uint64_t>,
-  // Replies with the server's counters.
-  caf::replies_to<stats_atom>::with<ps_stats>,
-  // Replies with a copy of everything the server holds (dense values, slots
-  // and steps, every table shard's rows, clock), for a checkpoint.
-  caf::replies_to<save_atom>::with<ps_snapshot>,
-  // Replaces everything the server holds with the snapshot's (a restored
-  // checkpoint). Replies with the clock.
-  // A sync round in progress is abandoned (its pushes were computed on the
-  // state being replaced; their acks fail with errc::cancelled).
-  // Errors: errc::shape_mismatch if the dense sizes or the number of slots
-  // differ from the server's, or a table snapshot does not fit its shard or
-  // names it twice; errc::unknown_variable for a table shard the server does
-  // not hold (nothing changes then).
-  caf::replies_to<restore_atom, ps_snapshot>::with<uint64_t>,
+  // A backup applies its primary's update (in the order sent) and sets the
+  // group's clock to the primary's; ids applied before are skipped. Replies
+  // with the clock. Errors: errc::unknown_group; errc::stale_view if this
+  // server is not the group's backup at that view (e.g. it was promoted).
+  caf::replies_to<replicate_atom, replicate_request>::with<uint64_t>,
+  // The coordinator sets this server's role in a group (see
+  // replica_config). Replies with true.
+  // Errors: errc::unknown_group; errc::stale_view for a view older than the
+  // group's.
+  caf::replies_to<configure_atom, replica_config>::with<bool>,
+  // A new backup receives its primary's state for group `group` at view
+  // `view` (values, slots, steps, clock, applied ids, ssp clocks). Replies
+  // with the clock. Errors: errc::unknown_group; errc::stale_view;
+  // errc::shape_mismatch (nothing changes then).
+  caf::replies_to<install_atom, uint32_t, uint64_t, ps_snapshot>::with<
+    uint64_t>,
+  // Replies with the counters of group `group` (and the process's memory).
+  // Errors: errc::unknown_group.
+  caf::replies_to<stats_atom, uint32_t>::with<ps_stats>,
+  // Replies with a copy of everything group `group` holds (dense values,
+  // slots and steps, every table shard's rows, clock), for a checkpoint.
+  caf::replies_to<save_atom, uint32_t>::with<ps_snapshot>,
+  // Replaces everything group `group` holds with the snapshot's (a restored
+  // checkpoint). Replies with the clock. A sync round in progress is
+  // abandoned (its pushes were computed on the state being replaced; their
+  // acks fail with errc::cancelled).
+  // Errors: errc::unknown_group; errc::shape_mismatch if the dense sizes or
+  // the number of slots differ from the group's, or a table snapshot does
+  // not fit its shard or names it twice; errc::unknown_variable for a table
+  // shard the group does not hold (nothing changes then).
+  caf::replies_to<restore_atom, uint32_t, ps_snapshot>::with<uint64_t>,
+  // The coordinator's closure ids [first, watermark) have all finished and
+  // will not run again: the applied ids among them are forgotten (a later
+  // push with such an id counts as a duplicate). `first` is the coordinator's
+  // first id: a restarted coordinator's ids lie elsewhere, and its range
+  // replaces the old one.
+  caf::reacts_to<prune_atom, uint64_t, uint64_t>,
   // Fault injection: the server stops answering for `ms` milliseconds (its
   // thread blocks, as a hung process would).
   caf::reacts_to<freeze_atom, uint64_t>,
   // Liveness probe. Replies with the server's index.
   caf::replies_to<ping_atom>::with<uint32_t>,
-  // Internal (sync): sync round `round` (the clock it closes at) has waited
-  // its timeout; if it is still open, it is closed with the pushes it has.
-  caf::reacts_to<caf::flush_atom, uint64_t>>;
+  // Internal (sync): group `group`'s round `round` (the clock it closes at)
+  // has waited its timeout; if it is still open, it is closed with the
+  // pushes it has.
+  caf::reacts_to<caf::flush_atom, uint32_t, uint64_t>>;
 
 /// The worker index of pulls that are not a worker's (evaluation, tests).
 inline constexpr uint32_t no_worker = std::numeric_limits<uint32_t>::max();
@@ -109,6 +145,14 @@ struct ps_options {
   /// with the pushes it has (their mean), so that an idle, lost or slow
   /// worker does not stall the others forever (0 = wait forever).
   std::chrono::milliseconds round_timeout{1000};
+};
+
+/// Where one replica group is served: by parameter server `index` (its
+/// primary) as `ps`, at view `view` (requests must name it).
+struct server_route {
+  ps_actor ps;
+  uint64_t view = 0;
+  uint32_t index = 0;
 };
 
 /// Spawns a parameter server; its behaviour lives in ps_actor.cpp.

@@ -12,6 +12,7 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "actors/key_routes.hpp"
+#include "actors/telemetry.hpp" // metrics (issue 14)
 #include "caf/blocking_actor.hpp"
 
 #include "core/backoff.hpp"
@@ -164,6 +165,8 @@ void push_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   auto seq = st.seq;
   push_request req;
+  req.group = p;
+  req.view = st.opts.views[p];
   req.read_clock = st.read_clocks[p];
   req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
   if (st.opts.layout->ps_sizes[p] > 0)
@@ -173,9 +176,12 @@ void push_one(worker_ptr self, uint32_t p) {
   // No timeout (caf::infinite): under sync the ack waits for the round;
   // a server that dies or is cut off is noticed by the monitor (down_msg),
   // which fails the step.
+  auto sent = clock_type::now(); // metrics (issue 14)
   self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
+        telemetry::request_latency(telemetry::request_kind::push, p,
+                                   clock_type::now() - sent); // issue 14
         auto& st = self->state;
         if (st.failed || st.seq != seq)
           return;
@@ -196,6 +202,8 @@ void pull_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   auto seq = st.seq;
   pull_request req;
+  req.group = p;
+  req.view = st.opts.views[p];
   req.worker = st.opts.index;
   req.dense = st.opts.layout->ps_sizes[p] > 0;
   st.routes.fill_pull(p, req.tables);
@@ -204,9 +212,12 @@ void pull_one(worker_ptr self, uint32_t p) {
   // No timeout (caf::infinite): under ssp a pull is held while this worker
   // is ahead; a server that dies or is cut off is noticed by the monitor
   // (down_msg), which fails the step.
+  auto sent = clock_type::now(); // metrics (issue 14)
   self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
     .then(
       [=](pull_reply& reply) {
+        telemetry::request_latency(telemetry::request_kind::pull, p,
+                                   clock_type::now() - sent); // issue 14
         auto& st = self->state;
         if (st.failed || st.seq != seq)
           return;
@@ -293,6 +304,7 @@ void compute(worker_ptr self) {
 /// Takes the next batch, lets the model name its keys, and pulls.
 void begin_step(worker_ptr self) {
   auto& st = self->state;
+  telemetry::sample_mailbox(self, "worker", st.opts.index); // issue 14
   try {
     st.opts.data->next(st.batch);
     for (auto& t : st.tables)
@@ -356,6 +368,10 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   }
   st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
   st.read_clocks.resize(st.opts.servers.size());
+  st.opts.views.resize(st.opts.servers.size(), 0);
+  if (st.opts.server_index.empty())
+    for (uint32_t g = 0; g < st.opts.servers.size(); ++g)
+      st.opts.server_index.push_back(g);
   st.lost.assign(st.opts.servers.size(), false);
   st.reconnecting.assign(st.opts.servers.size(), false);
   st.reconnect_tries.assign(st.opts.servers.size(), 0);
@@ -378,28 +394,6 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       }
   });
   return {
-    [=](replace_atom, uint32_t p, caf::strong_actor_ptr& ptr) {
-      auto ps = caf::actor_cast<ps_actor>(std::move(ptr));
-      auto& st = self->state;
-      if (p >= st.opts.servers.size())
-        return;
-      if (st.opts.redial) {
-        try {
-          auto [direct, incarnation] = st.opts.redial(p);
-          ps = std::move(direct);
-          if (p < st.opts.server_incarnations.size())
-            st.opts.server_incarnations[p] = incarnation;
-        } catch (const std::exception& e) {
-          log::warn("worker", static_cast<int>(st.opts.index),
-                    "cannot reach the recovered ps{} directly ({}); going "
-                    "through the coordinator",
-                    p, e.what());
-        }
-      }
-      use_server(self, p, std::move(ps));
-      log::info("worker", static_cast<int>(st.opts.index),
-                "uses the recovered ps{}", p);
-    },
     [=](caf::connect_atom, uint32_t p) {
       auto& st = self->state;
       if (p >= st.lost.size() || !st.lost[p]) {
@@ -409,15 +403,17 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       // Dialling blocks for up to a few seconds: a helper thread does it, so
       // that this worker keeps answering its node and the coordinator.
       auto redial = st.opts.redial;
+      auto server = st.opts.server_index[p];
       worker_actor me = self;
-      self->spawn<caf::detached>([redial, me, p](caf::blocking_actor* helper) {
+      self->spawn<caf::detached>([redial, me, p,
+                                  server](caf::blocking_actor* helper) {
         try {
-          auto [ps, incarnation] = redial(p);
+          auto [ps, incarnation] = redial(server);
           helper->send(me, caf::connect_atom_v, p,
                        caf::actor_cast<caf::strong_actor_ptr>(ps),
                        incarnation);
         } catch (const std::exception& e) {
-          log::debug("worker", -1, "reconnect to ps{} failed: {}", p,
+          log::debug("worker", -1, "reconnect to ps{} failed: {}", server,
                      e.what());
           helper->send(me, caf::connect_atom_v, p, caf::strong_actor_ptr{},
                        uint64_t{0});
@@ -435,21 +431,52 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       if (!ptr)
         return plan_reconnect(self, p);
       auto index = static_cast<int>(st.opts.index);
-      if (p < st.opts.server_incarnations.size()
-          && incarnation != st.opts.server_incarnations[p]) {
+      auto server = st.opts.server_index[p];
+      if (server < st.opts.server_incarnations.size()
+          && incarnation != st.opts.server_incarnations[server]) {
         // Its state is gone: it may serve only after the coordinator has
-        // restored it (replace_atom then).
+        // restored it (a route then).
         log::warn("worker", index,
                   "ps{} was restarted (a new incarnation); waiting for the "
                   "coordinator to restore it",
-                  p);
+                  server);
         return;
       }
       use_server(self, p, caf::actor_cast<ps_actor>(std::move(ptr)));
-      log::info("worker", index, "reconnected to ps{} (the same incarnation)",
-                p);
+      log::info("worker", index,
+                "reconnected to ps{} (the same incarnation) for group {}",
+                server, p);
     },
     [=](ping_atom) -> uint32_t { return self->state.opts.index; },
+    [=](route_atom, std::vector<group_route>& routes) {
+      auto& st = self->state;
+      for (auto& r : routes) {
+        if (r.group >= st.opts.servers.size() || r.view < st.opts.views[r.group]
+            || (r.view == st.opts.views[r.group]
+                && r.ps == st.opts.server_index[r.group] && !st.lost[r.group]))
+          continue;
+        auto ps = caf::actor_cast<ps_actor>(r.actor);
+        if (st.opts.redial) {
+          try {
+            auto [direct, incarnation] = st.opts.redial(r.ps);
+            ps = std::move(direct);
+            if (r.ps < st.opts.server_incarnations.size())
+              st.opts.server_incarnations[r.ps] = incarnation;
+          } catch (const std::exception& e) {
+            log::warn("worker", static_cast<int>(st.opts.index),
+                      "cannot reach ps{} directly ({}); going through the "
+                      "coordinator",
+                      r.ps, e.what());
+          }
+        }
+        st.opts.views[r.group] = r.view;
+        st.opts.server_index[r.group] = r.ps;
+        use_server(self, r.group, std::move(ps));
+        log::info("worker", static_cast<int>(st.opts.index),
+                  "group {} is served by ps{} (view {})", r.group, r.ps,
+                  r.view);
+      }
+    },
     [=](fail_atom) { self->state.fail_next = true; },
     [=](cancel_atom, uint64_t id) {
       auto& st = self->state;

@@ -48,11 +48,6 @@ using worker_actor = caf::typed_actor<
   // Fault injection: the worker stops answering for `ms` milliseconds (its
   // thread blocks, as a hung process would).
   caf::reacts_to<freeze_atom, uint64_t>,
-  // Parameter server `index` was lost and is back as `ps` (recovered): the
-  // worker uses it from now on and runs closures again.
-  // (The handle travels as a strong_actor_ptr: typed handles are not
-  // registered message types.)
-  caf::reacts_to<replace_atom, uint32_t, caf::strong_actor_ptr>,
   // Fault injection: from now on, drop the share `drop` of pulls and pushes
   // (each is sent again after 200 ms, as after a timeout) and delay the
   // share `delay` by `delay_ms` milliseconds.
@@ -69,6 +64,11 @@ using worker_actor = caf::typed_actor<
                  uint64_t>,
   // Liveness probe. Replies with the worker's index.
   caf::replies_to<ping_atom>::with<uint32_t>,
+  // Where replica groups are served now (after a failover or a recovery):
+  // the worker sends each group's pulls and pushes to the route's server at
+  // the route's view from now on (a route older than the one it knows is
+  // ignored). Across processes it dials the server directly (redial).
+  caf::reacts_to<route_atom, std::vector<group_route>>,
   // Fault injection: the worker's next step throws in its compute phase, as
   // a model would (see fault_spec::kind::error).
   caf::reacts_to<fail_atom>>;
@@ -83,8 +83,13 @@ struct worker_options {
   /// (a respawned worker goes on with the same source).
   std::shared_ptr<batch_source> data;
   std::shared_ptr<const placement> layout;
-  /// Parameter server i holds the shards with shard_info::ps == i.
+  /// The server of replica group g (its primary): the group holds the
+  /// shards with shard_info::ps == g.
   std::vector<ps_actor> servers;
+  /// The view of each group the worker knows (empty: all 0), and the index
+  /// of the server serving it (empty: group g on server g).
+  std::vector<uint64_t> views;
+  std::vector<uint32_t> server_index;
   /// Across processes: connects to server `index` directly and returns it
   /// with its incarnation (blocking, a few milliseconds), for a recovered
   /// server (instead of using the handle the coordinator forwards, which CAF
@@ -92,7 +97,8 @@ struct worker_options {
   /// server the worker lost while the server lives on (e.g. after the
   /// worker was paused). Throws when it cannot.
   std::function<std::pair<ps_actor, uint64_t>(uint32_t index)> redial;
-  /// Across processes: the incarnation of each server as joined. A server
+  /// Across processes: the incarnation of each server (by server index) as
+  /// joined. A server
   /// the worker lost is reconnected to by the worker itself only if it is
   /// still this incarnation (paused or cut off, state intact); a restarted
   /// one is used only once the coordinator has restored it and says so.

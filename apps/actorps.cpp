@@ -3,18 +3,20 @@
 //   actorps train --config configs/fashion_mnist.json [flags]
 //   actorps node --role ps --index 0 --cluster configs/cluster_local.json
 //   actorps launch --config configs/fashion_mnist.json --workers 2 --ps 2
+//   srun -n 5 actorps node --cluster-resolver slurm --ps 2 --config ...
+//   actorps launch --launcher slurm --ps 2 --workers 2 ...   (in sbatch)
 //
 // Exit status: 0 on success, 2 for unusable input (config, flags, data files),
-// 1 when training fails at run time.
+// 1 when training fails at run time, 75 (exit_stopped) when SIGTERM stopped
+// the coordinator after it wrote a checkpoint (143 without checkpoint_dir).
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -22,6 +24,9 @@
 #include "actors/node_actor.hpp"
 #include "apps/cli.hpp"
 #include "apps/launcher.hpp"
+#include "apps/node_launcher.hpp"
+#include "cluster/cluster_resolver.hpp"
+#include "cluster/stop_request.hpp"
 #include "cluster/node.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -46,6 +51,8 @@ int run_train(const std::vector<std::string>& args) {
   if (cmd.quiet)
     actorps::log::set_level(actorps::log::level::warning);
   cmd.options.progress = !cmd.no_progress && isatty(fileno(stdout)) != 0;
+  // SIGTERM or SIGUSR1: a checkpoint, then exit_stopped (see main).
+  actorps::stop_on_signals();
   actorps::train(cmd.job, cmd.options);
   return 0;
 }
@@ -63,6 +70,18 @@ int run_node(const std::vector<std::string>& args) {
     actorps::log::set_show_origin(false);
   cmd.train.options.progress = !cmd.train.no_progress
                                && isatty(fileno(stdout)) != 0;
+  // Who is where, once per node, when a resolver worked it out.
+  if (!cmd.resolver.empty() && !cmd.train.quiet) {
+    auto& task = *cmd.spec.task;
+    bool chief = task.type == "chief";
+    actorps::log::info(chief ? "coordinator" : task.type,
+                       chief ? -1 : static_cast<int>(task.index),
+                       "cluster from {}: {}", cmd.resolver,
+                       actorps::describe_cluster(cmd.spec));
+  }
+  // SIGTERM or SIGUSR1: the coordinator checkpoints and exits with
+  // exit_stopped; a ps or worker serves until the coordinator ends the job.
+  actorps::stop_on_signals();
   return actorps::run_node(cmd.train.job, cmd.spec, *cmd.spec.task,
                            cmd.train.options);
 }
@@ -77,50 +96,6 @@ std::string self_path() {
   return std::string(buf.data(), static_cast<size_t>(n));
 }
 
-/// A cluster spec in a temporary file, removed with this object.
-class spec_file {
-public:
-  explicit spec_file(const std::string& json) {
-    auto dir = std::getenv("TMPDIR");
-    path_ = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp")
-            + "/actorps-cluster-XXXXXX.json";
-    int fd = mkstemps(path_.data(), 5);
-    if (fd < 0)
-      throw actorps::runtime_failure("cannot create " + path_ + ": "
-                                     + std::strerror(errno));
-    auto text = json + "\n";
-    auto ok = write(fd, text.data(), text.size())
-              == static_cast<ssize_t>(text.size());
-    close(fd);
-    if (!ok)
-      throw actorps::runtime_failure("cannot write " + path_);
-  }
-
-  ~spec_file() {
-    std::remove(path_.c_str());
-  }
-
-  /// Replaces the file's content (the path stays).
-  void rewrite(const std::string& json) {
-    auto tmp = path_ + ".tmp";
-    auto* f = std::fopen(tmp.c_str(), "w");
-    auto text = json + "\n";
-    bool ok = f != nullptr
-              && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (f != nullptr)
-      ok = std::fclose(f) == 0 && ok;
-    if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0)
-      throw actorps::runtime_failure("cannot write " + path_);
-  }
-
-  const std::string& path() const {
-    return path_;
-  }
-
-private:
-  std::string path_;
-};
-
 int run_launch(const std::vector<std::string>& args) {
   auto cmd = actorps::parse_launch_args(args);
   if (cmd.train.help) {
@@ -128,73 +103,63 @@ int run_launch(const std::vector<std::string>& args) {
     return 0;
   }
   auto& job = cmd.train.job;
-  // The ports are free when picked, but another program may take one before
-  // its node listens on it: the node then fails at once, before the job has
-  // started, saying "cannot listen on HOST:PORT: Address already in use".
-  // Every node is stopped and the job starts again on new ports (a restart
-  // of that node alone would fail the same way, and the others already know
-  // its port); the last attempt runs as is.
-  constexpr int attempts = 3;
-  auto spec_on_new_ports = [&] {
-    auto ports = actorps::pick_free_ports(1 + job.ps + job.workers, cmd.host);
-    actorps::cluster_spec spec;
-    size_t next = 0;
-    spec.chief.push_back({cmd.host, ports[next++]});
-    for (uint32_t i = 0; i < job.ps; ++i)
-      spec.ps.push_back({cmd.host, ports[next++]});
-    for (uint32_t i = 0; i < job.workers; ++i)
-      spec.worker.push_back({cmd.host, ports[next++]});
-    return spec.to_json();
-  };
-  spec_file file{spec_on_new_ports()};
+  auto launcher = actorps::make_node_launcher(cmd.launcher, cmd.launcher_opts);
+  // A port can be taken by another program before its node listens on it:
+  // the node then fails at once, before the job has started, saying "cannot
+  // listen on HOST:PORT: Address already in use". Every node is stopped and
+  // the job starts again on new ports (a restart of that node alone would
+  // fail the same way, and the others already know its port); the last
+  // attempt runs as is.
+  constexpr uint32_t attempts = 3;
   auto exe = self_path();
-  std::vector<actorps::child_spec> children;
-  auto add = [&](const std::string& role, const std::string& name,
-                 uint32_t index) {
-    actorps::child_spec c;
-    c.name = name;
-    c.argv = {exe,     "node",   "--role",    role,
-              "--index", std::to_string(index), "--cluster", file.path()};
-    c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
-    c.env = {{"ACTORPS_LAUNCHED", "1"}};
-    // A worker or ps that dies is started again: a worker joins its
-    // servers and the coordinator takes it back; a ps gets its shards back
-    // from the newest checkpoint.
-    if (role != "coordinator") {
-      c.restart_budget = job.restart_budget;
-      // Stopped by the coordinator of a failed job: not started again.
-      c.final_status = actorps::exit_job_failed;
-    } else if (!job.checkpoint_dir.empty()) {
-      // A coordinator that crashes comes back from the newest checkpoint
-      // and joins the running nodes.
-      c.restart_budget = job.restart_budget;
-      for (size_t k = 0; k < c.argv.size(); ++k) {
-        if (c.argv[k] == "--restore") { // replaced by --resume
-          ++k;
-          continue;
+  for (uint32_t attempt = 0;; ++attempt) {
+    launcher->place(job.ps, job.workers, attempt);
+    std::vector<actorps::child_spec> children;
+    auto add = [&](const std::string& role, const std::string& name,
+                   uint32_t index) {
+      actorps::child_spec c;
+      c.name = name;
+      c.argv = {exe, "node", "--role", role, "--index", std::to_string(index)};
+      c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
+      c.env = {{"ACTORPS_LAUNCHED", "1"}};
+      // A worker or ps that dies is started again: a worker joins its
+      // servers and the coordinator takes it back; a ps gets its shards back
+      // from the newest checkpoint.
+      if (role != "coordinator") {
+        c.restart_budget = job.restart_budget;
+        // Stopped by the coordinator of a failed job: not started again.
+        c.final_status = actorps::exit_job_failed;
+      } else if (!job.checkpoint_dir.empty()) {
+        // A coordinator that crashes comes back from the newest checkpoint
+        // and joins the running nodes.
+        c.restart_budget = job.restart_budget;
+        for (size_t k = 0; k < c.argv.size(); ++k) {
+          if (c.argv[k] == "--restore") { // replaced by --resume
+            ++k;
+            continue;
+          }
+          // A variables-only start is not repeated: the restarted
+          // coordinator resumes the new run from its own checkpoints.
+          if (c.argv[k].rfind("--restore=", 0) == 0 || c.argv[k] == "--resume"
+              || c.argv[k] == "--restore-variables-only")
+            continue;
+          c.restart_argv.push_back(c.argv[k]);
         }
-        // A variables-only start is not repeated: the restarted coordinator
-        // resumes the new run from its own checkpoints.
-        if (c.argv[k].rfind("--restore=", 0) == 0 || c.argv[k] == "--resume"
-            || c.argv[k] == "--restore-variables-only")
-          continue;
-        c.restart_argv.push_back(c.argv[k]);
+        c.restart_argv.push_back("--resume");
       }
-      c.restart_argv.push_back("--resume");
-    }
-    children.push_back(std::move(c));
-  };
-  for (uint32_t i = 0; i < job.ps; ++i)
-    add("ps", "ps" + std::to_string(i), i);
-  for (uint32_t i = 0; i < job.workers; ++i)
-    add("worker", "worker" + std::to_string(i), i);
-  add("coordinator", "coordinator", 0);
-  if (!cmd.train.quiet)
-    fmt::print(stderr, "[launch] {} ps, {} workers on {}; cluster spec {}\n",
-               job.ps, job.workers, cmd.host, file.path());
-  for (int attempt = 1;; ++attempt) {
+      auto type = role == "coordinator" ? std::string{"chief"} : role;
+      children.push_back(launcher->wrap({type, index}, std::move(c)));
+    };
+    for (uint32_t i = 0; i < job.ps; ++i)
+      add("ps", "ps" + std::to_string(i), i);
+    for (uint32_t i = 0; i < job.workers; ++i)
+      add("worker", "worker" + std::to_string(i), i);
+    add("coordinator", "coordinator", 0);
+    if (!cmd.train.quiet && attempt == 0)
+      fmt::print(stderr, "[launch] {} ps, {} workers {}\n", job.ps,
+                 job.workers, launcher->describe());
     actorps::launch_options opts;
-    if (attempt < attempts)
+    if (attempt + 1 < attempts)
       opts.abort_when = [](const std::string&, uint32_t restarts,
                            std::string_view line) {
         // Only a node's first start: a node restarted mid-job is not a
@@ -211,8 +176,7 @@ int run_launch(const std::vector<std::string>& args) {
                "[launch] a node's port was taken by another program before "
                "the node could listen on it; starting every node again on "
                "new ports (attempt {} of {})\n",
-               attempt + 1, attempts);
-    file.rewrite(spec_on_new_ports());
+               attempt + 2, attempts);
   }
 }
 
@@ -241,6 +205,10 @@ int main(int argc, char** argv) {
   } catch (const actorps::input_error& e) {
     fmt::print(stderr, "actorps: error: {}\n", e.what());
     return 2;
+  } catch (const actorps::stopped_on_request& e) {
+    fmt::print(stderr, "actorps: {}\n", e.what());
+    // Resumable only with a checkpoint; without one, as if SIGTERM killed it.
+    return e.checkpoint_dir().empty() ? 128 + SIGTERM : actorps::exit_stopped;
   } catch (const std::exception& e) {
     fmt::print(stderr, "actorps: failed: {}\n", e.what());
     return 1;

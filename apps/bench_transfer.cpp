@@ -24,7 +24,7 @@ push_request make_push(uint32_t w, const std::vector<float>& grad) {
 
 /// A pull of the whole dense region, no tables.
 pull_request dense_pull(uint32_t w) {
-  return pull_request{w, true, {}, true};
+  return pull_request{0, 0, w, true, {}, true};
 }
 
 /// One pull, or the push `req`, by worker `w`; false on error.

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "cluster/cluster_resolver.hpp"
 #include "core/error.hpp"
 
 namespace actorps {
@@ -57,6 +58,8 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --mode M               async | sync (BSP) | ssp (training.mode)
   --staleness N          ssp: how far a worker may run ahead (training.staleness)
   --threads N            CAF scheduler threads (0 = one per core)
+  --replicas N           0 | 1: keep a backup of every ps's shards on the next
+                         ps (chain replication; cluster.replicas)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -77,6 +80,12 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          the servers), delay:ps:20%@50:0.05 (delay 20% by
                          50 ms); repeatable (faults in the config)
   --no-progress          no progress bar, even on a terminal
+  --metrics-port N       serve Prometheus metrics on http://0.0.0.0:N/metrics
+                         (0 = a free port, logged); a node of a cluster uses
+                         N + its position: chief N, ps i N+1+i, worker i
+                         N+1+ps+i, evaluator N+1+ps+workers
+  --plot FILE.png        at the end, plot loss and accuracy (or AUC) per epoch
+                         with gnuplot (Debian's gnuplot-nox)
   --quiet                no diagnostics on stderr
   -h, --help             this text
 )";
@@ -101,9 +110,18 @@ JSON: {"cluster": {"chief": ["host:port"], "worker": [...], "ps": [...]},
 it, from the TF_CONFIG environment variable. Every node takes the same job
 flags; the spec decides the numbers of workers and ps.
 
-  --role ROLE            coordinator (or chief) | worker | ps
+  --role ROLE            coordinator (or chief) | worker | ps | evaluator
+                         (sidecar: evaluates each new checkpoint in
+                         --checkpoint-dir, writes --metrics-out; issue 14)
   --index I              position in the role's address list (default 0)
   --cluster FILE         cluster spec file (default: $TF_CONFIG)
+  --cluster-resolver R   where the spec comes from instead: tf_config
+                         ($TF_CONFIG, as Kubeflow's TFJob sets it) or slurm
+                         (the srun step this task is in: task 0 the
+                         coordinator, the next --ps tasks ps, the rest
+                         workers; see docs/slurm.md)
+  --port-base P          slurm: port of a host's first task, the next tasks
+                         there get the next ports (default 8888)
 )"} + job_flags;
 }
 
@@ -111,11 +129,16 @@ std::string launch_usage() {
   return std::string{R"(usage: actorps launch [--config FILE] [job flags]
 
 Starts every node of a cluster (the coordinator, --ps parameter servers,
---workers workers) as its own process, `actorps node --role R --index I`, on
-free ports of --host, prefixes their output with [coordinator], [ps0],
-[worker1], ..., and exits with the coordinator's status.
+--workers workers) as its own process, `actorps node --role R --index I`,
+prefixes their output with [coordinator], [ps0], [worker1], ..., starts a
+node that dies again (cluster.restart_budget), and exits with the
+coordinator's status.
 
-  --host HOST            address the nodes listen on (default 127.0.0.1)
+  --launcher L           local (default): child processes on free ports of
+                         --host; slurm: each node a job step (srun) of the
+                         Slurm allocation this runs in (see docs/slurm.md)
+  --host HOST            local: address the nodes listen on (127.0.0.1)
+  --port-base P          slurm: port of a host's first node (default 8888)
 )"} + job_flags;
 }
 
@@ -136,6 +159,7 @@ train_command parse_job_args(
     {"--steps-per-epoch", true}, {"--batch-size", true},
     {"--optimizer", true},       {"--learning-rate", true},
     {"--table-optimizer", true}, {"--table-learning-rate", true},
+    {"--replicas", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
@@ -145,6 +169,8 @@ train_command parse_job_args(
     {"--restore", true},         {"--resume", false},
     {"--restore-variables-only", false},
     {"--fault", true},
+    // -- watching a job (issue 14) --
+    {"--metrics-port", true},    {"--plot", true},
     {"--help", false},           {"-h", false},
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -203,6 +229,8 @@ train_command parse_job_args(
       job.optimizer.type = value;
     else if (flag == "--learning-rate")
       job.optimizer.learning_rate = to_real(flag, value);
+    else if (flag == "--replicas")
+      job.replicas = static_cast<uint32_t>(to_count(flag, value, 0, 1));
     else if (flag == "--table-optimizer")
       job.table_optimizer.type = value;
     else if (flag == "--table-learning-rate")
@@ -235,6 +263,13 @@ train_command parse_job_args(
       cmd.options.restore_variables_only = true;
     else if (flag == "--fault")
       job.faults.push_back(parse_fault(value));
+    // -- watching a job (issue 14) --
+    else if (flag == "--metrics-port")
+      cmd.options.metrics_port = static_cast<int>(
+        to_count(flag, value, 0, 65535));
+    else if (flag == "--plot")
+      cmd.options.plot = value;
+    // -- end of issue 14 --
     else if (flag == "--no-progress")
       cmd.no_progress = true;
     else if (flag == "--quiet")
@@ -268,17 +303,71 @@ train_command parse_train_args(const std::vector<std::string>& args) {
   return parse_job_args(args, "train", {}, extras);
 }
 
+namespace {
+
+/// Fills cmd.spec from --cluster FILE, --cluster-resolver or TF_CONFIG and
+/// returns the name of that source, for messages.
+std::string resolve_node_spec(node_command& cmd, const std::string& file,
+                              const std::string& role,
+                              const std::optional<uint32_t>& index,
+                              const std::optional<uint16_t>& port_base) {
+  const cluster_resolver* resolver = nullptr;
+  if (!cmd.resolver.empty()) {
+    resolver = find_cluster_resolver(cmd.resolver);
+    if (resolver == nullptr) {
+      std::string known;
+      for (auto& name : cluster_resolver_names())
+        known += (known.empty() ? "" : ", ") + name;
+      throw input_error(fmt::format("--cluster-resolver: unknown resolver "
+                                    "\"{}\" (known: {})",
+                                    cmd.resolver, known));
+    }
+    if (!file.empty())
+      throw input_error("--cluster and --cluster-resolver: give one of them");
+  }
+  bool assigns = resolver != nullptr && resolver->assigns_roles;
+  if (port_base && !assigns)
+    throw input_error("--port-base: only with a resolver that assigns ports "
+                      "(--cluster-resolver slurm); other specs name theirs");
+  if (assigns && (!role.empty() || index))
+    throw input_error(fmt::format("{}: not with --cluster-resolver {}, which "
+                                  "gives every task its role",
+                                  role.empty() ? "--index" : "--role",
+                                  cmd.resolver));
+  if (!file.empty()) {
+    cmd.spec = load_cluster_spec(file);
+    return file;
+  }
+  if (resolver == nullptr) {
+    cmd.spec = cluster_spec_from_env("TF_CONFIG");
+    return "TF_CONFIG";
+  }
+  resolver_options ro;
+  ro.ps = cmd.train.job.ps;
+  ro.port_base = port_base.value_or(ro.port_base);
+  cmd.spec = resolver->resolve(ro);
+  return "the cluster of --cluster-resolver " + cmd.resolver;
+}
+
+} // namespace
+
 node_command parse_node_args(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> extras;
   node_command cmd;
   cmd.train = parse_job_args(
-    args, "node", {{"--role", true}, {"--index", true}, {"--cluster", true}},
+    args, "node",
+    {{"--role", true},
+     {"--index", true},
+     {"--cluster", true},
+     {"--cluster-resolver", true},
+     {"--port-base", true}},
     extras);
   if (cmd.train.help)
     return cmd;
   std::string role;
   std::optional<uint32_t> index;
   std::string file;
+  std::optional<uint16_t> port_base;
   for (auto& [flag, value] : extras) {
     if (flag == "--role")
       role = value;
@@ -286,10 +375,12 @@ node_command parse_node_args(const std::vector<std::string>& args) {
       index = static_cast<uint32_t>(to_count(flag, value, 0, 1u << 20));
     else if (flag == "--cluster")
       file = value;
+    else if (flag == "--cluster-resolver")
+      cmd.resolver = value;
+    else if (flag == "--port-base")
+      port_base = static_cast<uint16_t>(to_count(flag, value, 1, 65535));
   }
-  cmd.spec = file.empty() ? cluster_spec_from_env("TF_CONFIG")
-                          : load_cluster_spec(file);
-  auto source = file.empty() ? std::string{"TF_CONFIG"} : file;
+  auto source = resolve_node_spec(cmd, file, role, index, port_base);
   if (role == "coordinator")
     role = "chief";
   if (!role.empty() || index) {
@@ -325,17 +416,26 @@ node_command parse_node_args(const std::vector<std::string>& args) {
 launch_command parse_launch_args(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> extras;
   launch_command cmd;
-  cmd.train = parse_job_args(args, "launch", {{"--host", true}}, extras);
-  for (auto& [flag, value] : extras)
+  static const std::map<std::string, bool> own = {
+    {"--host", true}, {"--launcher", true}, {"--port-base", true}};
+  cmd.train = parse_job_args(args, "launch", own, extras);
+  for (auto& [flag, value] : extras) {
     if (flag == "--host")
-      cmd.host = value;
+      cmd.launcher_opts.host = value;
+    else if (flag == "--launcher")
+      cmd.launcher = value;
+    else if (flag == "--port-base")
+      cmd.launcher_opts.port_base = static_cast<uint16_t>(
+        to_count(flag, value, 1, 65535));
+  }
   // Every node gets the job flags as given, without the launcher's own.
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--host") {
+    if (own.count(args[i]) > 0) {
       ++i;
       continue;
     }
-    if (args[i].rfind("--host=", 0) == 0)
+    auto eq = args[i].find('=');
+    if (eq != std::string::npos && own.count(args[i].substr(0, eq)) > 0)
       continue;
     cmd.node_args.push_back(args[i]);
   }

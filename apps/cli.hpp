@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/node_launcher.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/trainer.hpp"
 #include "core/job_config.hpp"
@@ -28,14 +29,18 @@ struct node_command {
   /// With `task` set from --role/--index or the spec's own "task"; the
   /// numbers of workers and ps in train.job are the spec's.
   cluster_spec spec;
+  /// --cluster-resolver NAME as given ("" when not given).
+  std::string resolver;
 };
 
 /// A parsed `actorps launch` command line: the job flags of `train` plus
-/// --host.
+/// --launcher, --host and --port-base.
 struct launch_command {
   train_command train;
-  /// Address every node listens on.
-  std::string host = "127.0.0.1";
+  /// --launcher NAME: how nodes start (apps/node_launcher.hpp).
+  std::string launcher = "local";
+  /// --host and --port-base, for the launcher to check and use.
+  launcher_options launcher_opts;
   /// The arguments as given, passed on to every node.
   std::vector<std::string> node_args;
 };
@@ -47,10 +52,16 @@ struct launch_command {
 train_command parse_train_args(const std::vector<std::string>& args);
 
 /// Parses the arguments after `actorps node`. The spec comes from
-/// `--cluster FILE`, or else from the TF_CONFIG environment variable; --role
-/// ("chief" or "coordinator", "worker", "ps") and --index set its task.
+/// `--cluster FILE`, from `--cluster-resolver NAME` (cluster/
+/// cluster_resolver.hpp: tf_config, or slurm with --ps and --port-base), or
+/// else from the TF_CONFIG environment variable; --role ("chief" or
+/// "coordinator", "worker", "ps") and --index set its task, except with a
+/// resolver that assigns roles (slurm).
 /// @throws input_error as parse_train_args, for a malformed or missing spec,
-///         a missing task, or --workers/--ps that contradict the spec.
+///         a missing task, --workers/--ps that contradict the spec, an
+///         unknown resolver, --cluster with --cluster-resolver, --role or
+///         --index with slurm, --port-base without it, or as the resolver
+///         (e.g. outside Slurm).
 node_command parse_node_args(const std::vector<std::string>& args);
 
 /// Parses the arguments after `actorps launch`.

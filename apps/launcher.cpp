@@ -1,7 +1,6 @@
 #include "apps/launcher.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <iterator>
 #include <stdexcept>
@@ -14,18 +13,30 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "apps/child_process.hpp"
 #include "core/backoff.hpp"
 #include "core/error.hpp"
 
-extern char** environ;
-
 namespace actorps {
+
+using detail::above_stdio;
+using detail::busy_guard;
+using detail::caught_signals;
+using detail::child_environment;
+using detail::describe_wait_status;
+using detail::errno_text;
+using detail::exit_code;
+using detail::find_program;
+using detail::make_pipe;
+using detail::num_caught;
+using detail::signal_guard;
+using detail::signal_name;
+using detail::unique_fd;
 
 namespace {
 
@@ -38,258 +49,6 @@ constexpr size_t read_chunk = 64 * 1024;
 /// Upper bound on one poll, in ms: a safety net in case a SIGCHLD is lost
 /// (e.g. blocked in every thread), not the normal way of noticing an exit.
 constexpr int max_poll_ms = 250;
-
-/// The signals run_children catches while it runs.
-constexpr int caught_signals[] = {SIGINT, SIGTERM, SIGCHLD};
-constexpr size_t num_caught = sizeof(caught_signals) / sizeof(int);
-
-std::string errno_text(int err) {
-  return std::generic_category().message(err);
-}
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGUSR2: return "SIGUSR2";
-    default: return nullptr;
-  }
-}
-
-/// "exited with status S" or "killed by signal N (SIGNAME)".
-std::string describe(int wait_status) {
-  if (WIFEXITED(wait_status))
-    return fmt::format("exited with status {}", WEXITSTATUS(wait_status));
-  auto sig = WTERMSIG(wait_status);
-  if (auto name = signal_name(sig))
-    return fmt::format("killed by signal {} ({})", sig, name);
-  return fmt::format("killed by signal {}", sig);
-}
-
-/// A shell-style exit code: the status, or 128 + the signal number.
-int exit_code(int wait_status) {
-  if (WIFEXITED(wait_status))
-    return WEXITSTATUS(wait_status);
-  return 128 + WTERMSIG(wait_status);
-}
-
-// -- file descriptors ---------------------------------------------------------
-
-/// Owns one file descriptor.
-class unique_fd {
-public:
-  unique_fd() = default;
-
-  explicit unique_fd(int fd) : fd_(fd) {
-    // nop
-  }
-
-  unique_fd(unique_fd&& other) noexcept : fd_(other.fd_) {
-    other.fd_ = -1;
-  }
-
-  unique_fd& operator=(unique_fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = other.fd_;
-      other.fd_ = -1;
-    }
-    return *this;
-  }
-
-  unique_fd(const unique_fd&) = delete;
-  unique_fd& operator=(const unique_fd&) = delete;
-
-  ~unique_fd() {
-    reset();
-  }
-
-  int get() const {
-    return fd_;
-  }
-
-  explicit operator bool() const {
-    return fd_ >= 0;
-  }
-
-  /// Gives up ownership and returns the descriptor.
-  int release() {
-    auto fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
-  void reset() {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = -1;
-  }
-
-private:
-  int fd_ = -1;
-};
-
-/// Moves a close-on-exec descriptor above 2, so that dup2 onto stdin, stdout
-/// and stderr in a child never clobbers another of its sources (this matters
-/// only when the launcher itself runs with a standard stream closed).
-/// Returns -1 and sets errno on failure; `fd` is consumed either way.
-int above_stdio(int fd) {
-  if (fd < 0 || fd > 2)
-    return fd;
-  auto moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  auto err = errno;
-  ::close(fd);
-  errno = err;
-  return moved;
-}
-
-/// Creates a close-on-exec pipe, both ends above 2. Returns false and sets
-/// errno on failure.
-bool make_pipe(unique_fd& read_end, unique_fd& write_end, int flags = 0) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | flags) != 0)
-    return false;
-  unique_fd w{fds[1]};
-  unique_fd r{above_stdio(fds[0])};
-  if (!r)
-    return false;
-  w = unique_fd{above_stdio(w.release())};
-  if (!w)
-    return false;
-  read_end = std::move(r);
-  write_end = std::move(w);
-  return true;
-}
-
-// -- signals ------------------------------------------------------------------
-
-/// Write end of the running call's self-pipe; -1 when none runs.
-std::atomic<int> wake_fd{-1};
-
-/// Whether a run_children call is running in this process.
-std::atomic<bool> busy{false};
-
-/// Turns a signal into one byte on the self-pipe, which wakes the poll loop.
-void on_signal(int sig) {
-  auto saved = errno;
-  auto fd = wake_fd.load();
-  if (fd >= 0) {
-    auto byte = static_cast<unsigned char>(sig);
-    // A full pipe already holds a wake-up; dropping this byte is fine.
-    [[maybe_unused]] auto n = ::write(fd, &byte, 1);
-  }
-  errno = saved;
-}
-
-/// Routes SIGINT, SIGTERM and SIGCHLD to the self-pipe while it lives, then
-/// restores the handlers that were there before.
-class signal_guard {
-public:
-  explicit signal_guard(int write_fd) {
-    wake_fd = write_fd;
-    struct sigaction act = {};
-    act.sa_handler = on_signal;
-    sigemptyset(&act.sa_mask);
-    act.sa_flags = SA_RESTART;
-    for (size_t i = 0; i < num_caught; ++i) {
-      act.sa_flags = SA_RESTART
-                     | (caught_signals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
-      ::sigaction(caught_signals[i], &act, &previous_[i]);
-    }
-  }
-
-  signal_guard(const signal_guard&) = delete;
-  signal_guard& operator=(const signal_guard&) = delete;
-
-  ~signal_guard() {
-    for (size_t i = 0; i < num_caught; ++i)
-      ::sigaction(caught_signals[i], &previous_[i], nullptr);
-    wake_fd = -1;
-  }
-
-  /// Whether the launcher ignored `caught_signals[i]` before the call; a child
-  /// then ignores it too, as it would have without the launcher's handler.
-  bool was_ignored(size_t i) const {
-    return previous_[i].sa_handler == SIG_IGN;
-  }
-
-private:
-  struct sigaction previous_[num_caught];
-};
-
-/// Refuses a second concurrent call: the handlers are process-wide.
-class busy_guard {
-public:
-  busy_guard() {
-    if (busy.exchange(true))
-      throw std::logic_error("run_children: another call is already running");
-  }
-
-  busy_guard(const busy_guard&) = delete;
-  busy_guard& operator=(const busy_guard&) = delete;
-
-  ~busy_guard() {
-    busy = false;
-  }
-};
-
-// -- environment --------------------------------------------------------------
-
-/// The parent's environment with `spec.env` applied, as "NAME=value" strings.
-std::vector<std::string> child_environment(const child_spec& spec) {
-  std::vector<std::string> result;
-  for (auto e = environ; e != nullptr && *e != nullptr; ++e)
-    result.emplace_back(*e);
-  for (const auto& [name, value] : spec.env) {
-    auto prefix = name + '=';
-    result.erase(std::remove_if(result.begin(), result.end(),
-                                [&](const std::string& entry) {
-                                  return entry.compare(0, prefix.size(), prefix)
-                                         == 0;
-                                }),
-                 result.end());
-    result.emplace_back(prefix + value);
-  }
-  return result;
-}
-
-/// The path to execute for `program`: itself if it contains '/', else the
-/// first executable regular file named so in the PATH of `env` (empty if none).
-std::string find_program(const std::string& program,
-                         const std::vector<std::string>& env) {
-  if (program.find('/') != std::string::npos)
-    return program;
-  auto path_var = std::find_if(env.begin(), env.end(), [](const auto& entry) {
-    return entry.compare(0, 5, "PATH=") == 0;
-  });
-  if (path_var == env.end())
-    return {};
-  std::string_view dirs{*path_var};
-  dirs.remove_prefix(5);
-  for (;;) {
-    auto colon = dirs.find(':');
-    auto dir = dirs.substr(0, colon);
-    auto candidate = fmt::format("{}/{}", dir.empty() ? "." : dir, program);
-    struct stat info;
-    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode)
-        && ::access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-    if (colon == std::string_view::npos)
-      return {};
-    dirs.remove_prefix(colon + 1);
-  }
-}
 
 // -- the launch ---------------------------------------------------------------
 
@@ -337,7 +96,7 @@ public:
     const auto& program = args.front();
     // Everything the child needs is built here: between fork and exec the
     // child may only make async-signal-safe calls.
-    auto env = child_environment(spec);
+    auto env = child_environment(spec.env);
     auto path = find_program(program, env);
     if (path.empty())
       throw runtime_failure(fmt::format("cannot start {}: {}: not found in PATH",
@@ -451,7 +210,7 @@ public:
           c.restart_at = clock::now() + delay;
           launcher_line(fmt::format("{} {}; restarting in {} ms (restart {} "
                                     "of {})",
-                                    c.spec->name, describe(c.wait_status),
+                                    c.spec->name, describe_wait_status(c.wait_status),
                                     delay.count(), c.restarts + 1,
                                     c.spec->restart_budget));
         } else if (i == main_index) {
@@ -462,7 +221,7 @@ public:
             other.restart_pending = false;
         } else {
           launcher_line(fmt::format("{} {}", c.spec->name,
-                                    describe(c.wait_status)));
+                                    describe_wait_status(c.wait_status)));
           bool died = WIFSIGNALED(c.wait_status)
                       || (WIFEXITED(c.wait_status)
                           && WEXITSTATUS(c.wait_status) != 0
@@ -578,6 +337,10 @@ private:
     if (res == c.pid) {
       c.running = false;
       c.wait_status = status;
+      // srun's 128 + N for a task killed by signal N: as if N killed it.
+      if (c.spec->status_reports_signal && WIFEXITED(status)
+          && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 128 + NSIG)
+        c.wait_status = W_EXITCODE(0, WEXITSTATUS(status) - 128);
       return true;
     }
     if (res < 0 && errno == ECHILD) {
@@ -618,12 +381,13 @@ private:
     }
   }
 
-  /// Sends `sig` to every running child and says so, naming them.
+  /// Sends `sig` to every running child and says so, naming them; SIGTERM
+  /// as each child's child_spec::stop_signal.
   void signal_running(int sig, const std::string& why) {
     std::string names;
     for (auto& c : children_) {
       if (c.running) {
-        ::kill(c.pid, sig);
+        ::kill(c.pid, sig == SIGTERM ? c.spec->stop_signal : sig);
         names += names.empty() ? c.spec->name : ", " + c.spec->name;
       }
     }

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <signal.h>
+
 namespace actorps {
 
 /// One child process to start.
@@ -34,6 +36,15 @@ struct child_spec {
   int final_status = -1;
   /// The command line of restarts (empty: argv), e.g. with --resume.
   std::vector<std::string> restart_argv;
+  /// Whether the child reports a signal that killed the program it runs as
+  /// exit status 128 + N, as srun does: such a status then counts as killed
+  /// by signal N (for restarts and messages).
+  bool status_reports_signal = false;
+  /// What the child gets where run_children would send SIGTERM (a SIGTERM
+  /// forwarded, the stop after the main child): srun, for one, answers
+  /// SIGTERM by killing its task at once, but passes SIGUSR1 on, which
+  /// `actorps node` takes as SIGTERM (cluster/stop_request.hpp).
+  int stop_signal = SIGTERM;
 };
 
 /// How run_children starts, watches and stops its children.

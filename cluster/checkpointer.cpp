@@ -91,7 +91,8 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
   auto servers = cl.servers();
   for (uint32_t p = 0; p < servers.size(); ++p) {
     auto snap = ask<ps_snapshot>(cl.system(), servers[p],
-                                 fmt::format("saving ps {}", p), save_atom_v);
+                                 fmt::format("saving group {}", p),
+                                 save_atom_v, p);
     if (snap.values.values.size() != layout.ps_sizes[p])
       throw runtime_failure(fmt::format("saving ps {}: {} floats, expected {}",
                                         p, snap.values.values.size(),
@@ -198,7 +199,8 @@ ps_snapshot variables_snapshot_for(const placement& layout,
 
 void restore_ps(caf::actor_system& sys, const ps_actor& ps, uint32_t index,
                 ps_snapshot snap) {
-  ask<uint64_t>(sys, ps, fmt::format("restoring ps {}", index), restore_atom_v,
+  ask<uint64_t>(sys, ps, fmt::format("restoring group {}", index),
+                restore_atom_v, index,
                 std::move(snap));
 }
 
@@ -211,22 +213,24 @@ std::string restore_ps_from_latest(caf::actor_system& sys,
   if (dir.empty()) {
     if (!cfg.reset_lost_ps)
       throw runtime_failure(fmt::format(
-        "ps {} was lost and its state cannot be restored: {}; its variables "
-        "are lost: {} (set cluster.reset_lost_ps to start a lost ps again "
-        "from the initial values)",
+        "the shards placed on ps {} were lost (no live copy) and cannot be "
+        "restored: {}; their variables are lost: {} (set "
+        "cluster.reset_lost_ps to start lost shards again from the initial "
+        "values)",
         index,
         cfg.checkpoint_dir.empty()
           ? std::string{"no checkpoint_dir"}
           : fmt::format("no checkpoint in {} yet", cfg.checkpoint_dir),
         variables_on(layout, index)));
     log::warn("coordinator", -1,
-              "no checkpoint to restore ps {} from: it starts again from the "
-              "initial values (cluster.reset_lost_ps)",
+              "no checkpoint to restore the shards placed on ps {} from: they "
+              "start again from the initial values (cluster.reset_lost_ps)",
               index);
     return dir;
   }
   restore_ps(sys, ps, index, snapshot_for(layout, read_checkpoint(dir), index));
-  log::info("coordinator", -1, "ps {} restored from {}", index, dir);
+  log::info("coordinator", -1, "the shards placed on ps {} restored from {}",
+            index, dir);
   return dir;
 }
 
@@ -235,6 +239,8 @@ void restore_checkpoint(cluster& cl, const checkpoint_state& st) {
   auto servers = cl.servers();
   for (uint32_t p = 0; p < servers.size(); ++p)
     restore_ps(cl.system(), servers[p], p, snapshot_for(layout, st, p));
+  // The backups get their primaries' restored state.
+  cl.resync_replicas();
   auto& workers = cl.workers();
   for (uint32_t w = 0; w < workers.size(); ++w)
     ask<bool>(cl.system(), workers[w],
@@ -249,6 +255,7 @@ void restore_variables(cluster& cl, const checkpoint_state& st,
   for (uint32_t p = 0; p < servers.size(); ++p)
     restore_ps(cl.system(), servers[p], p,
                variables_snapshot_for(layout, st, p, cfg));
+  cl.resync_replicas();
 }
 
 training_progress progress_of(const checkpoint_state& st) {

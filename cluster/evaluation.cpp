@@ -33,16 +33,18 @@ struct row_table {
 } // namespace
 
 std::vector<float> pull_dense(caf::actor_system& sys, const placement& layout,
-                              const std::vector<ps_actor>& servers) {
+                              const std::vector<server_route>& routes) {
   std::vector<float> result(layout.model_size);
-  for (uint32_t p = 0; p < servers.size(); ++p) {
+  for (uint32_t p = 0; p < routes.size(); ++p) {
     if (layout.ps_sizes[p] == 0)
       continue;
-    auto what = fmt::format("pulling from ps {}", p);
+    auto what = fmt::format("pulling group {} from ps {}", p, routes[p].index);
     pull_request req;
+    req.group = p;
+    req.view = routes[p].view;
     req.worker = no_worker;
     req.create = false;
-    auto r = detail::ask<pull_reply>(sys, servers[p], what, answer_timeout,
+    auto r = detail::ask<pull_reply>(sys, routes[p].ps, what, answer_timeout,
                                      pull_atom_v, std::move(req));
     if (r.values.values.size() != layout.ps_sizes[p])
       throw runtime_failure(fmt::format("{}: expected {} floats, got {}", what,
@@ -54,20 +56,23 @@ std::vector<float> pull_dense(caf::actor_system& sys, const placement& layout,
 }
 
 void pull_rows(caf::actor_system& sys, const placement& layout,
-               const std::vector<ps_actor>& servers,
+               const std::vector<server_route>& servers,
                std::vector<table_lookup>& tables) {
   key_routes routes{layout, static_cast<uint32_t>(servers.size())};
   routes.route(layout, tables);
   for (uint32_t p = 0; p < servers.size(); ++p) {
     pull_request req;
+    req.group = p;
+    req.view = servers[p].view;
     req.worker = no_worker;
     req.dense = false;
     req.create = false;
     routes.fill_pull(p, req.tables);
     if (req.tables.empty())
       continue;
-    auto what = fmt::format("reading rows from ps {}", p);
-    auto r = detail::ask<pull_reply>(sys, servers[p], what, answer_timeout,
+    auto what = fmt::format("reading rows of group {} from ps {}", p,
+                            servers[p].index);
+    auto r = detail::ask<pull_reply>(sys, servers[p].ps, what, answer_timeout,
                                      pull_atom_v, std::move(req));
     if (auto err = routes.scatter_pull(p, r.tables, tables))
       throw runtime_failure(fmt::format("{}: {}", what, sys.render(err)));
@@ -76,7 +81,7 @@ void pull_rows(caf::actor_system& sys, const placement& layout,
 
 metric_list evaluate_on_servers(caf::actor_system& sys,
                                 const placement& layout,
-                                const std::vector<ps_actor>& servers,
+                                const std::vector<server_route>& servers,
                                 const model& net, const dataset& data) {
   auto dense = pull_dense(sys, layout, servers);
   // Every key of the test set, once per table.

@@ -18,12 +18,13 @@ namespace actorps {
 
 class model;
 
-/// Pulls the dense region of every server into one flat model buffer (the
+/// Pulls the dense region of every replica group (from the server `routes`
+/// names, at its view) into one flat model buffer (the
 /// dense variables, layout.model_size floats). Watches each server while it
 /// waits, so a lost server fails the pull at once.
 /// @throws runtime_failure naming the server that failed.
 std::vector<float> pull_dense(caf::actor_system& sys, const placement& layout,
-                              const std::vector<ps_actor>& servers);
+                              const std::vector<server_route>& routes);
 
 /// Fills each lookup's `rows` with the current rows of its unique `keys`
 /// (deduplicate() called), read-only: a row a server does not hold reads as
@@ -31,7 +32,7 @@ std::vector<float> pull_dense(caf::actor_system& sys, const placement& layout,
 /// @throws runtime_failure naming the server that failed or refused (e.g. a
 ///         key outside a table's vocabulary).
 void pull_rows(caf::actor_system& sys, const placement& layout,
-               const std::vector<ps_actor>& servers,
+               const std::vector<server_route>& routes,
                std::vector<table_lookup>& tables);
 
 /// Evaluates `net` on `data` with the values the servers hold now: the dense
@@ -41,7 +42,7 @@ void pull_rows(caf::actor_system& sys, const placement& layout,
 /// @throws runtime_failure as pull_dense / pull_rows.
 metric_list evaluate_on_servers(caf::actor_system& sys,
                                 const placement& layout,
-                                const std::vector<ps_actor>& servers,
+                                const std::vector<server_route>& routes,
                                 const model& net, const dataset& data);
 
 } // namespace actorps

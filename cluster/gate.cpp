@@ -34,7 +34,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-constexpr size_t preamble_size = 16;
 constexpr char magic[8] = {'A', 'C', 'T', 'O', 'R', 'P', 'S', '\0'};
 /// How long an accepted connection may take to send its preamble.
 constexpr auto preamble_timeout = std::chrono::seconds(2);
@@ -50,10 +49,6 @@ std::array<char, preamble_size> make_preamble() {
   for (int i = 0; i < 4; ++i)
     p[8 + i] = static_cast<char>((v >> (8 * i)) & 0xff);
   return p;
-}
-
-bool has_magic(const char* p) {
-  return std::memcmp(p, magic, sizeof(magic)) == 0;
 }
 
 uint32_t version_of(const char* p) {
@@ -113,6 +108,22 @@ caf::actor basp_broker(caf::actor_system& sys) {
 }
 
 } // namespace
+
+preamble_check check_preamble(const char* bytes, size_t n) {
+  n = std::min(n, preamble_size);
+  preamble_check out;
+  out.first_bytes = hex_prefix(bytes, n);
+  auto m = std::min(n, sizeof(magic));
+  if (std::memcmp(bytes, magic, m) != 0)
+    out.result = preamble_check::verdict::not_actorps;
+  else if (n < preamble_size)
+    out.result = preamble_check::verdict::incomplete;
+  else if (out.version = version_of(bytes); out.version != protocol_version)
+    out.result = preamble_check::verdict::other_version;
+  else
+    out.result = preamble_check::verdict::ok;
+  return out;
+}
 
 // -- gate -----------------------------------------------------------------------
 
@@ -230,21 +241,20 @@ void gate::run() {
           continue;
         }
         p.got += static_cast<size_t>(n);
-        if (p.got < sizeof(magic) ? std::memcmp(p.buf.data(), magic, p.got) != 0
-                                  : !has_magic(p.buf.data())) {
+        auto check = check_preamble(p.buf.data(), p.got);
+        if (check.result == preamble_check::verdict::not_actorps) {
           reject(p, fmt::format("not an actorps peer (first bytes {})",
-                                hex_prefix(p.buf.data(), p.got)));
+                                check.first_bytes));
           continue;
         }
-        if (p.got < preamble_size)
+        if (check.result == preamble_check::verdict::incomplete)
           continue;
         // Answer with this node's preamble in every case: a peer of another
         // version learns which version this node speaks.
         auto sent = send(p.fd, answer.data(), answer.size(), MSG_NOSIGNAL);
-        auto version = version_of(p.buf.data());
-        if (version != protocol_version) {
+        if (check.result == preamble_check::verdict::other_version) {
           reject(p, fmt::format("protocol version {}, this node speaks {}",
-                                version, protocol_version));
+                                check.version, protocol_version));
           continue;
         }
         if (sent != static_cast<ssize_t>(answer.size())) {
@@ -389,13 +399,14 @@ dial_result dial(caf::actor_system& sys, const host_port& peer,
     }
     got += static_cast<size_t>(n);
   }
-  if (!has_magic(theirs.data()))
+  auto check = check_preamble(theirs.data(), got);
+  if (check.result == preamble_check::verdict::not_actorps)
     return fail(fmt::format("not an actorps node (answered {})",
-                            hex_prefix(theirs.data(), got)),
+                            check.first_bytes),
                 false);
-  if (auto v = version_of(theirs.data()); v != protocol_version)
+  if (check.result != preamble_check::verdict::ok)
     return fail(fmt::format("protocol version: {} here, {} at the peer",
-                            protocol_version, v),
+                            protocol_version, check.version),
                 false);
   set_nodelay(fd);
   auto scribe = sys.middleman().backend().new_scribe(fd);

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -26,6 +27,34 @@
 #include "cluster/cluster_spec.hpp"
 
 namespace actorps {
+
+/// Bytes in a preamble.
+inline constexpr size_t preamble_size = 16;
+
+/// What the first bytes a peer sent on a connection say about it.
+struct preamble_check {
+  enum class verdict {
+    /// Fewer than preamble_size bytes, all matching so far: wait for more.
+    incomplete,
+    /// An actorps preamble of this node's protocol_version.
+    ok,
+    /// Not an actorps peer: a byte of the magic differs. (The 4 reserved
+    /// bytes at the end are not checked.)
+    not_actorps,
+    /// An actorps preamble of another protocol version (`version`).
+    other_version,
+  };
+  verdict result = verdict::incomplete;
+  /// The version the preamble states (ok, other_version).
+  uint32_t version = 0;
+  /// Up to 8 of the first bytes in hex, for log lines.
+  std::string first_bytes;
+};
+
+/// Checks the first `n` bytes a peer sent: `bytes[0..min(n, 16))`. The
+/// verdict on a prefix never contradicts the verdict on the whole: a prefix
+/// that is `incomplete` is one that a valid preamble starts with.
+preamble_check check_preamble(const char* bytes, size_t n);
 
 /// Listens on one address and admits actorps peers to CAF (see above).
 class gate {

@@ -78,11 +78,104 @@ system_config::system_config(uint32_t threads, const network_options& net)
 cluster::~cluster() = default;
 
 std::vector<float> cluster::pull_dense() {
-  return actorps::pull_dense(system(), layout(), servers());
+  return actorps::pull_dense(system(), layout(), routes());
 }
 
 metric_list cluster::evaluate(const model& net, const dataset& data) {
-  return evaluate_on_servers(system(), layout(), servers(), net, data);
+  return evaluate_on_servers(system(), layout(), routes(), net, data);
+}
+
+std::vector<ps_actor> cluster::servers() const {
+  std::vector<ps_actor> out;
+  for (auto& r : routes())
+    out.push_back(r.ps);
+  return out;
+}
+
+std::vector<server_route> routes_of(caf::actor_system& sys,
+                                    const coordinator_actor& dispatcher,
+                                    size_t groups) {
+  caf::scoped_actor self{sys};
+  std::vector<server_route> out(groups);
+  std::string failure;
+  self->request(dispatcher, setup_timeout, route_atom_v)
+    .receive(
+      [&](std::vector<group_route>& routes) {
+        for (auto& r : routes)
+          if (r.group < groups)
+            out[r.group] = server_route{caf::actor_cast<ps_actor>(r.actor),
+                                        r.view, r.ps};
+      },
+      [&](caf::error& err) { failure = sys.render(err); });
+  if (!failure.empty())
+    throw runtime_failure("asking the dispatcher for the routes: " + failure);
+  for (size_t g = 0; g < groups; ++g)
+    if (!out[g].ps)
+      throw runtime_failure(fmt::format("parameter-server group {} has no "
+                                        "live copy",
+                                        g));
+  return out;
+}
+
+void setup_groups(caf::actor_system& sys, const placement& layout,
+                  const std::vector<ps_actor>& servers, const job_config& cfg,
+                  const model& net, const std::vector<bool>& held_backup,
+                  uint64_t view) {
+  auto n = static_cast<uint32_t>(servers.size());
+  bool replicated = cfg.replicas > 0 && n > 1;
+  caf::scoped_actor self{sys};
+  auto configure = [&](uint32_t g, uint32_t p, replica_config rc) {
+    caf::error failure;
+    self->request(servers[p], setup_timeout, configure_atom_v, std::move(rc))
+      .receive([](bool) {}, [&](caf::error& err) { failure = err; });
+    if (failure)
+      throw runtime_failure(fmt::format("setting up group {} on ps {}: {}", g,
+                                        p, sys.render(failure)));
+  };
+  for (uint32_t g = 0; g < n; ++g) {
+    if (!replicated) {
+      configure(g, g, replica_config{g, view, true, nullptr, false});
+      continue;
+    }
+    auto b = (g + 1) % n;
+    bool held = g < held_backup.size() && held_backup[g];
+    if (!held)
+      create_shards(sys, layout, servers[b], g, cfg, net);
+    configure(g, b, replica_config{g, view, false, nullptr, false});
+    // Both copies start from the same initial values; a backup kept from an
+    // earlier coordinator gets the primary's state.
+    configure(g, g,
+              replica_config{g, view, true,
+                             caf::actor_cast<caf::strong_actor_ptr>(
+                               servers[b]),
+                             held});
+  }
+}
+
+ps_stats group_stats(caf::actor_system& sys, const ps_actor& ps, uint32_t g) {
+  return detail::ask<ps_stats>(sys, ps,
+                               fmt::format("counters of group {}", g),
+                               setup_timeout, stats_atom_v, g);
+}
+
+std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
+                                  uint32_t groups, uint64_t* newest_view) {
+  std::vector<uint32_t> held;
+  caf::scoped_actor self{sys};
+  for (uint32_t g = 0; g < groups; ++g) {
+    bool has = false;
+    self->request(ps, setup_timeout, stats_atom_v, g)
+      .receive(
+        [&](ps_stats& s) {
+          has = true;
+          if (newest_view != nullptr)
+            *newest_view = std::max(*newest_view, s.view);
+        },
+        [](caf::error&) {});
+    if (has)
+      held.push_back(g);
+  }
+  return held;
 }
 
 ps_options ps_options_of(const job_config& cfg, uint32_t index) {
@@ -140,6 +233,7 @@ void create_shards(caf::actor_system& sys, const placement& layout,
       continue;
     auto& var = layout.variables[s.variable];
     create_shard req;
+    req.group = ps;
     req.variable = var.name;
     req.cols = var.cols;
     if (s.kind == variable_kind::dense) {
@@ -172,12 +266,12 @@ void create_shards(caf::actor_system& sys, const placement& layout,
 }
 
 std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
-                                  const std::vector<ps_actor>& servers) {
+                                  const std::vector<server_route>& routes) {
   std::vector<ps_stats> result;
   caf::scoped_actor self{sys};
-  for (auto& p : servers) {
+  for (uint32_t g = 0; g < routes.size(); ++g) {
     ps_stats s;
-    self->request(p, std::chrono::seconds(5), stats_atom_v)
+    self->request(routes[g].ps, std::chrono::seconds(5), stats_atom_v, g)
       .receive([&](ps_stats& x) { s = x; }, [&](caf::error&) {});
     result.push_back(s);
   }
@@ -197,6 +291,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     servers_.push_back(spawn_ps(sys, ps_options_of(cfg, p)));
   try {
     create_variables(sys, *layout_, servers_, cfg, *net);
+    setup_groups(sys, *layout_, servers_, cfg, *net, {}, 0);
   } catch (...) {
     // ~local_cluster does not run for a constructor that throws, and
     // ~actor_system would wait for these servers forever.
@@ -213,6 +308,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   // iterator, which goes on where the lost one stopped.
   auto layout = layout_;
   auto shared = shared_;
+  // (It starts with group g on server g; the dispatcher sends it the
+  // current routes before its first closure.)
   worker_respawn respawn = [&sys, net, data, layout,
                             shared](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
@@ -223,28 +320,35 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     shared->workers.at(w) = worker;
     return worker;
   };
-  // A lost ps comes back as a new actor with its shards restored from the
-  // newest checkpoint (with none, the job fails, unless cluster.reset_lost_ps
-  // allows starting it again from the initial values). Runs in a helper
-  // thread of the dispatcher's.
-  ps_respawn respawn_ps = [&sys, cfg, net, layout, shared](uint32_t p) {
+  // A lost ps comes back as a new, empty actor. The dispatcher fails its
+  // groups over to their backups (with replicas), makes it the backup of
+  // groups without one, and restores groups without any copy on it from the
+  // newest checkpoint (with none, the job fails unless cluster.reset_lost_ps
+  // allows starting them again from the initial values). These run in
+  // helper threads of the dispatcher's.
+  ps_recovery recovery;
+  recovery.replicas = cfg.replicas;
+  recovery.bring_back = [&sys, cfg, shared](uint32_t p) {
     auto ps = spawn_ps(sys, ps_options_of(cfg, p));
-    {
-      std::lock_guard<std::mutex> guard{shared->mtx};
-      shared->spawned.push_back(caf::actor_cast<caf::actor>(ps));
-    }
-    create_shards(sys, *layout, ps, p, cfg, *net);
-    restore_ps_from_latest(sys, *layout, cfg, ps, p);
     std::lock_guard<std::mutex> guard{shared->mtx};
+    shared->spawned.push_back(caf::actor_cast<caf::actor>(ps));
     shared->servers.at(p) = ps;
-    return ps;
+    return std::make_pair(ps, std::vector<uint32_t>{});
+  };
+  recovery.create_group = [&sys, cfg, net, layout](const ps_actor& ps,
+                                                   uint32_t g) {
+    create_shards(sys, *layout, ps, g, cfg, *net);
+  };
+  recovery.restore_group = [&sys, cfg, layout](const ps_actor& ps,
+                                               uint32_t g) {
+    restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
   // With every worker lost and none restarting, queued closures wait
   // connect_timeout_ms for one (as across processes) before they fail.
   dispatcher_ = spawn_coordinator(
     sys, workers_, std::move(respawn), cfg.restart_budget,
     std::chrono::milliseconds(cfg.connect_timeout_ms), servers_,
-    std::move(respawn_ps));
+    std::move(recovery));
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
   if (cfg.heartbeat_interval_ms > 0)
@@ -285,9 +389,12 @@ local_cluster::~local_cluster() {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
-std::vector<ps_actor> local_cluster::servers() const {
-  std::lock_guard<std::mutex> guard{shared_->mtx};
-  return shared_->servers;
+std::vector<server_route> local_cluster::routes() const {
+  return routes_of(sys_, dispatcher_, layout_->ps_sizes.size());
+}
+
+void local_cluster::resync_replicas() {
+  caf::anon_send(dispatcher_, install_atom_v);
 }
 
 void local_cluster::inject(const fault_spec& f) {
@@ -311,7 +418,7 @@ void local_cluster::inject(const fault_spec& f) {
 }
 
 std::vector<ps_stats> local_cluster::stats() {
-  return ps_stats_of(sys_, servers());
+  return ps_stats_of(sys_, routes());
 }
 
 } // namespace actorps

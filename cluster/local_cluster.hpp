@@ -73,9 +73,13 @@ public:
   /// does not answer).
   virtual std::vector<ps_stats> stats() = 0;
 
-  /// The parameter servers, by index (a copy: a recovered server replaces
-  /// a lost one while the job runs).
-  virtual std::vector<ps_actor> servers() const = 0;
+  /// The server of each replica group (its primary), by group (a copy: a
+  /// recovered or promoted server replaces a lost one while the job runs).
+  std::vector<ps_actor> servers() const;
+
+  /// Where each replica group is served now, by group: the server, its
+  /// index and the group's view (requests must name it).
+  virtual std::vector<server_route> routes() const = 0;
 
   /// The workers, by index.
   virtual const std::vector<worker_actor>& workers() const = 0;
@@ -86,6 +90,11 @@ public:
   /// Injects a planned failure now (see fault_spec): kills or stops the
   /// current incarnation of the node.
   virtual void inject(const fault_spec& f) = 0;
+
+  /// Copies every replica group's state from its primary to its backup
+  /// again (after the primaries were restored from a checkpoint). Does
+  /// nothing without replication.
+  virtual void resync_replicas() = 0;
 };
 
 /// Where the variables of `net` live in the job `cfg`: split by
@@ -108,6 +117,33 @@ void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net);
 
+/// Where each replica group is served now, asked of `dispatcher` (`groups`
+/// groups).
+/// @throws runtime_failure if it does not answer or a group has no copy.
+std::vector<server_route> routes_of(caf::actor_system& sys,
+                                    const coordinator_actor& dispatcher,
+                                    size_t groups);
+
+/// Tells every server its role in its groups at view `view`: server g is
+/// the primary of group g; with cfg.replicas 1, server (g + 1) % n is its
+/// backup, whose shards are created here (unless held_backup[g]: it holds
+/// them already, and then gets the primary's state).
+/// @throws runtime_failure if a server refuses.
+void setup_groups(caf::actor_system& sys, const placement& layout,
+                  const std::vector<ps_actor>& servers, const job_config& cfg,
+                  const model& net, const std::vector<bool>& held_backup,
+                  uint64_t view);
+
+/// The counters of group `g` on `ps`.
+/// @throws runtime_failure if it does not answer or holds no such group.
+ps_stats group_stats(caf::actor_system& sys, const ps_actor& ps, uint32_t g);
+
+/// The groups (of 0 .. groups - 1) `ps` holds a replica of. With
+/// `newest_view`, raises it to the newest view among them.
+std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
+                                  uint32_t groups,
+                                  uint64_t* newest_view = nullptr);
+
 /// Injects a drop or delay fault (messages to the parameter servers) through
 /// the dispatcher, which tells every worker. Returns false for other kinds.
 bool inject_message_fault(const coordinator_actor& dispatcher,
@@ -120,9 +156,10 @@ void create_shards(caf::actor_system& sys, const placement& layout,
                    const ps_actor& server, uint32_t ps, const job_config& cfg,
                    const model& net);
 
-/// Counters of every server (zeros for one that does not answer in time).
+/// Counters of every replica group from the server routes[g] names (zeros
+/// for one that does not answer in time).
 std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
-                                  const std::vector<ps_actor>& servers);
+                                  const std::vector<server_route>& routes);
 
 /// All roles of a cluster in one actor system: cfg.ps parameter servers,
 /// cfg.workers workers and the coordinator, talking only by messages.
@@ -150,7 +187,9 @@ public:
     return *layout_;
   }
 
-  std::vector<ps_actor> servers() const override;
+  std::vector<server_route> routes() const override;
+
+  void resync_replicas() override;
 
   const std::vector<worker_actor>& workers() const override {
     return workers_;
@@ -170,6 +209,7 @@ private:
     std::mutex mtx;
     /// The current incarnation of each worker and server.
     std::vector<worker_actor> workers;
+    /// The current actor of each parameter server, by index.
     std::vector<ps_actor> servers;
     /// Every actor started after the constructor (stopped at the end).
     std::vector<caf::actor> spawned;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "caf/actor_cast.hpp"
+#include "caf/after.hpp"
 #include "caf/actor_system.hpp"
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
@@ -13,8 +14,11 @@
 #include "actors/node_actor.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/handshake.hpp"
+#include "cluster/evaluator.hpp"        // issue 14
+#include "cluster/metrics_endpoint.hpp" // issue 14
 #include "cluster/local_cluster.hpp"
 #include "cluster/remote_cluster.hpp"
+#include "cluster/stop_request.hpp"
 #include "core/data_registry.hpp"
 #include "core/dataset.hpp"
 #include "core/error.hpp"
@@ -25,8 +29,45 @@ namespace actorps {
 
 namespace {
 
+/// Waits until `node` stops. After a stop request (SIGTERM: Slurm sends it
+/// to every task of a step at once) the node keeps serving, so that the
+/// coordinator can finish, checkpoint and end the job, but at most `grace`.
+/// Returns whether the node stopped by itself (false: the grace ran out).
+bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
+                   const std::string& role, int index,
+                   std::chrono::milliseconds grace) {
+  using clock = std::chrono::steady_clock;
+  caf::scoped_actor self{sys};
+  self->monitor(node);
+  bool down = false;
+  bool asked = false;
+  clock::time_point deadline;
+  while (!down) {
+    self->receive([&](caf::down_msg&) { down = true; },
+                  caf::after(std::chrono::milliseconds(200)) >> [&] {
+                    if (!asked && stop_requested()) {
+                      asked = true;
+                      deadline = clock::now() + grace;
+                      log::info(role, index,
+                                "stop requested (SIGTERM or SIGUSR1): serving until the "
+                                "coordinator ends the job, at most {} ms",
+                                grace.count());
+                    }
+                  });
+    if (!down && asked && clock::now() >= deadline) {
+      log::warn(role, index,
+                   "the coordinator did not end the job within {} ms of the "
+                   "stop request; stopping",
+                   grace.count());
+      return false;
+    }
+  }
+  return true;
+}
+
 /// Publishes `role_actor` behind a node actor and a gate at `address`, then
-/// waits until the node actor stops. Stops `role_actor` in every case.
+/// waits until the node actor stops (see wait_for_node). Stops `role_actor`
+/// in every case.
 int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
           caf::actor role_actor, const host_port& address) {
   auto label = fmt::format("{} {}", me.role, me.index);
@@ -54,14 +95,12 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   }
   log::info(role, index, "listening on {} (port {}), job {}",
             to_string(address), door->port(), fp);
-  {
-    caf::scoped_actor self{sys};
-    self->monitor(node);
-    self->receive([](caf::down_msg&) {});
-  }
+  auto by_itself = wait_for_node(
+    sys, caf::actor_cast<caf::actor>(node), role, index,
+    std::chrono::milliseconds(cfg.connect_timeout_ms));
   door.reset();
   stop_all();
-  return opts.exit_status->load();
+  return by_itself ? opts.exit_status->load() : exit_stopped;
 }
 
 int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
@@ -122,6 +161,20 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
     throw input_error(fmt::format(
       "the cluster spec has {} workers and {} ps, the job config {} and {}",
       spec.worker.size(), spec.ps.size(), cfg.workers, cfg.ps));
+  // -- watching a job (issue 14): metrics endpoint, sidecar evaluator -------
+  auto port = metrics_port_of(opts.metrics_port, spec, task);
+  if (task.type == "evaluator") {
+    evaluator_options eval;
+    eval.out = opts.out;
+    eval.metrics_out = opts.metrics_out;
+    eval.metrics_port = port;
+    return run_evaluator(cfg, eval);
+  }
+  std::unique_ptr<metrics_endpoint> metrics; // the chief's: in train_chief
+  if (task.type == "ps" || task.type == "worker")
+    metrics = open_metrics_endpoint(port, task.type.c_str(),
+                                    static_cast<int>(task.index));
+  // -- end of issue 14 -----------------------------------------------------
   if (task.type == "chief") {
     train_chief(cfg, spec, opts);
     return 0;
@@ -131,7 +184,7 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
   if (task.type == "worker")
     return run_worker(cfg, spec, task.index);
   throw input_error(fmt::format("task.type: \"{}\" nodes are not supported "
-                                "(chief, worker, ps)",
+                                "(chief, worker, ps, evaluator)",
                                 task.type));
 }
 

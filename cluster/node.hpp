@@ -13,13 +13,17 @@ namespace actorps {
 ///   address, until the coordinator shuts it down.
 /// - "worker": loads its slice of the training data, joins every parameter
 ///   server, then serves closures behind its gate until shut down.
+/// - "evaluator": the sidecar evaluator (cluster/evaluator.hpp) of
+///   cfg.checkpoint_dir; needs no address and talks to no node.
+/// With opts.metrics_port set, each node serves Prometheus metrics on
+/// metrics_port_of(opts.metrics_port, spec, task) (issue 14).
 /// A ps or worker stops with status 1 when no coordinator joins within
 /// cfg.connect_timeout_ms, or after the coordinator is lost and does not come
 /// back within that time.
 /// @return the process exit status: 0 after a clean shutdown, 1 otherwise.
 /// @throws input_error for unusable input (data, a task the spec does not
-///         have, an evaluator task); runtime_failure if the address cannot
-///         be bound or the parameter servers cannot be joined.
+///         have, a metrics port in use); runtime_failure if the address
+///         cannot be bound or the parameter servers cannot be joined.
 int run_node(const job_config& cfg, const cluster_spec& spec,
              const task_id& task, const train_options& opts);
 

@@ -378,22 +378,38 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     // A ps that already holds its shards kept them from a coordinator
     // before this one (which died; this one was started with --resume or
     // joins a running job): they stay as they are.
-    auto held = ps_stats_of(sys, servers);
-    for (uint32_t p = 0; p < servers.size(); ++p) {
-      if (held[p].shards == 0) {
+    auto n = static_cast<uint32_t>(servers.size());
+    std::vector<bool> held_backup(n, false);
+    uint64_t newest_view = 0;
+    bool any_held = false;
+    for (uint32_t p = 0; p < n; ++p) {
+      auto held = groups_held(sys, servers[p], n, &newest_view);
+      any_held = any_held || !held.empty();
+      auto has = [&](uint32_t g) {
+        return std::find(held.begin(), held.end(), g) != held.end();
+      };
+      if (cfg.replicas > 0 && n > 1)
+        held_backup[(p + n - 1) % n] = has((p + n - 1) % n);
+      if (!has(p)) {
         create_shards(sys, *layout_, servers[p], p, cfg, *net);
-      } else if (held[p].floats == layout_->ps_sizes[p]
-                 && held[p].shards == layout_->shards_of(p).size()) {
-        log::info("coordinator", -1,
-                  "ps{} already holds its {} shards (clock {}): kept", p,
-                  held[p].shards, held[p].clock);
-      } else {
+        continue;
+      }
+      auto stats = group_stats(sys, servers[p], p);
+      if (stats.floats != layout_->ps_sizes[p]
+          || stats.shards != layout_->shards_of(p).size())
         throw runtime_failure(fmt::format(
           "ps{} holds {} shards with {} floats, this job places {} with {}",
-          p, held[p].shards, held[p].floats, layout_->shards_of(p).size(),
+          p, stats.shards, stats.floats, layout_->shards_of(p).size(),
           layout_->ps_sizes[p]));
-      }
+      log::info("coordinator", -1,
+                "ps{} already holds its {} shards (clock {}): kept", p,
+                stats.shards, stats.clock);
     }
+    // Views of a restarted coordinator start above its predecessor's newest
+    // (which may have failed groups over), so that its role changes are not
+    // taken for stale ones; workers, too, take its routes as newer.
+    view0_ = any_held ? newest_view + 1 : 0;
+    setup_groups(sys, *layout_, servers, cfg, *net, held_backup, view0_);
   } catch (...) {
     caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
     throw;
@@ -401,18 +417,22 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   log::info("coordinator", -1, "every node joined; variables created");
   // Lost workers may come back (launch restarts them): with none left, the
   // queue waits for one as long as nodes may take to join.
-  // A lost ps is recovered when its node is back: joined again (waiting up
-  // to connect_timeout); the same incarnation (it was paused or cut off)
-  // keeps its state; a new one (its process restarted) gets its shards
-  // created and restored from the newest checkpoint. Runs in a helper
-  // thread of the dispatcher's.
+  // A lost ps is brought back when its node is back: joined again (waiting
+  // up to connect_timeout). The same incarnation (it was paused or cut off)
+  // still holds its replicas; a new one (its process restarted) is empty.
+  // The dispatcher then fails over, rebuilds backups and restores what has
+  // no copy (see coordinator_actor.hpp). These run in helper threads.
   auto timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
   auto layout = layout_;
   auto table = table_;
   auto watcher = watcher_;
   auto members = members_;
-  ps_respawn recover = [&sys, cfg, net, layout, table, watcher, members, mine,
-                        timeout](uint32_t p) {
+  auto groups = static_cast<uint32_t>(servers.size());
+  ps_recovery recovery;
+  recovery.replicas = cfg.replicas;
+  recovery.initial_view = view0_;
+  recovery.bring_back = [&sys, table, watcher, members, mine, timeout,
+                         groups](uint32_t p) {
     uint64_t slot = 0;
     while (slot < members.size()
            && !(members[slot].role == "ps" && members[slot].index == p))
@@ -429,31 +449,24 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     auto ps = caf::actor_cast<ps_actor>(joined[0].welcome.role_actor);
     caf::anon_send(watcher, replace_atom_v, slot, joined[0].node,
                    joined[0].welcome.role_actor, incarnation);
-    auto held = ps_stats_of(sys, {ps}).at(0);
-    if (incarnation == known && held.shards == layout->shards_of(p).size()
-        && held.floats == layout->ps_sizes[p]) {
-      // Paused or cut off, not restarted, and nothing was restored in its
-      // place: its state is the newest there is.
-      log::info("coordinator", -1,
-                "ps{} is back with its state (the same incarnation, clock "
-                "{}): nothing restored, no update lost",
-                p, held.clock);
-    } else if (held.shards == 0) {
-      create_shards(sys, *layout, ps, p, cfg, *net);
-      restore_ps_from_latest(sys, *layout, cfg, ps, p);
-    } else {
-      throw runtime_failure(fmt::format(
-        "ps{} came back as another incarnation holding {} shards with {} "
-        "floats; this job places {} with {} there",
-        p, held.shards, held.floats, layout->shards_of(p).size(),
-        layout->ps_sizes[p]));
-    }
+    // A restarted process holds nothing; a paused one what it had.
+    std::vector<uint32_t> held;
+    if (incarnation == known)
+      held = groups_held(sys, ps, groups);
     std::lock_guard<std::mutex> guard{table->mtx};
     table->servers.at(p) = ps;
-    return ps;
+    return std::make_pair(ps, held);
+  };
+  recovery.create_group = [&sys, cfg, net, layout](const ps_actor& ps,
+                                                   uint32_t g) {
+    create_shards(sys, *layout, ps, g, cfg, *net);
+  };
+  recovery.restore_group = [&sys, cfg, layout](const ps_actor& ps,
+                                               uint32_t g) {
+    restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
   dispatcher_ = spawn_coordinator(sys, workers_, nullptr, 0, timeout, servers,
-                                  std::move(recover));
+                                  std::move(recovery));
   caf::anon_send(watcher_, dispatcher_);
   // Closure ids start at a random multiple of 2^40: a coordinator restarted
   // against running servers must not repeat the ids its predecessor used
@@ -512,13 +525,16 @@ void remote_cluster::inject(const fault_spec& f) {
   }
 }
 
-std::vector<ps_actor> remote_cluster::servers() const {
-  std::lock_guard<std::mutex> guard{table_->mtx};
-  return table_->servers;
+std::vector<server_route> remote_cluster::routes() const {
+  return routes_of(sys_, dispatcher_, layout_->ps_sizes.size());
+}
+
+void remote_cluster::resync_replicas() {
+  caf::anon_send(dispatcher_, install_atom_v);
 }
 
 std::vector<ps_stats> remote_cluster::stats() {
-  return ps_stats_of(sys_, servers());
+  return ps_stats_of(sys_, routes());
 }
 
 } // namespace actorps

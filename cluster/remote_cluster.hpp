@@ -91,7 +91,9 @@ public:
 
   std::vector<ps_stats> stats() override;
 
-  std::vector<ps_actor> servers() const override;
+  std::vector<server_route> routes() const override;
+
+  void resync_replicas() override;
 
   const std::vector<worker_actor>& workers() const override {
     return workers_;
@@ -114,6 +116,8 @@ private:
   caf::actor watcher_;
   coordinator_actor dispatcher_;
   std::unique_ptr<cluster_coordinator> coordinator_;
+  /// The view this coordinator's groups start at.
+  uint64_t view0_ = 0;
 };
 
 } // namespace actorps

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/job_config.hpp"
+#include "core/staleness_histogram.hpp"
 
 namespace actorps {
 
@@ -75,6 +76,14 @@ std::string dense_comparison(double dense, double moved) {
                      human_bytes(dense), moved / dense);
 }
 
+/// The staleness buckets' labels: "0", "1", "2", "3-4", ..., ">128".
+std::vector<std::string> staleness_labels() {
+  std::vector<std::string> result;
+  for (size_t i = 0; i < staleness_buckets; ++i)
+    result.push_back(staleness_bucket_label(i));
+  return result;
+}
+
 } // namespace
 
 metrics_file::metrics_file(std::string path) : path_(std::move(path)) {
@@ -119,6 +128,7 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
     for (auto& [name, value] : r.epochs.back().test)
       obj[name] = value;
   auto steps = std::max<uint64_t>(r.closures, 1);
+  auto histogram = staleness_since(r.staleness_histogram, {});
   obj.update({{"samples_per_sec", r.samples_per_sec},
               {"epochs", r.epochs.size()},
               {"workers", r.workers},
@@ -126,6 +136,8 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"parameters", r.parameters},
               {"mean_staleness", r.mean_staleness},
               {"max_staleness", r.max_staleness},
+              {"staleness_buckets", staleness_labels()},
+              {"staleness_histogram", histogram},
               {"pushes", r.pushes},
               {"closures", r.closures},
               {"closures_scheduled", r.scheduled},
@@ -203,12 +215,14 @@ void print_summary(std::FILE* out, const train_report& r) {
              "done: {}samples/s {:.0f}  epochs {}  workers {}  ps {}\n"
              "staleness: mean {:.2f}, max {} over {} pushes; worker time: "
              "compute {:.0f}%, pull {:.0f}%, push {:.0f}%, waiting {:.0f}%\n"
+             "staleness histogram (pushes by staleness): {}\n"
              "closures: {} scheduled, {} finished, {} re-executed; pushes: "
              "{} applied, {} discarded as duplicates{}{}\n",
              test, r.samples_per_sec, r.epochs.size(), r.workers, r.ps,
              r.mean_staleness, r.max_staleness, r.pushes,
              100 * share(r, r.compute_s), 100 * share(r, r.pull_s),
-             100 * share(r, r.push_s), 100 * share(r, wait_s(r)), r.scheduled,
+             100 * share(r, r.push_s), 100 * share(r, wait_s(r)),
+             describe_staleness(r.staleness_histogram), r.scheduled,
              r.closures, r.reexecuted, r.pushes, r.duplicates,
              r.updates_lost == 0
                ? std::string{}

@@ -30,7 +30,8 @@ public:
   /// Writes one epoch's object.
   void write_epoch(const epoch_metrics& m);
 
-  /// Writes the final object.
+  /// Writes the final object (with "staleness_buckets", the buckets' labels,
+  /// and "staleness_histogram", this run's pushes per bucket).
   void write_final(const train_report& r, const job_config& cfg,
                    double elapsed_s);
 
@@ -55,7 +56,9 @@ void draw_progress(std::FILE* out, uint32_t epoch, uint32_t epochs,
 /// metrics in its order).
 void print_epoch(std::FILE* out, const epoch_metrics& m, uint32_t epochs);
 
-/// Prints the summary: final metrics, staleness and time shares, closure and
+/// Prints the summary: final metrics, staleness (mean, max, and a line with
+/// the histogram: "staleness histogram (pushes by staleness): 0: 812, 1: 95,
+/// 2: 12, 3-4: 1"), time shares, closure and
 /// push accounting (this run's; for a resumed run the job's beside them:
 /// "closures: 936 scheduled, 936 finished, 0 re-executed; pushes: 1872
 /// applied, 0 discarded as duplicates (this run; since the start of the job:

@@ -1,5 +1,6 @@
 #include "cluster/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -12,15 +13,21 @@
 
 #include "cluster/checkpoint_fit.hpp"
 #include "cluster/checkpointer.hpp"
+#include "cluster/fit.hpp"
+#include "cluster/fit_callbacks.hpp"
 #include "cluster/local_cluster.hpp"
+#include "cluster/metrics_endpoint.hpp"
+#include "cluster/plot.hpp"
 #include "cluster/remote_cluster.hpp"
 #include "cluster/report.hpp"
+#include "cluster/stop_request.hpp" // stop on request (SIGTERM)
 #include "core/data_registry.hpp"
 #include "core/dataset.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
 #include "core/process.hpp"
+#include "core/staleness_histogram.hpp"
 #include "models/registry.hpp"
 
 namespace actorps {
@@ -128,6 +135,8 @@ void count_pushes(train_report& r, const job_config& cfg,
     r.duplicates += since(s.duplicates, b.duplicates);
     staleness_sum += since(s.staleness_sum, b.staleness_sum);
     r.max_staleness = std::max(r.max_staleness, s.staleness_max);
+    merge_staleness(r.staleness_histogram,
+                    staleness_since(s.staleness_buckets, b.staleness_buckets));
     r.table_rows += s.table_rows;
     r.table_bytes += s.table_bytes;
     pushes_before += sync ? b.clock * cfg.workers : b.pushes;
@@ -146,11 +155,84 @@ void count_pushes(train_report& r, const job_config& cfg,
   r.job_updates_lost = lost_before + r.updates_lost;
 }
 
+/// Sums what the steps of the run did into the report (time shares,
+/// traffic, each worker's peak memory).
+class report_callback : public fit_callback {
+public:
+  explicit report_callback(train_report& r) : r_(r) {
+    // nop
+  }
+
+  void on_step_end(fit_state&, const step_result& s) override {
+    r_.pull_s += s.pull_s;
+    r_.compute_s += s.compute_s;
+    r_.push_s += s.push_s;
+    r_.keys += s.keys;
+    r_.bytes_pulled += s.bytes_pulled;
+    r_.bytes_pushed += s.bytes_pushed;
+    auto& rss = r_.worker_peak_rss_bytes.at(s.worker);
+    rss = std::max(rss, s.peak_rss_bytes);
+  }
+
+private:
+  train_report& r_;
+};
+
+/// Stop on request (cluster/stop_request.hpp, SIGTERM): cancels the closures
+/// not done, then, with nothing running, writes a checkpoint and throws
+/// stopped_on_request. A request during an epoch's last chunk lets the
+/// epoch end (evaluation, epoch line, its checkpoint) first; one after the
+/// last epoch changes nothing.
+class stop_request_callback : public fit_callback {
+public:
+  stop_request_callback(const job_config& cfg, checkpoint_callback& ckpt)
+    : cfg_(cfg), ckpt_(ckpt) {
+    // nop
+  }
+
+  void on_epoch_begin(fit_state& st) override {
+    stop_if_requested(st);
+  }
+
+  void on_wait(fit_state& st, uint64_t) override {
+    if (cancelled_ || !stop_requested())
+      return;
+    cancelled_ = true;
+    log::info("coordinator", -1, "stop requested: cancelling the closures "
+              "not done, then a checkpoint");
+    st.cl->coordinator().cancel();
+  }
+
+  void on_pause(fit_state& st) override {
+    if (st.progress.step_in_epoch < st.closures_per_epoch)
+      stop_if_requested(st);
+  }
+
+private:
+  void stop_if_requested(fit_state& st) {
+    if (!stop_requested()) // nothing runs now
+      return;
+    ckpt_.save(st);
+    throw stopped_on_request(st.progress.global_step, cfg_.checkpoint_dir);
+  }
+
+  const job_config& cfg_;
+  checkpoint_callback& ckpt_;
+  bool cancelled_ = false;
+};
+
 train_report train_on(const job_config& cfg, const train_options& opts,
                       system_config& sys_cfg, const cluster_factory& make) {
   validate(cfg);
   auto start = clock_type::now();
   metrics_file metrics{opts.metrics_out};
+  // Checked before anything runs: a missing gnuplot or a taken port is the
+  // user's to fix, not something to learn after training.
+  std::shared_ptr<plot_callback> plot;
+  if (!opts.plot.empty())
+    plot = std::make_shared<plot_callback>(
+      opts.plot, fmt::format("{} on {}", cfg.model, cfg.dataset));
+  auto endpoint = open_metrics_endpoint(opts.metrics_port, "coordinator", -1);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
   auto steps = effective_steps_per_epoch(cfg, data->train_rows());
@@ -172,7 +254,6 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   {
     auto cluster_ptr = make(sys, net, fn);
     auto& cluster = *cluster_ptr;
-    auto& coord = cluster.coordinator();
     auto& layout = cluster.layout();
     report.dense_equivalent_bytes = dense_equivalent(layout);
     log::info("coordinator", -1,
@@ -185,8 +266,6 @@ train_report train_on(const job_config& cfg, const train_options& opts,
               layout.tables.empty() ? std::string{}
                                     : " / tables " + cfg.table_optimizer.type,
               cfg.mode);
-    double train_time = 0;
-    uint64_t total_samples = 0;
     training_progress progress;
     progress.workers.assign(cfg.workers, data_position{});
     if (restored && opts.restore_variables_only) {
@@ -209,121 +288,38 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     // the checkpoint's clocks), so that the final counts can be this run's.
     auto start_stats = cluster.stats();
     auto start_step = progress.global_step;
-    auto faults = cfg.faults;
-    std::stable_sort(faults.begin(), faults.end(),
-                     [](const fault_spec& a, const fault_spec& b) {
-                       return a.step < b.step;
-                     });
-    size_t next_fault = 0;
-    while (next_fault < faults.size()
-           && faults[next_fault].step < progress.global_step)
-      ++next_fault; // planned before the restored step
-    auto save = [&] {
-      if (cfg.checkpoint_dir.empty())
-        return;
-      auto t = clock_type::now();
-      auto path = write_checkpoint(cfg.checkpoint_dir,
-                                   capture_checkpoint(cluster, cfg, progress),
-                                   cfg.keep_checkpoints);
-      log::info("coordinator", -1, "checkpoint {} ({:.2f} s)", path,
-                seconds(clock_type::now() - t));
+    fit_options fo;
+    fo.epochs = cfg.epochs;
+    fo.steps_per_epoch = steps;
+    fo.validation_data = test_data;
+    fo.start_at = progress;
+    fo.start = start;
+    // In the order a person sees things: the epoch line, then the metrics,
+    // then that epoch's checkpoint; faults fire before a checkpoint at the
+    // same step, and a stop request is checked after it.
+    auto ckpt = std::make_shared<checkpoint_callback>(cfg);
+    fo.callbacks = {
+      std::make_shared<epoch_printer>(opts.out, opts.progress),
+      std::make_shared<fault_injector>(cfg.faults),
+      std::make_shared<json_lines_callback>(metrics),
+      std::make_shared<report_callback>(report),
     };
-    for (uint32_t epoch = progress.epoch + 1; epoch <= cfg.epochs; ++epoch) {
-      auto t0 = clock_type::now();
-      auto finished_before = coord.counts().finished;
-      auto to_run = closures_per_epoch - progress.step_in_epoch;
-      std::vector<remote_value> results;
-      results.reserve(to_run);
-      // Closures go out in chunks that end at checkpoint boundaries; between
-      // chunks nothing runs, so each checkpoint is consistent.
-      while (progress.step_in_epoch < closures_per_epoch) {
-        auto chunk = closures_per_epoch - progress.step_in_epoch;
-        auto every = cfg.checkpoint_every_steps;
-        if (every > 0)
-          chunk = std::min(chunk, every - progress.global_step % every);
-        auto begin = results.size();
-        auto finished_at_start = coord.counts().finished;
-        // Faults fire when their step is done: checked while the chunk runs,
-        // so that they hit closures in flight.
-        auto fire_faults = [&] {
-          auto done = progress.global_step + coord.counts().finished
-                      - finished_at_start;
-          while (next_fault < faults.size() && faults[next_fault].step <= done)
-            cluster.inject(faults[next_fault++]);
-        };
-        for (uint64_t i = 0; i < chunk; ++i)
-          results.push_back(coord.schedule(train_step_name));
-        bool bar = opts.progress && opts.out != nullptr;
-        auto last_draw = clock_type::now();
-        while (!coord.join_for(std::chrono::milliseconds(
-          next_fault < faults.size() ? 2 : 200))) {
-          fire_faults();
-          if (bar && clock_type::now() - last_draw
-                       >= std::chrono::milliseconds(200)) {
-            last_draw = clock_type::now();
-            draw_progress(opts.out, epoch, cfg.epochs,
-                          coord.counts().finished - finished_before, to_run,
-                          seconds(clock_type::now() - t0));
-          }
-        }
-        if (bar)
-          std::fputs("\r\033[K", opts.out);
-        coord.join();
-        for (auto i = begin; i < results.size(); ++i) {
-          auto r = results[i].fetch();
-          auto& pos = progress.workers.at(r.worker);
-          if (std::make_pair(r.data_epoch, r.data_offset)
-              > std::make_pair(pos.epoch, pos.offset))
-            pos = data_position{r.data_epoch, r.data_offset};
-        }
-        progress.step_in_epoch += chunk;
-        progress.global_step += chunk;
-        while (next_fault < faults.size()
-               && faults[next_fault].step <= progress.global_step)
-          cluster.inject(faults[next_fault++]);
-        if (every > 0 && progress.global_step % every == 0
-            && progress.step_in_epoch < closures_per_epoch)
-          save();
-      }
-      progress.epoch = epoch;
-      progress.step_in_epoch = 0;
-      auto epoch_time = seconds(clock_type::now() - t0);
-      epoch_metrics m;
-      m.epoch = epoch;
-      m.steps = results.size();
-      uint64_t samples = 0;
-      for (auto& rv : results) {
-        auto r = rv.fetch();
-        m.train_loss += r.loss;
-        samples += r.samples;
-        report.pull_s += r.pull_s;
-        report.compute_s += r.compute_s;
-        report.push_s += r.push_s;
-        report.keys += r.keys;
-        report.bytes_pulled += r.bytes_pulled;
-        report.bytes_pushed += r.bytes_pushed;
-        auto& rss = report.worker_peak_rss_bytes.at(r.worker);
-        rss = std::max(rss, r.peak_rss_bytes);
-      }
-      m.train_loss /= double(results.size());
-      m.samples_per_sec = double(samples) / epoch_time;
-      train_time += epoch_time;
-      total_samples += samples;
-      m.test = cluster.evaluate(*net, *test_data);
-      m.test_loss = metric_value(m.test, "test_loss");
-      m.test_accuracy = metric_value(m.test, "test_accuracy");
-      m.elapsed_s = seconds(clock_type::now() - start);
-      report.epochs.push_back(m);
-      print_epoch(opts.out, m, cfg.epochs);
-      metrics.write_epoch(m);
-      save();
-    }
-    report.train_s = train_time;
-    report.samples_per_sec = double(total_samples) / train_time;
-    report.worker_s = train_time * cfg.workers;
+    if (endpoint)
+      fo.callbacks.push_back(std::make_shared<prometheus_callback>());
+    fo.callbacks.push_back(ckpt);
+    fo.callbacks.push_back(std::make_shared<stop_request_callback>(cfg, *ckpt));
+    fo.callbacks.insert(fo.callbacks.end(), opts.callbacks.begin(),
+                        opts.callbacks.end());
+    if (plot)
+      fo.callbacks.push_back(plot);
+    auto history = fit(cluster, *net, fo);
+    report.epochs = std::move(history.epochs);
+    report.train_s = history.train_s;
+    report.samples_per_sec = double(history.samples) / history.train_s;
+    report.worker_s = history.train_s * cfg.workers;
     count_pushes(report, cfg, start_stats, start_step, cluster.stats(),
-                 progress.global_step);
-    auto counts = coord.counts();
+                 history.progress.global_step);
+    auto counts = cluster.coordinator().counts();
     report.closures = counts.finished;
     report.scheduled = counts.scheduled;
     report.reexecuted = counts.reexecuted;

@@ -2,9 +2,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cluster/fit.hpp"
 #include "core/metrics.hpp"
 
 namespace actorps {
@@ -12,20 +14,6 @@ namespace actorps {
 struct cluster_spec;
 struct job_config;
 struct network_options;
-
-/// What one epoch did. Times in seconds, losses in nats per example.
-struct epoch_metrics {
-  uint32_t epoch = 0;        ///< 1-based
-  uint64_t steps = 0;        ///< closures run in this epoch
-  double train_loss = 0;     ///< mean minibatch loss of the epoch's steps
-  /// The model's test metrics, in its order (test_loss first; then
-  /// test_accuracy, or test_auc and test_accuracy).
-  metric_list test;
-  double test_loss = 0;      ///< = test's "test_loss"
-  double test_accuracy = 0;  ///< = test's "test_accuracy", in [0, 1]
-  double samples_per_sec = 0; ///< training examples / training time
-  double elapsed_s = 0;      ///< since the job started
-};
 
 /// What a whole job did.
 struct train_report {
@@ -37,6 +25,9 @@ struct train_report {
   double samples_per_sec = 0; ///< all training examples / all training time
   double mean_staleness = 0;  ///< over every push applied by every server
   uint64_t max_staleness = 0;
+  /// Pushes of this run per staleness bucket, summed over the servers
+  /// (core/staleness_histogram.hpp; staleness_buckets entries).
+  std::vector<uint64_t> staleness_histogram;
   // -- counts of this run --------------------------------------------------------
   // Every closure pushes once to every server, so pushes + updates_lost ==
   // ps x closures, for this run and for the whole job alike.
@@ -111,21 +102,35 @@ struct train_options {
   /// the number of workers may differ. The run's own checkpoints need a
   /// cfg.checkpoint_dir that holds none of another run.
   bool restore_variables_only = false;
+  // -- watching a job (issue 14) ---------------------------------------------
+  /// Serve Prometheus metrics on this port while the job runs (-1: none; 0:
+  /// a free port, logged); see cluster/metrics_endpoint.hpp. A node of a
+  /// multi-process cluster serves on metrics_port_of(this, ...).
+  int metrics_port = -1;
+  /// Write loss and accuracy (or AUC) curves per epoch to this PNG at the
+  /// end, with gnuplot ("" = none); see cluster/plot.hpp.
+  std::string plot;
+  /// More fit callbacks (cluster/fit.hpp), called after the built-in ones
+  /// (epoch lines, faults, metrics file, metrics endpoint, report,
+  /// checkpoints) and before the plot's.
+  std::vector<std::shared_ptr<fit_callback>> callbacks;
 };
 
 /// Runs a training job with every role in this process: opens the dataset
 /// (data registry), builds the model (model registry), starts cfg.ps
 /// parameter servers, cfg.workers workers and the coordinator as CAF actors,
-/// schedules steps_per_epoch x workers "train_step" closures per epoch,
-/// evaluates on the test set after each epoch. With cfg.checkpoint_dir set,
+/// and trains with fit (cluster/fit.hpp): steps_per_epoch x workers
+/// "train_step" closures per epoch, evaluated on the test set after each
+/// epoch, reported by its callbacks. With cfg.checkpoint_dir set,
 /// writes a checkpoint after every cfg.checkpoint_every_steps steps (0: none
 /// within epochs) and at each epoch end; with opts.restore_dir or
 /// opts.resume, continues from one at its step and data positions (with
 /// opts.restore_variables_only, starts a new run from its variables).
 /// @throws input_error for unusable input (data files, shapes, metrics path,
 ///         a checkpoint that is corrupt, truncated or of another job or data,
-///         or a variables-only restore whose checkpoint_dir holds
-///         checkpoints), all before any actor starts;
+///         a variables-only restore whose checkpoint_dir holds checkpoints, a
+///         metrics port that cannot be bound, a plot without gnuplot), all
+///         before any actor starts;
 ///         runtime_failure if training fails.
 train_report train(const job_config& cfg, const train_options& opts);
 

@@ -275,8 +275,10 @@ decoded_manifest decode_manifest(const std::string& path,
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, ..."
+  } catch (const json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3,
+    // ..." or, for a number too large for a double ("1e400"),
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'".
     std::string msg = e.what();
     auto pos = msg.find("] ");
     r.fail(fmt::format("malformed JSON: {}",

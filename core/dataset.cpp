@@ -64,16 +64,20 @@ load_idx_rows(const std::string& images, const std::string& labels,
     auto& ex = ds.examples;
     ex.reset(dim, 0);
     ex.rows = shard_size(rows, input_context{num_pipelines, ids[k]});
-    ex.dense.resize(ex.rows * dim);
+    // Filled as the images arrive (in row order, so each pipeline's rows
+    // are appended in order), not sized from the image header up front: a
+    // header promising more than the file holds must fail as a truncated
+    // file, not allocate 4 bytes per promised pixel first.
+    ex.dense.reserve(std::min<uint64_t>(ex.rows * dim, uint64_t{16} << 20));
     ex.labels.reserve(ex.rows);
     for (uint64_t i = ids[k]; i < rows; i += num_pipelines)
       ex.labels.push_back(lab.data[i]);
   }
   // Where each pipeline's features go (nullptr: not kept).
-  std::vector<float*> dense(num_pipelines, nullptr);
+  std::vector<std::vector<float>*> dense(num_pipelines, nullptr);
   for (uint32_t p = 0; p < num_pipelines; ++p)
     if (slot[p] >= 0)
-      dense[p] = shards[slot[p]].examples.dense.data();
+      dense[p] = &shards[slot[p]].examples.dense;
   constexpr float scale = 1.0f / 255.0f;
   img.read_items(rows, [&](uint64_t first, uint64_t count,
                            const uint8_t* bytes) {
@@ -82,10 +86,12 @@ load_idx_rows(const std::string& images, const std::string& labels,
       auto* out = dense[i % num_pipelines];
       if (out == nullptr)
         continue;
-      out += (i / num_pipelines) * dim;
       const auto* in = bytes + k * dim;
+      auto at = out->size();
+      out->resize(at + dim);
+      auto* o = out->data() + at;
       for (uint64_t d = 0; d < dim; ++d)
-        out[d] = static_cast<float>(in[d]) * scale;
+        o[d] = static_cast<float>(in[d]) * scale;
     }
   });
   return {rows, std::move(shards)};

@@ -22,8 +22,10 @@ struct gz_closer {
 };
 
 /// Reads exactly `n` bytes or throws, naming `what` that was being read.
+/// When the `n` bytes are a piece of a larger read of `total` bytes that
+/// has `before` bytes already, messages count the whole read.
 void read_exact(gzFile f, const std::string& path, void* buf, size_t n,
-                const char* what) {
+                const char* what, uint64_t before = 0, uint64_t total = 0) {
   auto* out = static_cast<char*>(buf);
   size_t done = 0;
   while (done < n) {
@@ -42,12 +44,44 @@ void read_exact(gzFile f, const std::string& path, void* buf, size_t n,
       if (code != Z_OK && code != Z_STREAM_END && msg != nullptr && *msg)
         throw input_error(fmt::format("{}: truncated or corrupt file while "
                                       "reading the {} ({}; {} of {} bytes)",
-                                      path, what, msg, done, n));
+                                      path, what, msg, before + done,
+                                      total > 0 ? total : n));
       throw input_error(fmt::format("{}: truncated file: the {} needs {} "
                                     "bytes, only {} are there",
-                                    path, what, n, done));
+                                    path, what, total > 0 ? total : n,
+                                    before + done));
     }
     done += static_cast<size_t>(got);
+  }
+}
+
+/// Bytes read at once by read_growing and skip_exact.
+constexpr uint64_t read_piece = uint64_t{1} << 20;
+
+/// Reads exactly `n` bytes into `out` (replacing its contents) a piece at a
+/// time, so that `out` grows only as the bytes arrive: a header promising
+/// gigabytes that the file does not hold costs no more memory than the file.
+/// Throws as read_exact.
+void read_growing(gzFile f, const std::string& path, std::vector<uint8_t>& out,
+                  uint64_t n, const std::string& what) {
+  out.clear();
+  while (out.size() < n) {
+    auto before = out.size();
+    auto k = std::min<uint64_t>(read_piece, n - before);
+    out.resize(before + k);
+    read_exact(f, path, out.data() + before, k, what.c_str(), before, n);
+  }
+}
+
+/// Reads and drops exactly `n` bytes, a piece at a time. Throws as
+/// read_exact.
+void skip_exact(gzFile f, const std::string& path, uint64_t n,
+                const std::string& what) {
+  std::vector<uint8_t> scratch(std::min(n, read_piece));
+  for (uint64_t done = 0; done < n;) {
+    auto k = std::min<uint64_t>(scratch.size(), n - done);
+    read_exact(f, path, scratch.data(), k, what.c_str(), done, n);
+    done += k;
   }
 }
 
@@ -121,18 +155,17 @@ void idx_reader::read_items(uint64_t keep, const visitor& visit) {
   std::vector<uint8_t> chunk;
   for (uint64_t first = 0; first < items; first += per_chunk) {
     auto n = std::min<uint64_t>(per_chunk, items - first);
-    chunk.resize(n * item);
     if (first < keep) {
-      read_exact(file_, path_, chunk.data(), chunk.size(),
-                 fmt::format("data ({} items of {} bytes)", keep, item)
-                   .c_str());
+      // An item larger than the file (a corrupt header) fails before its
+      // bytes are allocated: the chunk grows as they arrive.
+      read_growing(file_, path_, chunk, n * item,
+                   fmt::format("data ({} items of {} bytes)", keep, item));
       visit(first, std::min(n, keep - first), chunk.data());
     } else {
       // The items not kept must still be there, as the header promises.
-      read_exact(file_, path_, chunk.data(), chunk.size(),
+      skip_exact(file_, path_, n * item,
                  fmt::format("data (items {} to {}, {} bytes each)", first,
-                             first + n - 1, item)
-                   .c_str());
+                             first + n - 1, item));
     }
   }
   // A complete read must also be the end of the stream (for gzip: a
@@ -159,10 +192,12 @@ idx_array read_idx(const std::string& path, uint64_t max_items) {
   if (max_items > 0 && max_items < items)
     items = max_items;
   const auto item = in.item_size();
-  result.data.resize(items * item);
-  in.read_items(items, [&](uint64_t first, uint64_t count,
-                           const uint8_t* bytes) {
-    std::copy(bytes, bytes + count * item, result.data.data() + first * item);
+  // Not sized from the header up front: a header promising more than the
+  // file holds must fail as a truncated file, not allocate what it promises
+  // (up to 16 GiB). The data grows as the items arrive.
+  result.data.reserve(std::min<uint64_t>(items * item, uint64_t{64} << 20));
+  in.read_items(items, [&](uint64_t, uint64_t count, const uint8_t* bytes) {
+    result.data.insert(result.data.end(), bytes, bytes + count * item);
   });
   result.dims[0] = static_cast<uint32_t>(items);
   return result;

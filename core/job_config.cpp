@@ -147,8 +147,10 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, ..."
+  } catch (const json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3,
+    // ..." or, for a number too large for a double ("1e400"),
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'".
     std::string msg = e.what();
     auto pos = msg.find("] ");
     throw input_error(fmt::format("{}: malformed JSON: {}", source,
@@ -196,6 +198,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("heartbeat_interval_ms", cfg.heartbeat_interval_ms, 0, 600000);
     s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);
     s.get("reset_lost_ps", cfg.reset_lost_ps);
+    s.get("replicas", cfg.replicas, 0, 1);
   }
   for (auto [key, rule] : {std::pair{"optimizer", &cfg.optimizer},
                             std::pair{"table_optimizer", &cfg.table_optimizer}}) {
@@ -310,6 +313,11 @@ void validate(const job_config& cfg) {
     fail("cluster.workers", "must be at least 1");
   if (cfg.ps == 0)
     fail("cluster.ps", "must be at least 1");
+  if (cfg.replicas > 1)
+    fail("cluster.replicas", "must be 0 or 1");
+  if (cfg.replicas > 0 && cfg.ps < 2)
+    fail("cluster.replicas",
+         "a backup lives on another parameter server: needs cluster.ps >= 2");
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");
   for (size_t i = 0; i < cfg.faults.size(); ++i) {
@@ -397,7 +405,11 @@ fault_spec parse_fault(const std::string& text) {
     if (f.role != "ps")
       throw bad("drop and delay act on messages to the ps only");
   } else {
-    f.index = static_cast<uint32_t>(number(head.substr(c2 + 1), "index"));
+    auto index = number(head.substr(c2 + 1), "index");
+    if (index > std::numeric_limits<uint32_t>::max())
+      throw bad(fmt::format("index {} is out of range (at most {})", index,
+                            std::numeric_limits<uint32_t>::max()));
+    f.index = static_cast<uint32_t>(index);
   }
   auto c3 = tail.find(':');
   f.step = number(tail.substr(0, c3), "step");

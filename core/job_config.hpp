@@ -99,6 +99,10 @@ struct job_config {
   /// yet) starts again from the initial values. Off: the job fails, naming
   /// the server and the variables lost (TensorFlow raises UnavailableError).
   bool reset_lost_ps = false;
+  /// Backups of every parameter-server group: 0 (none) or 1 (each group's
+  /// shards also live on the next server, updated by chain replication; a
+  /// lost primary's backup takes over with nothing lost). Needs >= 2 ps.
+  uint32_t replicas = 0;
 
   // -- update rules / partitioner ---------------------------------------------
   /// The rule the parameter servers apply to dense variables.

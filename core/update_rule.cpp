@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <mutex>
+#include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
@@ -24,14 +26,39 @@ float update_rule::slot_init(size_t) const {
 
 // -- registry -------------------------------------------------------------------
 
+namespace {
+
+/// Rules added at run time (register_update_rule), after the built-in ones.
+struct added_rules {
+  std::mutex mtx;
+  std::vector<std::pair<std::string, update_rule_factory>> entries;
+};
+
+added_rules& added() {
+  static added_rules x;
+  return x;
+}
+
+} // namespace
+
 std::unique_ptr<update_rule> make_update_rule(const optimizer_config& cfg,
                                               const std::string& section) {
   for (auto& entry : detail::registered_rules())
     if (cfg.type == entry.name)
       return entry.make(cfg, section);
+  update_rule_factory make;
+  {
+    auto& r = added();
+    std::lock_guard<std::mutex> guard{r.mtx};
+    for (auto& [name, f] : r.entries)
+      if (name == cfg.type)
+        make = f;
+  }
+  if (make)
+    return make(cfg, section);
   std::string known;
-  for (auto& entry : detail::registered_rules())
-    known += (known.empty() ? "" : ", ") + std::string{entry.name};
+  for (auto& name : update_rule_names())
+    known += (known.empty() ? "" : ", ") + name;
   throw input_error(fmt::format("{}.type: unknown update rule \"{}\" (known: "
                                 "{})",
                                 section, cfg.type, known));
@@ -41,7 +68,31 @@ std::vector<std::string> update_rule_names() {
   std::vector<std::string> out;
   for (auto& entry : detail::registered_rules())
     out.emplace_back(entry.name);
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  for (auto& entry : r.entries)
+    out.push_back(entry.first);
   return out;
+}
+
+void register_update_rule(const std::string& name,
+                          update_rule_factory make) {
+  if (name.empty())
+    throw std::invalid_argument("register_update_rule: empty name");
+  if (!make)
+    throw std::invalid_argument(
+      fmt::format("register_update_rule(\"{}\"): empty factory", name));
+  for (auto& entry : detail::registered_rules())
+    if (name == entry.name)
+      throw std::invalid_argument(fmt::format(
+        "register_update_rule(\"{}\"): a built-in rule has that name", name));
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  for (auto& entry : r.entries)
+    if (entry.first == name)
+      throw std::invalid_argument(fmt::format(
+        "register_update_rule(\"{}\"): registered before", name));
+  r.entries.emplace_back(name, std::move(make));
 }
 
 void flush_denormals() {

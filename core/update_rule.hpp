@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -92,8 +93,26 @@ std::unique_ptr<update_rule> make_update_rule(const optimizer_config& cfg,
                                               const std::string& section
                                               = "optimizer");
 
-/// The names the registry knows, in registry order.
+/// The names the registry knows, in registry order: the built-in rules,
+/// then those added with register_update_rule.
 std::vector<std::string> update_rule_names();
+
+/// Builds a rule from its config section (`section` names it in messages:
+/// "optimizer" or "table_optimizer"). Checks every field of cfg.params and
+/// throws input_error naming "SECTION.FIELD" for an unknown or out-of-range
+/// one.
+using update_rule_factory = std::function<std::unique_ptr<update_rule>(
+  const optimizer_config& cfg, const std::string& section)>;
+
+/// Adds the rule `name` to the registry at run time, so that a program built
+/// on the library (an outside project) can name its own rule in
+/// optimizer.type or table_optimizer.type without editing actorps.
+/// make_update_rule consults the built-in rules first, then the registered
+/// ones. Call it before the job config is validated, in every process of a
+/// cluster (each parameter server builds its rules itself). Thread-safe.
+/// @throws std::invalid_argument if `name` is empty or taken (built in or
+///         registered before), or `make` is empty; nothing changes then.
+void register_update_rule(const std::string& name, update_rule_factory make);
 
 /// Turns on flush-to-zero and denormals-are-zero (x86 MXCSR) for the calling
 /// thread. Adam's and momentum's slots decay geometrically where gradients
@@ -145,6 +164,10 @@ public:
 
   /// The slot buffers, slot_count() of them, each size() floats.
   std::vector<std::vector<float>>& slots() noexcept {
+    return slots_;
+  }
+
+  const std::vector<std::vector<float>>& slots() const noexcept {
     return slots_;
   }
 

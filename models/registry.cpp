@@ -1,5 +1,9 @@
 #include "models/registry.hpp"
 
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -67,15 +71,37 @@ const model_entry registry[] = {
   {"embedding_mlp", make_embedding_mlp},
 };
 
+/// Models added at run time (register_model), after the built-in ones.
+struct registered_models {
+  std::mutex mtx;
+  std::vector<std::pair<std::string, model_factory>> entries;
+};
+
+registered_models& added() {
+  static registered_models x;
+  return x;
+}
+
+/// The factory of `name`: built in first, then registered; empty if none.
+model_factory find_factory(const std::string& name) {
+  for (auto& e : registry)
+    if (name == e.name)
+      return e.make;
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  for (auto& [n, make] : r.entries)
+    if (n == name)
+      return make;
+  return {};
+}
+
 } // namespace
 
 std::shared_ptr<const model> make_model(const job_config& cfg,
                                         const data_schema& schema) {
-  for (auto& e : registry) {
-    if (cfg.model != e.name)
-      continue;
+  if (auto make = find_factory(cfg.model)) {
     try {
-      return e.make(cfg, schema);
+      return make(cfg, schema);
     } catch (const input_error& err) {
       // Errors name the field; say which config file it is in, as the
       // config parser does.
@@ -83,8 +109,8 @@ std::shared_ptr<const model> make_model(const job_config& cfg,
     }
   }
   std::string known;
-  for (auto& e : registry)
-    known += (known.empty() ? "" : ", ") + std::string{e.name};
+  for (auto& name : model_names())
+    known += (known.empty() ? "" : ", ") + name;
   throw input_error(fmt::format("{}: model.type: unknown model \"{}\" "
                                 "(known: {})",
                                 cfg.source, cfg.model, known));
@@ -94,7 +120,30 @@ std::vector<std::string> model_names() {
   std::vector<std::string> result;
   for (auto& e : registry)
     result.emplace_back(e.name);
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  for (auto& entry : r.entries)
+    result.push_back(entry.first);
   return result;
+}
+
+void register_model(const std::string& name, model_factory make) {
+  if (name.empty())
+    throw std::invalid_argument("register_model: empty name");
+  if (!make)
+    throw std::invalid_argument(
+      fmt::format("register_model(\"{}\"): empty factory", name));
+  for (auto& e : registry)
+    if (name == e.name)
+      throw std::invalid_argument(fmt::format(
+        "register_model(\"{}\"): a built-in model has that name", name));
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  for (auto& entry : r.entries)
+    if (entry.first == name)
+      throw std::invalid_argument(fmt::format(
+        "register_model(\"{}\"): registered before", name));
+  r.entries.emplace_back(name, std::move(make));
 }
 
 } // namespace actorps

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +18,26 @@ struct job_config;
 std::shared_ptr<const model> make_model(const job_config& cfg,
                                         const data_schema& schema);
 
-/// The names the model registry knows, in registry order.
+/// The names the model registry knows, in registry order: the built-in
+/// models, then those added with register_model.
 std::vector<std::string> model_names();
+
+/// Builds a model for examples of a schema from a job config (the
+/// `model` section: cfg.model_options holds its fields, cfg.layers its
+/// widths). Throws input_error naming the field for a wrong one.
+using model_factory = std::function<std::shared_ptr<const model>(
+  const job_config& cfg, const data_schema& schema)>;
+
+/// Adds the model `name` to the registry at run time, so that a program
+/// built on the library (an outside project) can train its own model by name
+/// (model.type) without editing actorps. make_model consults the built-in
+/// models first, then the registered ones.
+///
+/// Call it before anything builds a model by that name, in every process of
+/// a cluster (each node builds the model itself). Thread-safe.
+/// @throws std::invalid_argument if `name` is empty or taken (built in or
+///         registered before), or `make` is empty; the registry is then
+///         unchanged.
+void register_model(const std::string& name, model_factory make);
 
 } // namespace actorps

@@ -13,7 +13,7 @@ namespace actorps {
 /// table keys it needs -> pull the dense variables and those rows from every
 /// parameter server -> `compute` -> if `pushes`, push the dense and row
 /// gradients to every server. Adding a step function: one entry in
-/// models/step_function.cpp.
+/// models/step_function.cpp, or register_step_function at run time.
 struct step_function {
   /// The name closures use ("train_step").
   const char* name;
@@ -29,11 +29,27 @@ struct step_function {
                     model_workspace& ws);
 };
 
-/// The step function registered as `name`, or nullptr.
+/// The step function registered as `name` (built in, then added with
+/// register_step_function), or nullptr. The pointer stays valid for the
+/// process's life.
 const step_function* find_step_function(const std::string& name);
 
-/// Every registered name, in registry order.
+/// Every registered name, in registry order: the built-in step functions,
+/// then those added with register_step_function.
 std::vector<std::string> step_function_names();
+
+/// Adds `f` to the registry at run time under `f.name` (copied), so that a
+/// program built on the library (an outside project) can schedule its own
+/// step function by name without editing actorps. find_step_function
+/// consults the built-in functions first, then the registered ones.
+///
+/// Closures carry names, not code: call it in every process of a cluster
+/// (on the coordinator, which checks names at schedule(), and on every
+/// worker), before closures name it. Thread-safe.
+/// @throws std::invalid_argument if the name is null, empty or taken (built
+///         in or registered before), or `f.compute` is null; nothing changes
+///         then.
+void register_step_function(const step_function& f);
 
 /// The name of the training step of `actorps train`.
 inline constexpr const char* train_step_name = "train_step";

@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Installs the Debian packages actorps needs. Idempotent and quiet when
 # everything is already installed. Run as root (or with sudo available).
+#
+#   scripts/setup.sh          what the build and the tests need (the corpus
+#                             replay of fuzz/ included: it builds with g++)
+#   scripts/setup.sh --fuzz   also clang and libFuzzer, for scripts/fuzz.sh
 set -euo pipefail
 
+# prometheus-cpp-dev: the metrics endpoint (--metrics-port); gnuplot-nox:
+# --plot; curl and jq: the tests that scrape the endpoint and read metrics.
 packages=(libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev libbenchmark-dev
-          zlib1g-dev libcsv-dev libabsl-dev dataset-fashion-mnist r-cran-dslabs cmake g++)
+          zlib1g-dev libcsv-dev libabsl-dev dataset-fashion-mnist r-cran-dslabs cmake g++
+          prometheus-cpp-dev gnuplot-nox curl jq)
+# slurm-wlm (slurmctld, slurmd, srun, ...) and munge: test/slurm_test.sh
+# starts a one-node Slurm cluster of its own (docs/slurm.md).
+packages+=(slurm-wlm munge)
+if [[ ${1:-} == --fuzz ]]; then
+  # clang 14 with its runtime libraries (libFuzzer, the sanitizers).
+  packages+=(clang-14 libclang-rt-14-dev clang)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

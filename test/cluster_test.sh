@@ -3,7 +3,7 @@
 # `actorps node` processes started one by one on 127.0.0.1.
 # usage: cluster_test.sh ACTORPS_BINARY SOURCE_DIR CASE
 # CASE: launch | fingerprint | garbage | heartbeat | bad_input | faults |
-#       pause | pause_in_process | step_error | lost_ps
+#       pause | pause_in_process | step_error | lost_ps | replication
 set -u
 bin=$1
 src=$2
@@ -435,7 +435,7 @@ case_faults() {
   "$bin" train "${job[@]}" --checkpoint-dir "$tmp/ck" --checkpoint-every 20 \
     --fault kill:ps:0@30 >"$tmp/p.log" 2>&1
   rc=$?
-  if [[ $rc -eq 0 ]] && grep -q 'ps 0 restored from .*ckpt-0000000020' "$tmp/p.log" \
+  if [[ $rc -eq 0 ]] && grep -q 'shards placed on ps 0 restored from .*ckpt-0000000020' "$tmp/p.log" \
      && grep -q 'dispatch resumed after a pause of' "$tmp/p.log"; then
     ok "in-process: killed ps recovered: $(grep -o 'ps 0 recovered.*' "$tmp/p.log")"
   else
@@ -481,10 +481,11 @@ case_faults() {
     --checkpoint-dir "$tmp/lck" --checkpoint-every 40 \
     --fault kill:ps:1@100 >"$tmp/s.log" 2>&1
   rc=$?
-  if [[ $rc -eq 0 ]] && grep -q 'ps 1 restored from .*ckpt-0000000080' "$tmp/s.log" \
-     && grep -q 'ps 1 recovered; dispatch resumed after a pause of' "$tmp/s.log" \
-     && [[ $(grep -c 'uses the recovered ps1' "$tmp/s.log") -eq 2 ]]; then
-    ok "launch: killed ps recovered: $(grep -o 'ps 1 recovered.*' "$tmp/s.log")"
+  if [[ $rc -eq 0 ]] && grep -q 'shards placed on ps 1 restored from .*ckpt-0000000080' "$tmp/s.log" \
+     && grep -q 'group 1: ps1 serves it again, restored' "$tmp/s.log" \
+     && grep -q 'dispatch resumed after a pause of' "$tmp/s.log" \
+     && [[ $(grep -c 'group 1 is served by ps1' "$tmp/s.log") -eq 2 ]]; then
+    ok "launch: killed ps recovered: $(grep -o 'dispatch resumed.*' "$tmp/s.log")"
   else
     bad "launch ps kill: exit $rc: $(grep -E 'launch|ps 1|ps1|failed' "$tmp/s.log" | tail -12)"
   fi
@@ -580,11 +581,12 @@ pause_run() {
 
 case_pause() {
   pause_run "ps0 paused for 3 s" ps 0
-  grep -q 'ps0 is back with its state (the same incarnation' "$tmp/ps0 paused for 3 s.log" \
+  grep -q 'group 0: ps0 is back with its state: nothing restored' "$tmp/ps0 paused for 3 s.log" \
     && ok "the paused ps0 kept its state: nothing restored" \
     || bad "ps0 after the pause: $(grep -E 'ps0|ps 0' "$tmp/ps0 paused for 3 s.log" | tail -8)"
   pause_run "worker1 paused for 3 s" worker 1
-  grep -q 'worker1\] info: reconnected to ps' "$tmp/worker1 paused for 3 s.log" \
+  grep -qE 'worker1\] info: (reconnected to ps|group [01] is served by ps)' \
+    "$tmp/worker1 paused for 3 s.log" \
     && ok "the paused worker1 reconnected to its servers" \
     || bad "worker1 after the pause: $(grep 'worker1' "$tmp/worker1 paused for 3 s.log" | tail -8)"
   pause_run "the coordinator paused for 3 s" coordinator 0
@@ -644,7 +646,7 @@ case_lost_ps() {
   # initial values and the job goes on.
   "$bin" train "${short[@]}" --fault kill:ps:1@30 >"$tmp/n.log" 2>&1
   local rc=$?
-  if [[ $rc -eq 1 ]] && grep -q 'ps 1 was lost and its state cannot be restored: no checkpoint_dir; its variables are lost: dense_0/kernel\[392:784)' "$tmp/n.log"; then
+  if [[ $rc -eq 1 ]] && grep -q 'shards placed on ps 1 were lost (no live copy) and cannot be restored: no checkpoint_dir; their variables are lost: dense_0/kernel\[392:784)' "$tmp/n.log"; then
     ok "a lost ps without a checkpoint fails the job: $(grep -o 'ps 1 was lost.*' "$tmp/n.log" | head -1 | cut -c1-160)"
   else
     bad "lost ps without a checkpoint: exit $rc: $(tail -4 "$tmp/n.log")"
@@ -653,11 +655,65 @@ case_lost_ps() {
   "$bin" train --config "$tmp/reset.json" --train-limit 6400 --test-limit 1000 \
     --epochs 2 --no-progress --fault kill:ps:1@30 >"$tmp/r.log" 2>&1
   rc=$?
-  if [[ $rc -eq 0 ]] && grep -q 'starts again from the initial values (cluster.reset_lost_ps)' "$tmp/r.log"; then
+  if [[ $rc -eq 0 ]] && grep -q 'they start again from the initial values (cluster.reset_lost_ps)' "$tmp/r.log"; then
     ok "with reset_lost_ps the lost ps starts again from the initial values: $(grep -o 'closures: .*' "$tmp/r.log")"
   else
     bad "reset_lost_ps: exit $rc: $(tail -4 "$tmp/r.log")"
   fi
+}
+
+# took_over_within NAME LOG GROUP: the backup of GROUP took over in < 1 s.
+took_over_within() {
+  local t
+  t=$(grep -o "group $3: its backup ps[01] took over as primary (view [0-9]*) in [0-9.]* s" "$2" \
+      | head -1 | awk '{print $(NF-1)}')
+  if [[ -n $t ]] && less_than "$t" 1; then
+    ok "$1: the backup of group $3 took over in $t s"
+  else
+    bad "$1: no takeover of group $3 within 1 s: $(grep -E 'took over|lost' "$2" | head -5)"
+  fi
+}
+
+case_replication() {
+  # cluster.replicas 1 under launch: each ps process is SIGKILLed from
+  # outside in turn (ps0 once epoch 1 is done, ps1 once ps0 is the new
+  # backup of both groups): each time the backup takes over within 1 s, the
+  # workers switch, launch restarts the killed process and the new primary
+  # copies its state to it; no update is lost or applied twice. Checkpoints
+  # are on but never needed.
+  "$bin" launch "${short[@]}" --train-limit 12800 --epochs 4 --workers 2 --ps 2 \
+    --replicas 1 --checkpoint-dir "$tmp/rck" --checkpoint-every 1000 \
+    >"$tmp/rl.log" 2>&1 &
+  local launcher=$!
+  pids+=($launcher)
+  if [[ $(wait_for_line "$tmp/rl.log" "epoch   1/4" 90) == never ]]; then
+    bad "replicated launch: no first epoch: $(tail -5 "$tmp/rl.log")"
+    return
+  fi
+  pkill -KILL -f -- "--role ps --index 0 .*--checkpoint-dir $tmp/rck"
+  if [[ $(wait_for_line "$tmp/rl.log" "group 1: ps0 is its new backup" 60) == never \
+     || $(wait_for_line "$tmp/rl.log" "group 0: ps0 is its new backup" 10) == never ]]; then
+    bad "ps0 not rebuilt as a backup: $(grep -E 'launch|ps 0|ps0|group' "$tmp/rl.log" | tail -10)"
+  else
+    ok "launch restarted ps0 and it became a backup again"
+    pkill -KILL -f -- "--role ps --index 1 .*--checkpoint-dir $tmp/rck"
+  fi
+  wait_exit "$launcher" 150
+  if [[ $status == 0 ]] && grep -q '^\[launch\] ps0 killed by signal 9' "$tmp/rl.log" \
+     && grep -q '^\[launch\] ps1 killed by signal 9' "$tmp/rl.log" \
+     && grep -q 'epoch   4/4' "$tmp/rl.log"; then
+    ok "replicated launch: ps0 then ps1 SIGKILLed, job done: $(grep '^done' "$tmp/rl.log")"
+  else
+    bad "replicated launch: exit $status: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$tmp/rl.log" | tail -40)"
+  fi
+  took_over_within "ps0 killed" "$tmp/rl.log" 0
+  took_over_within "ps1 killed" "$tmp/rl.log" 1
+  if grep -q 'restored from' "$tmp/rl.log"; then
+    bad "a replicated group was restored from a checkpoint: $(grep 'restored from' "$tmp/rl.log")"
+  fi
+  exactly_once "$tmp/rl.log" \
+    && ok "replicated launch: 0 lost, every closure applied once per ps: $(grep -o 'closures: .*' "$tmp/rl.log")" \
+    || bad "replicated launch counts: $(grep -o 'closures: .*' "$tmp/rl.log")"
 }
 
 # clashed: whether a node of this script could not listen on its port

@@ -167,7 +167,7 @@ tables_recover)
     lost=$(metric "$tmp/m.jsonl" final updates_lost)
     closures=$(metric "$tmp/m.jsonl" final closures)
     if [[ $((pushes + lost)) -eq $((2 * closures)) && $lost -gt 0 && $lost -le 100 ]] \
-       && grep -q "ps 1 restored from" "$tmp/out"; then
+       && grep -q "shards placed on ps 1 restored from" "$tmp/out"; then
       ok "a killed ps with table shards restored: $pushes applied + $lost lost = 2 x $closures"
     else
       bad "recovery accounting: pushes $pushes, lost $lost, closures $closures: $(grep -E 'lost|restored' "$tmp/out")"

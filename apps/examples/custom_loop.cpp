@@ -2,7 +2,8 @@
 // workers and coordinator as `actorps train`, driven by hand with schedule /
 // remote_value / join, on a synthetic problem.
 //
-//   build/custom_loop            # prints the mean loss of every 100 closures
+//   build/custom_loop   # prints "loss ROUND VALUE": the mean loss of every
+//                       # 100 closures
 
 #include <cstdio>
 #include <random>
@@ -63,8 +64,8 @@ int main() {
     double loss = 0;
     for (auto& rv : results)
       loss += rv.fetch().loss;
-    std::printf("closures %3d-%3d: mean loss %.4f\n", round * 100 + 1,
-                round * 100 + 100, loss / 100);
+    std::printf("loss %d %.6f  (closures %d-%d)\n", round + 1, loss / 100,
+                round * 100 + 1, round * 100 + 100);
   }
   return 0;
 }

@@ -190,12 +190,12 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
     },
     [=](seek_atom, uint64_t, uint64_t) { return true; },
     [=](freeze_atom, uint64_t) {},
-    [=](replace_atom, uint32_t, caf::strong_actor_ptr&) {},
     [=](chaos_atom, double, double, uint64_t) {},
     [=](retry_atom, uint64_t, uint32_t, bool) {},
     [=](caf::connect_atom, uint32_t) {},
     [=](caf::connect_atom, uint32_t, caf::strong_actor_ptr&, uint64_t) {},
     [=](ping_atom) { return index; },
+    [=](route_atom, std::vector<group_route>&) {},
     [=](fail_atom) {},
   };
 }
@@ -207,12 +207,16 @@ ps_actor::behavior_type fake_ps(ps_actor::pointer) {
     [=](create_atom, create_shard&) { return uint64_t{0}; },
     [=](pull_atom, pull_request&) { return pull_reply{}; },
     [=](push_atom, push_request&) { return uint64_t{0}; },
-    [=](stats_atom) { return ps_stats{}; },
-    [=](save_atom) { return ps_snapshot{}; },
-    [=](restore_atom, ps_snapshot&) { return uint64_t{0}; },
+    [=](replicate_atom, replicate_request&) { return uint64_t{0}; },
+    [=](configure_atom, replica_config&) { return true; },
+    [=](install_atom, uint32_t, uint64_t, ps_snapshot&) { return uint64_t{0}; },
+    [=](stats_atom, uint32_t) { return ps_stats{}; },
+    [=](save_atom, uint32_t) { return ps_snapshot{}; },
+    [=](restore_atom, uint32_t, ps_snapshot&) { return uint64_t{0}; },
+    [=](prune_atom, uint64_t, uint64_t) {},
     [=](freeze_atom, uint64_t) {},
     [=](ping_atom) { return uint32_t{0}; },
-    [=](caf::flush_atom, uint64_t) {},
+    [=](caf::flush_atom, uint32_t, uint64_t) {},
   };
 }
 
@@ -249,7 +253,7 @@ struct fixture {
                  std::chrono::milliseconds grace = 0ms,
                  worker_respawn respawn = nullptr, uint32_t budget = 0,
                  std::vector<ps_actor> servers = {},
-                 ps_respawn recover = nullptr) {
+                 ps_recovery recover = {}) {
     auto d = spawn_coordinator(sys, std::move(workers), std::move(respawn),
                                budget, grace, std::move(servers),
                                std::move(recover));
@@ -735,7 +739,9 @@ TEST_CASE_METHOD(threaded,
                  "closures with an error naming it, raised once",
                  "[actors][coordinator][faults]") {
   auto ps = sys.spawn(fake_ps);
-  ps_respawn recover = [](uint32_t) -> ps_actor {
+  ps_recovery recover;
+  recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
+                                                 std::vector<uint32_t>> {
     throw std::runtime_error("no checkpoint to restore from");
   };
   auto dispatcher = add_dispatcher(add_workers(1), 0ms, nullptr, 0, {ps},
@@ -819,10 +825,13 @@ TEST_CASE_METHOD(deterministic,
   auto workers = add_workers(2);
   ps_actor server = sys.spawn(fake_ps);
   actors.push_back(caf::actor_cast<caf::actor>(server));
+  ps_recovery recover;
+  recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
+                                                 std::vector<uint32_t>> {
+    throw std::runtime_error("not used");
+  };
   auto dispatcher = add_dispatcher(workers, 60s, nullptr, 0, {server},
-                                   [](uint32_t) -> ps_actor {
-                                     throw std::runtime_error("not used");
-                                   });
+                                   recover);
   cluster_coordinator coord{sys, dispatcher, 64};
   sched.run();
   sc->fail_code = errc::ps_lost;

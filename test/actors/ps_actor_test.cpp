@@ -181,17 +181,17 @@ TEST_CASE_METHOD(deterministic,
   // Snapshots of the wrong size are refused and change nothing.
   auto wrong = snap;
   wrong.values.values.push_back(0);
-  CHECK(refusal<uint64_t>(b, restore_atom_v, wrong) == errc::shape_mismatch);
+  CHECK(refusal<uint64_t>(b, restore_atom_v, uint32_t{0}, wrong) == errc::shape_mismatch);
   wrong = snap;
   wrong.slots.pop_back();
-  CHECK(refusal<uint64_t>(b, restore_atom_v, wrong) == errc::shape_mismatch);
+  CHECK(refusal<uint64_t>(b, restore_atom_v, uint32_t{0}, wrong) == errc::shape_mismatch);
   wrong = snap;
   wrong.slots[1].values.pop_back();
-  CHECK(refusal<uint64_t>(b, restore_atom_v, wrong) == errc::shape_mismatch);
+  CHECK(refusal<uint64_t>(b, restore_atom_v, uint32_t{0}, wrong) == errc::shape_mismatch);
   auto untouched = pull(b, dense_pull());
   CHECK(untouched.clock == 0);
   CHECK(as_vector(untouched.values.values) == std::vector<float>{0, 0});
-  CHECK(ask<uint64_t>(b, restore_atom_v, snap) == 3);
+  CHECK(ask<uint64_t>(b, restore_atom_v, uint32_t{0}, snap) == 3);
   // From here on both servers must compute exactly the same.
   for (auto& ps : {a, b})
     CHECK(push(ps, make_push(3, 9, {0.25f, 0.25f})) == 4);

@@ -65,21 +65,22 @@ inline table_rows rows_of(uint32_t shard, std::vector<uint64_t> keys,
                     floats(std::move(values))};
 }
 
-/// A pull of the dense region only.
+/// A pull of the dense region only (group 0, view 0: a server's own
+/// shards as the primary it is created as).
 inline pull_request dense_pull(uint32_t worker = no_worker) {
-  return pull_request{worker, true, {}, true};
+  return pull_request{0, 0, worker, true, {}, true};
 }
 
 /// A pull of table rows only (`create`: store missing rows).
 inline pull_request key_pull(std::vector<table_rows> tables,
                              uint32_t worker = no_worker, bool create = true) {
-  return pull_request{worker, false, std::move(tables), create};
+  return pull_request{0, 0, worker, false, std::move(tables), create};
 }
 
 inline push_request make_push(uint64_t read_clock, uint64_t closure,
                               std::vector<float> grad, uint32_t worker = 0,
                               std::vector<table_rows> tables = {}) {
-  return push_request{read_clock, update_id{worker, 0, closure},
+  return push_request{0, 0, read_clock, update_id{worker, 0, closure},
                       floats(std::move(grad)), std::move(tables)};
 }
 
@@ -184,11 +185,11 @@ struct deterministic {
   }
 
   ps_stats stats(const ps_actor& ps) {
-    return ask<ps_stats>(ps, stats_atom_v);
+    return ask<ps_stats>(ps, stats_atom_v, uint32_t{0});
   }
 
   ps_snapshot save(const ps_actor& ps) {
-    return ask<ps_snapshot>(ps, save_atom_v);
+    return ask<ps_snapshot>(ps, save_atom_v, uint32_t{0});
   }
 };
 

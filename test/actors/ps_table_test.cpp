@@ -163,12 +163,14 @@ TEST_CASE_METHOD(deterministic,
   auto ps = spawn(options(sgd(1.0f), sgd(0.5f)));
   create(ps, dense_shard("w", 1, 2, {1, 2}));
   create(ps, table_shard("emb", 0, 2));
-  auto before = pull(ps, pull_request{0, true, {rows_of(0, {1, 2, 3})}, true});
+  auto before =
+    pull(ps, pull_request{0, 0, 0, true, {rows_of(0, {1, 2, 3})}, true});
   CHECK(as_vector(before.values.values) == std::vector<float>{1, 2});
   // Rows 1 and 3, and row 9, which no pull created.
   std::vector<float> g{1, -2, 0.5f, 4, 2, 2};
   CHECK(push(ps, make_push(0, 1, {1, 1}, 0, {rows_of(0, {3, 1, 9}, g)})) == 1);
-  auto after = pull(ps, pull_request{0, true, {rows_of(0, {1, 2, 3, 9})}, true});
+  auto after =
+    pull(ps, pull_request{0, 0, 0, true, {rows_of(0, {1, 2, 3, 9})}, true});
   CHECK(after.clock == 1);
   CHECK(as_vector(after.values.values) == std::vector<float>{0, 1});
   auto& t = after.tables.at(0);
@@ -308,7 +310,7 @@ TEST_CASE_METHOD(deterministic,
   sched.run();
   CHECK(reply<uint64_t>() == 1);
   CHECK(reply<uint64_t>() == 1);
-  auto after = pull(ps, pull_request{no_worker, true,
+  auto after = pull(ps, pull_request{0, 0, no_worker, true,
                                      {rows_of(0, {1, 2, 3, 4}),
                                       rows_of(1, {7})},
                                      true});
@@ -388,13 +390,13 @@ TEST_CASE_METHOD(deterministic,
   push(ps, make_push(2, 3, {1}, 0,
                      {rows_of(0, {1, 3}, {5, 5, 5, 5}), rows_of(1, {8}, {1})}));
   REQUIRE_FALSE(flat_snapshot{save(ps)} == saved);
-  CHECK(ask<uint64_t>(ps, restore_atom_v, snap) == 2);
+  CHECK(ask<uint64_t>(ps, restore_atom_v, uint32_t{0}, snap) == 2);
   CHECK(flat_snapshot{save(ps)} == saved);
   CHECK(stats(ps).table_rows == 3);
   // A snapshot without table shard 1 empties it.
   auto partial = snap;
   partial.tables.pop_back();
-  CHECK(ask<uint64_t>(ps, restore_atom_v, partial) == 2);
+  CHECK(ask<uint64_t>(ps, restore_atom_v, uint32_t{0}, partial) == 2);
   auto emptied = flat_snapshot{save(ps)};
   CHECK(emptied.tables.at(0) == saved.tables.at(0));
   CHECK(emptied.tables.at(1).empty());
@@ -439,7 +441,7 @@ TEST_CASE_METHOD(deterministic,
   SECTION("a key outside the vocabulary") {
     bad.tables[0].keys.keys[1] = 100;
   }
-  CHECK(refusal<uint64_t>(ps, restore_atom_v, bad) == expected);
+  CHECK(refusal<uint64_t>(ps, restore_atom_v, uint32_t{0}, bad) == expected);
   CHECK(flat_snapshot{save(ps)} == current);
   CHECK(stats(ps).table_rows == 3);
 }

@@ -1,0 +1,438 @@
+// The dispatcher's parameter servers and replica groups: who serves each
+// group, failover to a backup, bringing lost servers back, rebuilding
+// backups, routes for the workers, and pruning the servers' applied ids.
+
+#include <algorithm>
+
+#include "caf/actor_system.hpp"
+#include "caf/blocking_actor.hpp"
+
+#include "actors/coordinator_state.hpp"
+#include "actors/telemetry.hpp" // metrics (issue 14)
+#include "core/log.hpp"
+
+namespace actorps::detail {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// How long a server may take to answer a role change.
+constexpr auto configure_timeout = std::chrono::seconds(10);
+
+/// Closures completed between two watermarks sent to the servers.
+constexpr uint64_t prune_every = 256;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::vector<group_route> routes_of(const coordinator_state& st) {
+  std::vector<group_route> out;
+  for (uint32_t g = 0; g < st.groups.size(); ++g) {
+    auto& gs = st.groups[g];
+    if (gs.lost || gs.promoting)
+      continue;
+    out.push_back(group_route{
+      g, gs.primary, gs.view,
+      caf::actor_cast<caf::strong_actor_ptr>(st.servers[gs.primary])});
+  }
+  return out;
+}
+
+/// Logs when dispatch pauses and resumes.
+void note_pause(coordinator_ptr self) {
+  auto& st = self->state;
+  auto paused = dispatch_paused(st);
+  if (paused && !st.paused) {
+    st.paused = true;
+    st.pause_start = clock_type::now();
+    log::warn("coordinator", -1,
+              "dispatch paused: a parameter-server group has no live copy");
+  } else if (!paused && st.paused) {
+    st.paused = false;
+    log::info("coordinator", -1,
+              "dispatch resumed after a pause of {:.2f} s",
+              seconds_since(st.pause_start));
+  }
+}
+
+/// Sets server `p`'s role in a group; calls `done` with the outcome.
+template <class F>
+void configure(coordinator_ptr self, uint32_t p, replica_config cfg, F done) {
+  self->request(self->state.servers[p], configure_timeout, configure_atom_v,
+                std::move(cfg))
+    .then([=](bool) { done(caf::error{}); },
+          [=](caf::error& err) { done(err); });
+}
+
+/// Runs `fn(ps)` in a helper thread (it blocks), then sends the dispatcher
+/// (restore_atom, g, p, restored, error).
+void create_on(coordinator_ptr self, uint32_t p, uint32_t g, bool restore) {
+  auto& rec = self->state.recovery;
+  auto create = rec.create_group;
+  auto restore_fn = rec.restore_group;
+  auto ps = self->state.servers[p];
+  coordinator_actor me = self;
+  self->spawn<caf::detached>([=](caf::blocking_actor* helper) {
+    try {
+      if (create)
+        create(ps, g);
+      if (restore && restore_fn)
+        restore_fn(ps, g);
+      helper->send(me, restore_atom_v, g, p, restore, caf::error{});
+    } catch (const std::exception& e) {
+      helper->send(me, restore_atom_v, g, p, restore,
+                   caf::make_error(errc::ps_lost,
+                                   fmt::format("ps{} lost and not recovered: "
+                                               "{}",
+                                               p, e.what())));
+    }
+  });
+}
+
+/// Server `b` holds a replica of group `g`: makes it the group's backup
+/// (first its own role, then the primary copies its state to it).
+void add_backup(coordinator_ptr self, uint32_t g, uint32_t b) {
+  auto& gs = self->state.groups[g];
+  auto view = gs.view;
+  configure(self, b, replica_config{g, view, false, nullptr, false},
+            [=](const caf::error& err) {
+              auto& st = self->state;
+              auto& gs = st.groups[g];
+              if (err || gs.view != view || gs.lost || gs.promoting
+                  || !st.ps_alive[gs.primary] || !st.ps_alive[b]) {
+                gs.adding = -1;
+                if (err)
+                  log::warn("coordinator", -1,
+                            "group {}: ps{} not made its backup: {}", g, b,
+                            self->system().render(err));
+                return;
+              }
+              auto primary = gs.primary;
+              configure(
+                self, primary,
+                replica_config{g, view, true,
+                               caf::actor_cast<caf::strong_actor_ptr>(
+                                 st.servers[b]),
+                               true},
+                [=](const caf::error& err) {
+                  auto& gs = self->state.groups[g];
+                  gs.adding = -1;
+                  if (err) {
+                    log::warn("coordinator", -1,
+                              "group {}: ps{} could not take ps{} as its "
+                              "backup: {}",
+                              g, primary, b, self->system().render(err));
+                    return;
+                  }
+                  gs.backup = b;
+                  log::info("coordinator", -1,
+                            "group {}: ps{} is its new backup (a copy of "
+                            "ps{})",
+                            g, b, primary);
+                });
+            });
+}
+
+/// Gives every group without a backup one (with replication), choosing the
+/// next live server after its primary.
+void ensure_backups(coordinator_ptr self) {
+  auto& st = self->state;
+  if (st.recovery.replicas == 0 || st.fatal)
+    return;
+  auto n = static_cast<uint32_t>(st.servers.size());
+  for (uint32_t g = 0; g < st.groups.size(); ++g) {
+    auto& gs = st.groups[g];
+    if (gs.lost || gs.promoting || gs.backup >= 0 || gs.adding >= 0)
+      continue;
+    for (uint32_t k = 1; k < n; ++k) {
+      auto b = (gs.primary + k) % n;
+      if (!st.ps_alive[b] || st.ps_returning[b])
+        continue;
+      gs.adding = b;
+      if (st.holds[b].count(g) > 0)
+        add_backup(self, g, b);
+      else
+        create_on(self, b, g, false);
+      break;
+    }
+  }
+}
+
+/// Makes backup `b` the primary of group `g` at a new view.
+void promote(coordinator_ptr self, uint32_t g, uint32_t b) {
+  auto& gs = self->state.groups[g];
+  ++gs.view;
+  gs.primary = b;
+  gs.backup = -1;
+  gs.promoting = true;
+  auto view = gs.view;
+  auto t0 = clock_type::now();
+  configure(self, b, replica_config{g, view, true, nullptr, false},
+            [=](const caf::error& err) {
+              auto& gs = self->state.groups[g];
+              gs.promoting = false;
+              if (err) {
+                log::error("coordinator", -1,
+                           "group {}: ps{} could not take over: {}", g, b,
+                           self->system().render(err));
+                gs.lost = true;
+              } else {
+                log::info("coordinator", -1,
+                          "group {}: its backup ps{} took over as primary "
+                          "(view {}) in {:.3f} s",
+                          g, b, view, seconds_since(t0));
+              }
+              send_routes(self);
+              note_pause(self);
+              ensure_backups(self);
+              dispatch(self);
+            });
+}
+
+void start_bring_back(coordinator_ptr self, uint32_t p) {
+  auto& st = self->state;
+  if (st.ps_returning[p])
+    return;
+  st.ps_returning[p] = true;
+  auto fn = st.recovery.bring_back;
+  coordinator_actor me = self;
+  self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
+    try {
+      auto [ps, held] = fn(p);
+      helper->send(me, restore_atom_v, p, ps, held);
+    } catch (const std::exception& e) {
+      helper->send(me, restore_atom_v, p, std::string{e.what()});
+    }
+  });
+}
+
+} // namespace
+
+void init_servers(coordinator_ptr self, std::vector<ps_actor> servers,
+                  ps_recovery recovery) {
+  auto& st = self->state;
+  st.servers = std::move(servers);
+  auto n = static_cast<uint32_t>(st.servers.size());
+  st.ps_alive.assign(n, true);
+  st.ps_returning.assign(n, false);
+  st.holds.assign(n, {});
+  st.recovery = std::move(recovery);
+  st.groups.assign(n, group_state{});
+  for (uint32_t g = 0; g < n; ++g) {
+    st.groups[g].primary = g;
+    st.groups[g].view = st.recovery.initial_view;
+    st.holds[g].insert(g);
+    if (st.recovery.replicas > 0 && n > 1) {
+      auto b = (g + 1) % n;
+      st.groups[g].backup = b;
+      st.holds[b].insert(g);
+    }
+  }
+  // A remote server's death fails no request: CAF only reports it here.
+  for (auto& s : st.servers)
+    self->monitor(s);
+}
+
+bool dispatch_paused(const coordinator_state& st) {
+  return std::any_of(st.groups.begin(), st.groups.end(),
+                     [](const group_state& g) {
+                       return g.lost || g.promoting;
+                     });
+}
+
+void server_lost(coordinator_ptr self, uint32_t p, const std::string& why) {
+  auto& st = self->state;
+  if (p >= st.servers.size() || !st.ps_alive[p] || st.fatal)
+    return;
+  st.ps_alive[p] = false;
+  st.holds[p].clear();
+  telemetry::count(telemetry::node_event::ps_lost); // metrics (issue 14)
+  log::warn("coordinator", -1, "ps {} lost ({})", p, why);
+  for (uint32_t g = 0; g < st.groups.size(); ++g) {
+    auto& gs = st.groups[g];
+    if (gs.adding == int64_t{p})
+      gs.adding = -1;
+    if (gs.backup == int64_t{p}) {
+      gs.backup = -1;
+      if (!gs.lost && st.ps_alive[gs.primary]) {
+        log::warn("coordinator", -1,
+                  "group {} runs without a backup until one is rebuilt", g);
+        configure(self, gs.primary,
+                  replica_config{g, gs.view, true, nullptr, false},
+                  [](const caf::error&) {});
+      }
+    }
+  }
+  bool orphaned = false;
+  for (uint32_t g = 0; g < st.groups.size(); ++g) {
+    auto& gs = st.groups[g];
+    if (gs.primary != p || gs.lost)
+      continue;
+    if (gs.backup >= 0 && st.ps_alive[gs.backup]) {
+      promote(self, g, static_cast<uint32_t>(gs.backup));
+    } else {
+      gs.lost = true;
+      orphaned = true;
+      log::warn("coordinator", -1,
+                "group {} has no live copy: it waits for ps{} to come back",
+                g, p);
+    }
+  }
+  note_pause(self);
+  if (!st.recovery.bring_back) {
+    if (orphaned)
+      fail_job(self, caf::make_error(errc::ps_lost,
+                                     fmt::format("ps{} lost and not "
+                                                 "recovered: {}",
+                                                 p, why)));
+    return;
+  }
+  start_bring_back(self, p);
+}
+
+void server_back(coordinator_ptr self, uint32_t p, ps_actor ps,
+                 std::vector<uint32_t> held) {
+  auto& st = self->state;
+  st.ps_returning[p] = false;
+  if (st.fatal)
+    return;
+  st.servers[p] = std::move(ps);
+  st.ps_alive[p] = true;
+  telemetry::count(telemetry::node_event::ps_back); // metrics (issue 14)
+  st.holds[p] = std::set<uint32_t>(held.begin(), held.end());
+  self->monitor(st.servers[p]);
+  log::info("coordinator", -1, "ps {} is back{}", p,
+            held.empty() ? std::string{" (empty)"}
+                         : fmt::format(" holding {} group(s)", held.size()));
+  for (uint32_t g = 0; g < st.groups.size(); ++g) {
+    auto& gs = st.groups[g];
+    if (!gs.lost || gs.primary != p)
+      continue;
+    if (st.holds[p].count(g) > 0) {
+      // Paused or cut off, not restarted, and nothing was restored in its
+      // place: its state is the newest there is.
+      gs.lost = false;
+      log::info("coordinator", -1,
+                "group {}: ps{} is back with its state: nothing restored, no "
+                "update lost",
+                g, p);
+      configure(self, p, replica_config{g, gs.view, true, nullptr, false},
+                [](const caf::error&) {});
+    } else {
+      create_on(self, p, g, true);
+    }
+  }
+  send_routes(self);
+  note_pause(self);
+  ensure_backups(self);
+  dispatch(self);
+}
+
+void server_not_back(coordinator_ptr self, uint32_t p, const std::string& why) {
+  auto& st = self->state;
+  st.ps_returning[p] = false;
+  bool orphaned = std::any_of(st.groups.begin(), st.groups.end(),
+                              [&](const group_state& g) {
+                                return g.lost && g.primary == p;
+                              });
+  if (orphaned)
+    fail_job(self,
+             caf::make_error(errc::ps_lost,
+                             fmt::format("ps{} lost and not recovered: {}", p,
+                                         why)));
+  else
+    log::warn("coordinator", -1,
+              "ps{} did not come back ({}); its groups are served elsewhere",
+              p, why);
+}
+
+void group_created(coordinator_ptr self, uint32_t g, uint32_t p, bool restored,
+                   const caf::error& err) {
+  auto& st = self->state;
+  auto& gs = st.groups[g];
+  if (!restored) {
+    if (err || !st.ps_alive[p]) {
+      gs.adding = -1;
+      if (err)
+        log::warn("coordinator", -1, "group {}: no backup on ps{}: {}", g, p,
+                  self->system().render(err));
+      return;
+    }
+    st.holds[p].insert(g);
+    add_backup(self, g, p);
+    return;
+  }
+  if (err) {
+    fail_job(self, err);
+    return;
+  }
+  // Restored from the newest checkpoint onto p, which serves it now at a
+  // new view.
+  st.holds[p].insert(g);
+  gs.primary = p;
+  gs.backup = -1;
+  ++gs.view;
+  configure(self, p, replica_config{g, gs.view, true, nullptr, false},
+            [=](const caf::error& err) {
+              auto& gs = self->state.groups[g];
+              if (err) {
+                fail_job(self, err);
+                return;
+              }
+              gs.lost = false;
+              log::info("coordinator", -1,
+                        "group {}: ps{} serves it again, restored", g, p);
+              send_routes(self);
+              note_pause(self);
+              ensure_backups(self);
+              dispatch(self);
+            });
+}
+
+void send_routes(coordinator_ptr self) {
+  auto& st = self->state;
+  auto routes = routes_of(st);
+  for (uint32_t w = 0; w < st.workers.size(); ++w)
+    if (st.alive[w])
+      self->send(st.workers[w], route_atom_v, routes);
+}
+
+void send_routes(coordinator_ptr self, uint32_t w) {
+  self->send(self->state.workers[w], route_atom_v, routes_of(self->state));
+}
+
+void reinstall_backups(coordinator_ptr self) {
+  auto& st = self->state;
+  for (uint32_t g = 0; g < st.groups.size(); ++g) {
+    auto& gs = st.groups[g];
+    if (gs.backup < 0 || gs.lost || !st.ps_alive[gs.primary])
+      continue;
+    configure(self, gs.primary,
+              replica_config{g, gs.view, true,
+                             caf::actor_cast<caf::strong_actor_ptr>(
+                               st.servers[gs.backup]),
+                             true},
+              [](const caf::error&) {});
+  }
+}
+
+void maybe_prune(coordinator_ptr self, const detail::closure_state& c) {
+  auto& st = self->state;
+  if (++st.since_prune < prune_every || !c.tracker)
+    return;
+  st.since_prune = 0;
+  uint64_t first = 0;
+  uint64_t watermark = 0;
+  {
+    std::lock_guard<std::mutex> guard{c.tracker->mtx};
+    first = c.tracker->first_id;
+    watermark = c.tracker->low_watermark();
+  }
+  for (uint32_t p = 0; p < st.servers.size(); ++p)
+    if (st.ps_alive[p])
+      self->send(st.servers[p], prune_atom_v, first, watermark);
+}
+
+} // namespace actorps::detail

@@ -1,0 +1,170 @@
+#pragma once
+
+// The dispatcher's state and the functions of its two files
+// (actors/coordinator_actor.cpp: closures and workers;
+// actors/coordinator_servers.cpp: parameter servers, replica groups,
+// failover and recovery). Internal to actors/.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "caf/stateful_actor.hpp"
+#include "caf/typed_event_based_actor.hpp"
+
+#include "actors/cluster_coordinator.hpp"
+#include "actors/coordinator_actor.hpp"
+#include "core/dataset.hpp"
+
+namespace actorps::detail {
+
+/// Who serves one replica group: its primary (a server index), its backup
+/// (-1: none), and the view, which counts the group's role changes (workers
+/// name it in every request). `lost`: no live copy (dispatch pauses until
+/// the group is restored); `promoting`: a backup is being made primary;
+/// `adding`: a server being made its backup (-1: none).
+struct group_state {
+  uint32_t primary = 0;
+  int64_t backup = -1;
+  uint64_t view = 0;
+  bool lost = false;
+  bool promoting = false;
+  int64_t adding = -1;
+};
+
+struct coordinator_state {
+  // -- closures ---------------------------------------------------------------
+  std::deque<closure_ptr> queue;
+  /// The closure each worker runs (null: none).
+  std::vector<closure_ptr> running;
+  /// Closures of an epoch below this are cancelled: an error of their epoch
+  /// happened and the facade has not raised it yet.
+  uint64_t cancel_below = 0;
+  /// The error that cancels them ("closure 3 (train_step) failed on ...").
+  std::string cancel_cause;
+  /// Set when the job cannot go on: every closure fails with it.
+  caf::error fatal;
+  std::string fatal_text;
+  // -- workers ----------------------------------------------------------------
+  std::vector<worker_actor> workers;
+  std::vector<bool> alive;
+  size_t alive_count = 0;
+  std::deque<uint32_t> idle;
+  std::vector<std::string> lost_reason; ///< per worker index
+  worker_respawn respawn;
+  uint32_t restart_budget = 0;
+  std::vector<uint32_t> restarts;   ///< per worker index
+  std::vector<uint32_t> incarnation; ///< per worker index
+  uint32_t pending_restarts = 0;
+  /// Per worker: consecutive closures it failed with errc::ps_lost while
+  /// that server was not being recovered (the worker cannot reach it), and
+  /// whether it sits out a back-off for that (benched).
+  std::vector<uint32_t> strikes;
+  std::vector<bool> benched;
+  /// Tells a bench timer of an earlier bench from the current one's.
+  std::vector<uint64_t> bench_number;
+  /// Per worker: its data position after its last finished closure, and
+  /// whether it has one (a restarted worker process is moved there).
+  std::vector<data_position> positions;
+  std::vector<bool> has_position;
+  // -- no worker in service ---------------------------------------------------
+  std::chrono::milliseconds no_worker_grace{0};
+  /// Whether the grace period runs (or ran) since the last worker was lost.
+  bool grace_started = false;
+  /// Whether it is over: closures fail with errc::no_workers.
+  bool grace_over = false;
+  /// Tells a timer of an earlier grace period from the current one's.
+  uint64_t grace_number = 0;
+  // -- parameter servers and replica groups -------------------------------------
+  /// The servers by index, whether each is alive, whether a helper is
+  /// bringing it back, and the groups it holds a replica of.
+  std::vector<ps_actor> servers;
+  std::vector<bool> ps_alive;
+  std::vector<bool> ps_returning;
+  std::vector<std::set<uint32_t>> holds;
+  /// Who serves each replica group (see group_state).
+  std::vector<group_state> groups;
+  ps_recovery recovery;
+  /// When dispatch paused for a group without a serving primary.
+  std::chrono::steady_clock::time_point pause_start;
+  bool paused = false;
+  /// Completions since the servers were last told the closure-id watermark.
+  uint64_t since_prune = 0;
+  // -- injected message faults ------------------------------------------------
+  double chaos_drop = 0;
+  double chaos_delay = 0;
+  uint64_t chaos_ms = 0;
+
+  /// Nobody would complete what is left: cancel it.
+  ~coordinator_state() {
+    auto err = caf::make_error(errc::cancelled);
+    auto cancel = [&](const closure_ptr& c) {
+      c->complete(nullptr, &err,
+                  fmt::format("closure {} cancelled: the coordinator stopped",
+                              c->id));
+    };
+    for (auto& c : queue)
+      cancel(c);
+    for (auto& c : running)
+      if (c)
+        cancel(c);
+  }
+
+  static constexpr const char* name = "coordinator";
+};
+
+using coordinator_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+
+// -- coordinator_actor.cpp ----------------------------------------------------------
+
+/// Hands queued closures to idle workers (unless dispatch is paused).
+void dispatch(coordinator_ptr self);
+
+/// Fails every queued, running and later closure with `reason`.
+void fail_job(coordinator_ptr self, const caf::error& reason);
+
+// -- coordinator_servers.cpp --------------------------------------------------------
+
+/// Sets up the server and group tables (server p serves group p; with
+/// replicas, its backup is server (p + 1) % n) and watches the servers.
+void init_servers(coordinator_ptr self, std::vector<ps_actor> servers,
+                  ps_recovery recovery);
+
+/// Whether dispatch waits: some group has no serving primary.
+bool dispatch_paused(const coordinator_state& st);
+
+/// Server `p` is lost (its actor went down, or a watcher says so): its
+/// groups fail over to their backups, groups without one wait for it to come
+/// back (dispatch pauses), and a helper brings it back.
+void server_lost(coordinator_ptr self, uint32_t p, const std::string& why);
+
+/// Server `p` is back as `ps`, holding replicas of `held`.
+void server_back(coordinator_ptr self, uint32_t p, ps_actor ps,
+                 std::vector<uint32_t> held);
+
+/// Server `p` could not be brought back (`why`).
+void server_not_back(coordinator_ptr self, uint32_t p, const std::string& why);
+
+/// Group `g`'s replica on server `p` was created (and, with `restored`,
+/// restored from a checkpoint), or failed with `err`.
+void group_created(coordinator_ptr self, uint32_t g, uint32_t p, bool restored,
+                   const caf::error& err);
+
+/// Sends every live worker (or worker `w`) the routes of every group.
+void send_routes(coordinator_ptr self);
+void send_routes(coordinator_ptr self, uint32_t w);
+
+/// Copies every group's state from its primary to its backup again (after
+/// the primaries were restored from a checkpoint).
+void reinstall_backups(coordinator_ptr self);
+
+/// Every few completions: tells the servers the smallest closure id that
+/// may still push, so that they forget the applied ids below it.
+void maybe_prune(coordinator_ptr self, const detail::closure_state& c);
+
+} // namespace actorps::detail

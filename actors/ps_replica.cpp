@@ -1,0 +1,285 @@
+#include "actors/ps_replica.hpp"
+
+#include <algorithm>
+
+#include "core/table_lookup.hpp"
+
+namespace actorps {
+
+ps_replica::ps_replica(uint32_t g, const ps_options& opts,
+                       std::shared_ptr<const update_rule> dense_rule)
+  : group(g), dense(std::move(dense_rule)) {
+  auto n = std::max<uint32_t>(opts.workers, 1);
+  worker_clock.assign(n, 0);
+  pushed_this_round.assign(n, false);
+}
+
+caf::error check_tables(ps_replica& r, const std::vector<table_rows>& tables,
+                        bool values, uint32_t ps_index) {
+  // A push names each shard once: a key in two parts of one shard would be
+  // applied twice.
+  if (values)
+    for (size_t i = 0; i < tables.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (tables[i].shard == tables[j].shard)
+          return caf::make_error(errc::bad_message,
+                                 "table shard pushed twice", tables[i].shard);
+  for (auto& t : tables) {
+    auto i = r.tables.find(t.shard);
+    if (i == r.tables.end())
+      return caf::make_error(errc::unknown_variable, "table shard", t.shard,
+                             "ps", ps_index);
+    auto& store = i->second;
+    auto& keys = t.keys.keys;
+    auto bad = store.first_invalid_key(keys.data(), keys.size());
+    if (bad < keys.size())
+      return caf::make_error(errc::key_out_of_range, store.def().variable,
+                             keys[bad], store.def().vocabulary);
+    if (!values)
+      continue;
+    if (t.values.values.size() != keys.size() * store.def().dim)
+      return caf::make_error(errc::shape_mismatch, store.def().variable,
+                             keys.size() * store.def().dim,
+                             t.values.values.size());
+    auto dup = first_duplicate(keys.data(), keys.size());
+    if (dup < keys.size())
+      return caf::make_error(errc::bad_message, "key pushed twice",
+                             store.def().variable, keys[dup]);
+  }
+  return {};
+}
+
+pull_reply read_replica(ps_replica& r, const pull_request& req) {
+  pull_reply reply;
+  reply.clock = r.stats.clock;
+  if (req.dense)
+    reply.values.values.assign(r.dense.values().begin(),
+                               r.dense.values().end());
+  reply.tables.resize(req.tables.size());
+  for (size_t i = 0; i < req.tables.size(); ++i) {
+    auto& t = req.tables[i];
+    auto& store = r.tables.at(t.shard);
+    auto& keys = t.keys.keys;
+    auto& out = reply.tables[i];
+    out.shard = t.shard;
+    out.values.values.resize(keys.size() * store.def().dim);
+    store.pull(keys.data(), keys.size(), out.values.values.data(), req.create);
+    r.stats.keys_pulled += keys.size();
+  }
+  return reply;
+}
+
+void apply_update(ps_replica& r, const push_request& update, float scale) {
+  if (r.dense.size() > 0) {
+    if (scale == 1.0f) {
+      r.dense.apply(update.gradient.values.data());
+    } else {
+      std::vector<float> g(update.gradient.values.begin(),
+                           update.gradient.values.end());
+      for (auto& x : g)
+        x *= scale;
+      r.dense.apply(g.data());
+    }
+  }
+  for (auto& t : update.tables) {
+    r.tables.at(t.shard).apply(t.keys.keys.data(), t.keys.keys.size(),
+                               t.values.values.data(), scale);
+    r.stats.keys_pushed += t.keys.keys.size();
+  }
+}
+
+void add_to_round(ps_replica& r, const push_request& req) {
+  auto& g = req.gradient.values;
+  if (r.round_ids.empty())
+    r.round_sum.assign(g.begin(), g.end());
+  else
+    for (size_t i = 0; i < g.size(); ++i)
+      r.round_sum[i] += g[i];
+  for (auto& t : req.tables) {
+    auto dim = r.tables.at(t.shard).def().dim;
+    auto& rows = r.round_tables[t.shard];
+    auto& keys = t.keys.keys;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [it, fresh] = rows.index.try_emplace(
+        keys[i], static_cast<uint32_t>(rows.keys.size()));
+      if (fresh) {
+        rows.keys.push_back(keys[i]);
+        rows.sums.resize(rows.sums.size() + dim, 0.0f);
+      }
+      float* sum = rows.sums.data() + uint64_t{it->second} * dim;
+      const float* v = t.values.values.data() + i * dim;
+      for (uint64_t j = 0; j < dim; ++j)
+        sum[j] += v[j];
+    }
+  }
+  r.round_ids.push_back(req.id);
+}
+
+push_request round_update(ps_replica& r) {
+  push_request update;
+  update.group = r.group;
+  update.view = r.view;
+  update.gradient.values.assign(r.round_sum.begin(), r.round_sum.end());
+  for (auto& [shard, rows] : r.round_tables) {
+    table_rows t;
+    t.shard = shard;
+    t.keys.keys = std::move(rows.keys);
+    t.values.values.assign(rows.sums.begin(), rows.sums.end());
+    update.tables.push_back(std::move(t));
+  }
+  r.round_tables.clear();
+  return update;
+}
+
+ps_snapshot save_replica(const ps_replica& r, bool replication) {
+  ps_snapshot snap;
+  snap.clock = r.stats.clock;
+  snap.optimizer_steps = r.dense.steps();
+  auto& values = r.dense.values();
+  snap.values.values.assign(values.begin(), values.end());
+  for (auto& slot : r.dense.slots())
+    snap.slots.push_back(float_buffer{float_vector(slot.begin(), slot.end())});
+  for (auto& [shard, store] : r.tables) {
+    auto c = store.export_rows();
+    table_snapshot t;
+    t.shard = shard;
+    t.keys.keys = std::move(c.keys);
+    t.values.values.assign(c.values.begin(), c.values.end());
+    for (auto& s : c.slots)
+      t.slots.push_back(float_buffer{float_vector(s.begin(), s.end())});
+    t.steps.keys = std::move(c.steps);
+    snap.tables.push_back(std::move(t));
+  }
+  if (replication) {
+    snap.applied.keys.assign(r.applied.begin(), r.applied.end());
+    snap.pushes = r.stats.pushes;
+    snap.worker_clocks.keys = r.worker_clock;
+  }
+  return snap;
+}
+
+caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
+                           const std::shared_ptr<const update_rule>& table_rule,
+                           consistency mode, uint32_t ps_index) {
+  auto& slots = r.dense.slots();
+  if (snap.values.values.size() != r.dense.size()
+      || snap.slots.size() != slots.size())
+    return caf::make_error(errc::shape_mismatch, "restore of ps", ps_index,
+                           "group", r.group, r.dense.size(), slots.size(),
+                           snap.values.values.size(), snap.slots.size());
+  for (auto& s : snap.slots)
+    if (s.values.size() != r.dense.size())
+      return caf::make_error(errc::shape_mismatch, "restore of ps slot",
+                             ps_index, r.dense.size(), s.values.size());
+  if (replication && !snap.worker_clocks.keys.empty()
+      && snap.worker_clocks.keys.size() != r.worker_clock.size())
+    return caf::make_error(errc::shape_mismatch, "worker clocks",
+                           r.worker_clock.size(),
+                           snap.worker_clocks.keys.size());
+  // Tables: every snapshot is loaded into a fresh store first, so that a bad
+  // one changes nothing.
+  std::vector<std::pair<uint32_t, table_store>> fresh;
+  for (auto& t : snap.tables) {
+    for (auto& [shard, store] : fresh)
+      if (shard == t.shard)
+        return caf::make_error(errc::shape_mismatch,
+                               "restore names table shard twice", t.shard);
+    auto i = r.tables.find(t.shard);
+    if (i == r.tables.end())
+      return caf::make_error(errc::unknown_variable, "restore of table shard",
+                             t.shard, "ps", ps_index);
+    table_store store{i->second.def(), table_rule};
+    table_store::contents c;
+    c.keys = std::move(t.keys.keys);
+    c.values.assign(t.values.values.begin(), t.values.values.end());
+    for (auto& s : t.slots)
+      c.slots.emplace_back(s.values.begin(), s.values.end());
+    c.steps = std::move(t.steps.keys);
+    try {
+      store.import_rows(std::move(c));
+    } catch (const std::exception& e) {
+      return caf::make_error(errc::shape_mismatch, "restore of table shard",
+                             t.shard, std::string{e.what()});
+    }
+    fresh.emplace_back(t.shard, std::move(store));
+  }
+  std::copy(snap.values.values.begin(), snap.values.values.end(),
+            r.dense.values().begin());
+  for (size_t i = 0; i < slots.size(); ++i)
+    std::copy(snap.slots[i].values.begin(), snap.slots[i].values.end(),
+              slots[i].begin());
+  r.dense.set_steps(snap.optimizer_steps);
+  // A table shard the snapshot does not mention starts empty again.
+  for (auto& [shard, store] : r.tables)
+    store = table_store{store.def(), table_rule};
+  for (auto& [shard, store] : fresh)
+    r.tables.at(shard) = std::move(store);
+  r.stats.clock = snap.clock;
+  // A sync round in progress was computed on the replaced state.
+  auto acks = std::move(r.round_acks);
+  r.round_acks.clear();
+  for (auto& ack : acks)
+    ack.deliver(caf::make_error(errc::cancelled, "sync round abandoned by a "
+                                                 "restore"));
+  r.round_ids.clear();
+  r.round_tables.clear();
+  std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
+  if (replication) {
+    r.applied = std::set<uint64_t>(snap.applied.keys.begin(),
+                                   snap.applied.keys.end());
+    r.stats.pushes = snap.pushes;
+    if (!snap.worker_clocks.keys.empty())
+      r.worker_clock = snap.worker_clocks.keys;
+  } else {
+    // The restored state predates every push applied since: their ids no
+    // longer count as applied.
+    r.applied.clear();
+    // Without sync's rounds, the clock counts the pushes applied.
+    if (mode != consistency::sync)
+      r.stats.pushes = snap.clock;
+  }
+  return {};
+}
+
+caf::result<uint64_t>
+create_in_replica(ps_replica& r, create_shard& req,
+                  const std::shared_ptr<const update_rule>& table_rule) {
+  if (!req.table) {
+    auto expected = (req.row_end - req.row_begin) * req.cols;
+    if (req.row_end < req.row_begin || req.values.values.size() != expected)
+      return caf::make_error(errc::shape_mismatch, req.variable, req.shard,
+                             expected, req.values.values.size());
+    auto offset = r.dense.append(req.values.values.data(),
+                                 req.values.values.size());
+    ++r.dense_shards;
+    r.stats.floats = r.dense.size();
+    r.stats.shards = r.dense_shards + r.tables.size();
+    return offset;
+  }
+  if (req.cols == 0 || !req.values.values.empty()
+      || r.tables.count(req.shard) > 0)
+    return caf::make_error(errc::shape_mismatch, "table shard", req.variable,
+                           req.shard, req.cols, req.values.values.size());
+  table_shard_def def;
+  def.variable = req.variable;
+  def.dim = req.cols;
+  def.vocabulary = req.vocabulary;
+  def.init_scale = req.init_scale;
+  def.seed = req.seed;
+  r.tables.emplace(req.shard, table_store{std::move(def), table_rule});
+  r.stats.shards = r.dense_shards + r.tables.size();
+  return uint64_t{0};
+}
+
+void prune_replica(ps_replica& r, uint64_t first, uint64_t watermark) {
+  if (first == r.pruned_first && watermark <= r.watermark)
+    return;
+  if (watermark < first)
+    return;
+  r.pruned_first = first;
+  r.watermark = watermark;
+  r.applied.erase(r.applied.lower_bound(first),
+                  r.applied.lower_bound(watermark));
+}
+
+} // namespace actorps

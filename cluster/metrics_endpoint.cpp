@@ -1,0 +1,182 @@
+#include "cluster/metrics_endpoint.hpp"
+
+#include <exception>
+#include <vector>
+
+#include <fmt/format.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "actors/cluster_coordinator.hpp"
+#include "actors/telemetry.hpp"
+#include "cluster/local_cluster.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace actorps {
+
+// -- metrics_endpoint -----------------------------------------------------------
+
+metrics_endpoint::metrics_endpoint(uint16_t port, const std::string& host) {
+  auto address = fmt::format("{}:{}", host, port);
+  telemetry::enable();
+  try {
+    // One serving thread: a scrape is rare and small.
+    exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
+  } catch (const std::exception& e) {
+    throw input_error(fmt::format("--metrics-port: cannot listen on {} (is "
+                                  "the port in use?): {}",
+                                  address, e.what()));
+  }
+  exposer_->RegisterCollectable(telemetry::shared_registry());
+  auto ports = exposer_->GetListeningPorts();
+  port_ = ports.empty() ? port : static_cast<uint16_t>(ports.front());
+}
+
+metrics_endpoint::~metrics_endpoint() {
+  // nop: the Exposer stops its thread
+}
+
+std::unique_ptr<metrics_endpoint> open_metrics_endpoint(int port,
+                                                        const char* role,
+                                                        int index) {
+  if (port < 0)
+    return nullptr;
+  if (port > 65535)
+    throw input_error(fmt::format("--metrics-port: {} is not a TCP port "
+                                  "(0-65535)",
+                                  port));
+  auto ep = std::make_unique<metrics_endpoint>(static_cast<uint16_t>(port));
+  log::info(role, index, "metrics on http://0.0.0.0:{}/metrics", ep->port());
+  return ep;
+}
+
+int metrics_port_of(int base, const cluster_spec& spec, const task_id& task) {
+  if (base <= 0)
+    return base;
+  int64_t offset = 0;
+  if (task.type == "ps")
+    offset = 1 + int64_t{task.index};
+  else if (task.type == "worker")
+    offset = 1 + int64_t(spec.ps.size()) + task.index;
+  else if (task.type == "evaluator")
+    offset = 1 + int64_t(spec.ps.size() + spec.worker.size());
+  auto port = int64_t{base} + offset;
+  if (port > 65535)
+    throw input_error(fmt::format("--metrics-port: {} + {} for {} {} is past "
+                                  "65535; give a lower port",
+                                  base, offset, task.type, task.index));
+  return static_cast<int>(port);
+}
+
+// -- prometheus_callback ----------------------------------------------------------
+
+namespace {
+
+prometheus::Counter& counter(const char* name, const char* help) {
+  return prometheus::BuildCounter()
+    .Name(name)
+    .Help(help)
+    .Register(telemetry::enable())
+    .Add({});
+}
+
+prometheus::Gauge& gauge(const char* name, const char* help) {
+  return prometheus::BuildGauge()
+    .Name(name)
+    .Help(help)
+    .Register(telemetry::enable())
+    .Add({});
+}
+
+constexpr const char* closure_states[] = {"scheduled", "finished", "failed",
+                                          "cancelled", "reexecuted"};
+
+} // namespace
+
+prometheus_callback::prometheus_callback()
+  : steps_(counter("actorps_steps_total",
+                   "Training steps (closures) finished, as fit saw them")),
+    samples_(counter("actorps_samples_total", "Training examples processed")),
+    closures_(prometheus::BuildCounter()
+                .Name("actorps_closures_total")
+                .Help("The coordinator's closures by what became of them: "
+                      "scheduled, finished, failed, cancelled, and extra "
+                      "runs after a lost worker (reexecuted)")
+                .Register(telemetry::enable())),
+    rate_(gauge("actorps_samples_per_second",
+                "Training examples per second over the last second or so")),
+    epoch_(gauge("actorps_epoch", "Epochs completed")),
+    global_step_(gauge("actorps_global_step",
+                       "Closures finished in the whole job at the last pause")),
+    epoch_metric_(prometheus::BuildGauge()
+                    .Name("actorps_epoch_metric")
+                    .Help("The last epoch's metrics: train_loss, test_loss, "
+                          "test_accuracy or test_auc, samples_per_sec")
+                    .Register(telemetry::enable())) {
+  for (auto state : closure_states)
+    closures_.Add({{"state", state}});
+}
+
+void prometheus_callback::on_train_begin(fit_state& st) {
+  auto c = st.cl->coordinator().counts();
+  uint64_t now[] = {c.scheduled, c.finished, c.failed, c.cancelled,
+                    c.reexecuted};
+  std::copy(std::begin(now), std::end(now), std::begin(seen_));
+  window_start_ = clock_type::now();
+  window_samples_ = 0;
+  epoch_.Set(st.progress.epoch);
+  global_step_.Set(static_cast<double>(st.progress.global_step));
+}
+
+void prometheus_callback::on_step_end(fit_state&, const step_result& r) {
+  steps_.Increment();
+  samples_.Increment(static_cast<double>(r.samples));
+  window_samples_ += r.samples;
+}
+
+void prometheus_callback::on_wait(fit_state& st, uint64_t) {
+  update(st);
+}
+
+void prometheus_callback::on_pause(fit_state& st) {
+  update(st);
+  global_step_.Set(static_cast<double>(st.progress.global_step));
+}
+
+void prometheus_callback::on_epoch_end(fit_state& st, epoch_metrics& m) {
+  epoch_.Set(m.epoch);
+  epoch_metric_.Add({{"metric", "train_loss"}}).Set(m.train_loss);
+  epoch_metric_.Add({{"metric", "samples_per_sec"}}).Set(m.samples_per_sec);
+  for (auto& [name, value] : m.test)
+    epoch_metric_.Add({{"metric", name}}).Set(value);
+  update(st);
+}
+
+void prometheus_callback::on_train_end(fit_state& st) {
+  update(st);
+  rate_.Set(0);
+}
+
+void prometheus_callback::update(fit_state& st) {
+  auto c = st.cl->coordinator().counts();
+  uint64_t now[] = {c.scheduled, c.finished, c.failed, c.cancelled,
+                    c.reexecuted};
+  for (size_t i = 0; i < std::size(now); ++i) {
+    if (now[i] > seen_[i])
+      closures_.Add({{"state", closure_states[i]}})
+        .Increment(static_cast<double>(now[i] - seen_[i]));
+    seen_[i] = now[i];
+  }
+  auto t = clock_type::now();
+  auto dt = std::chrono::duration<double>(t - window_start_).count();
+  if (dt >= 1.0) {
+    rate_.Set(double(window_samples_) / dt);
+    window_samples_ = 0;
+    window_start_ = t;
+  }
+}
+
+} // namespace actorps

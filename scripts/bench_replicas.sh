@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# What replicated shards cost (issue 11): the Fashion-MNIST job with
+# cluster.replicas 0 and 1 side by side, alternating (A B A B ...) so that a
+# noisy machine affects both alike, in one process (`actorps train`) and as
+# processes (`actorps launch`, 2 ps + 2 workers). Prints each run's
+# samples/s, then the medians and their ratio (replicas 1 / replicas 0).
+#
+#   scripts/bench_replicas.sh [ROUNDS] [EXTRA ARGS...]
+#
+# ROUNDS (default 5) pairs per mode; EXTRA ARGS go to every run (e.g.
+# --train-limit 30000). Needs build/actorps (scripts/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+shift || true
+bin=build/actorps
+[[ -x $bin ]] || { echo "bench_replicas.sh: build first (scripts/build.sh)" >&2; exit 1; }
+job=(--config configs/fashion_mnist.json --epochs 2 --no-progress "$@")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# samples_per_s LOG: the job's overall samples/s (its "done:" line).
+samples_per_s() { sed -n 's/^done: .*samples\/s \([0-9.]*\).*/\1/p' "$1"; }
+
+median() { sort -n | awk '{a[NR] = $1} END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+for how in train launch; do
+  extra=()
+  [[ $how == launch ]] && extra=(--workers 2 --ps 2)
+  : >"$tmp/$how.0"
+  : >"$tmp/$how.1"
+  for ((i = 1; i <= rounds; i++)); do
+    for r in 0 1; do
+      "$bin" "$how" "${job[@]}" "${extra[@]}" --replicas "$r" >"$tmp/log" 2>&1 || {
+        echo "bench_replicas.sh: $how --replicas $r failed:" >&2
+        tail -5 "$tmp/log" >&2
+        exit 1
+      }
+      s=$(samples_per_s "$tmp/log")
+      echo "$how replicas $r round $i: $s samples/s"
+      echo "$s" >>"$tmp/$how.$r"
+    done
+  done
+  m0=$(median <"$tmp/$how.0")
+  m1=$(median <"$tmp/$how.1")
+  awk -v how="$how" -v a="$m0" -v b="$m1" 'BEGIN {
+    printf "%s: median samples/s replicas 0: %.0f, replicas 1: %.0f, ratio %.3f (%.1f%% slower)\n",
+           how, a, b, b / a, 100 * (1 - b / a) }'
+done

@@ -1,0 +1,119 @@
+// The run-time registration API next to each fixed registry: models,
+// update rules and step functions an outside project adds by name.
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "core/error.hpp"
+#include "core/job_config.hpp"
+#include "core/update_rule.hpp"
+#include "models/mlp.hpp"
+#include "models/registry.hpp"
+#include "models/step_function.hpp"
+
+using namespace actorps;
+
+namespace {
+
+bool contains(const std::vector<std::string>& xs, const std::string& x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+double half_loss(const model& net, const model_inputs& in,
+                 const example_batch& batch, float* grad,
+                 model_workspace& ws) {
+  return 0.5 * net.loss_and_gradient(in, batch, grad, ws);
+}
+
+} // namespace
+
+TEST_CASE("a registered model is built by name after the built-in ones",
+          "[registry][registration]") {
+  job_config cfg;
+  cfg.model = "test_registered_mlp";
+  data_schema schema;
+  schema.dense_dim = 3;
+  schema.classes = 2;
+  CHECK_THROWS_AS(make_model(cfg, schema), input_error);
+  register_model("test_registered_mlp",
+                 [](const job_config&, const data_schema& s) {
+                   return std::make_shared<mlp>(
+                     std::vector<uint64_t>{s.dense_dim, 4, s.classes});
+                 });
+  auto net = make_model(cfg, schema);
+  CHECK(net->dense_parameters() == 3 * 4 + 4 + 4 * 2 + 2);
+  auto names = model_names();
+  CHECK(names.front() == "mlp");
+  CHECK(names.back() == "test_registered_mlp");
+  // Taken names and empty ones are refused, and nothing changes.
+  auto any = [](const job_config&, const data_schema&) {
+    return std::shared_ptr<const model>{};
+  };
+  CHECK_THROWS_AS(register_model("test_registered_mlp", any),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(register_model("mlp", any), std::invalid_argument);
+  CHECK_THROWS_AS(register_model("", any), std::invalid_argument);
+  CHECK_THROWS_AS(register_model("test_no_factory", nullptr),
+                  std::invalid_argument);
+  CHECK(model_names().size() == names.size());
+}
+
+TEST_CASE("a registered update rule passes config validation and builds",
+          "[registry][registration]") {
+  job_config cfg;
+  cfg.optimizer.type = "test_registered_sgd";
+  auto error = [&] {
+    try {
+      validate(cfg);
+    } catch (const input_error& e) {
+      return std::string{e.what()};
+    }
+    return std::string{};
+  };
+  CHECK_THAT(error(), Catch::Contains("unknown update rule"));
+  register_update_rule("test_registered_sgd",
+                       [](const optimizer_config& c, const std::string& s) {
+                         optimizer_config plain = c;
+                         plain.type = "sgd";
+                         return make_update_rule(plain, s);
+                       });
+  CHECK(error().empty());
+  auto rule = make_update_rule(cfg.optimizer);
+  CHECK(rule->name() == "sgd"); // what the factory built
+  CHECK(contains(update_rule_names(), "test_registered_sgd"));
+  // An unknown rule's message lists the registered ones too.
+  cfg.optimizer.type = "no_such_rule";
+  CHECK_THAT(error(), Catch::Contains("test_registered_sgd"));
+  auto any = [](const optimizer_config&, const std::string&) {
+    return std::unique_ptr<update_rule>{};
+  };
+  CHECK_THROWS_AS(register_update_rule("adam", any), std::invalid_argument);
+  CHECK_THROWS_AS(register_update_rule("test_registered_sgd", any),
+                  std::invalid_argument);
+}
+
+TEST_CASE("a registered step function is found by name and keeps its name",
+          "[registry][registration]") {
+  CHECK(find_step_function("test_half_loss") == nullptr);
+  std::string name = "test_half_loss";
+  register_step_function({name.c_str(), false, half_loss});
+  name = "changed"; // the registry copied it
+  auto* f = find_step_function("test_half_loss");
+  REQUIRE(f != nullptr);
+  CHECK(std::string{f->name} == "test_half_loss");
+  CHECK_FALSE(f->pushes);
+  CHECK(f->compute == half_loss);
+  CHECK(contains(step_function_names(), "test_half_loss"));
+  CHECK(find_step_function("train_step") != nullptr);
+  CHECK_THROWS_AS(register_step_function({"train_step", true, half_loss}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(register_step_function({"test_half_loss", true, half_loss}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(register_step_function({"test_no_compute", true, nullptr}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(register_step_function({nullptr, true, half_loss}),
+                  std::invalid_argument);
+}

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Watching a job (issue 14), end to end with the actorps binary:
+#   metrics         --metrics-port on `actorps train`: the endpoint is scraped
+#                   (curl) until its values move; a killed worker shows in
+#                   the failure and restart counters; a port in use is refused
+#   metrics_launch  --metrics-port under `actorps launch`: every node serves
+#                   its own metrics (worker latencies, ps staleness)
+#   plot            --plot: PNGs of a dense and a table model; no gnuplot and
+#                   an unwritable path are clear errors before training
+#   evaluator       `actorps node --role evaluator` beside a running job: it
+#                   skips a corrupt checkpoint, evaluates at least two of the
+#                   job's, and its last result is the job's own final metrics
+# No assertion is timed: every wait polls until a condition holds or the
+# process it waits for has ended.
+#
+#   test/watch_test.sh BUILD/actorps SOURCE_DIR CASE
+set -uo pipefail
+bin=${1:?usage: watch_test.sh ACTORPS SOURCE_DIR CASE}
+src=${2:?usage: watch_test.sh ACTORPS SOURCE_DIR CASE}
+case=${3:?usage: watch_test.sh ACTORPS SOURCE_DIR CASE}
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+failed=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAILED: $*"; failed=1; }
+
+fashion=(--config "$src/configs/fashion_mnist.json" --train-limit 6400
+         --test-limit 500 --no-progress)
+
+# wait_for PID FILE PATTERN: prints the first line of FILE matching PATTERN
+# once there is one; fails when PID has ended without it.
+wait_for() {
+  local line
+  while :; do
+    line=$(grep -m1 -E "$3" "$2" 2>/dev/null) && { echo "$line"; return 0; }
+    kill -0 "$1" 2>/dev/null || return 1
+    sleep 0.1
+  done
+}
+
+# port_of LINE: the port of "... metrics on http://0.0.0.0:PORT/metrics".
+port_of() {
+  sed -E 's|.*metrics on http://[^:]*:([0-9]+)/metrics.*|\1|' <<<"$1"
+}
+
+# value TEXT SAMPLE: the value of one sample ("name{labels}") in a scrape.
+value() {
+  awk -v s="$2" '$1 == s { print $2; found = 1 } END { if (!found) print "absent" }' <<<"$1"
+}
+
+# greater A B: whether number A > number B.
+greater() {
+  [[ $1 != absent && $2 != absent ]] && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'
+}
+
+# scrape_until PID PORT SAMPLE MIN: scrapes until SAMPLE > MIN, prints the
+# scrape; fails when PID ended first.
+scrape_until() {
+  local text
+  while kill -0 "$1" 2>/dev/null; do
+    text=$(curl -sf "http://127.0.0.1:$2/metrics") \
+      && greater "$(value "$text" "$3")" "$4" && { echo "$text"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
+case $case in
+metrics)
+  # A long job (killed when the checks are done), a worker killed at step 40.
+  "$bin" train "${fashion[@]}" --epochs 1000 --metrics-port 0 \
+    --fault kill:worker:1@40 >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  pids+=("$pid")
+  line=$(wait_for "$pid" "$tmp/err" 'metrics on http://') \
+    || { bad "no metrics endpoint: $(tail -5 "$tmp/err")"; exit 1; }
+  port=$(port_of "$line")
+  s1=$(scrape_until "$pid" "$port" actorps_steps_total 0) \
+    || { bad "the job ended before a step was counted: $(tail -5 "$tmp/err")"; exit 1; }
+  steps1=$(value "$s1" actorps_steps_total)
+  pulls1=$(value "$s1" 'actorps_pull_latency_seconds_count{ps="0"}')
+  s2=$(scrape_until "$pid" "$port" actorps_steps_total "$steps1") \
+    || { bad "the steps counter did not move: $(tail -5 "$tmp/err")"; exit 1; }
+  greater "$(value "$s2" 'actorps_pull_latency_seconds_count{ps="0"}')" "$pulls1" \
+    && greater "$(value "$s2" actorps_samples_total)" "$(value "$s1" actorps_samples_total)" \
+    && greater "$(value "$s2" 'actorps_closures_total{state="finished"}')" \
+               "$(value "$s1" 'actorps_closures_total{state="finished"}')" \
+    && ok "scraped twice, values moved: steps $steps1 -> $(value "$s2" actorps_steps_total)" \
+    || bad "values did not move: pulls $pulls1 -> $(value "$s2" 'actorps_pull_latency_seconds_count{ps="0"}')"
+  # Every family the issue asks for, in Prometheus' text format.
+  for sample in actorps_samples_per_second 'actorps_closures_total{state="scheduled"}' \
+      'actorps_closures_total{state="reexecuted"}' \
+      'actorps_dispatcher_closures{state="queued"}' \
+      'actorps_dispatcher_closures{state="running"}' \
+      'actorps_pull_latency_seconds_bucket{ps="1",le="0.001"}' \
+      'actorps_push_latency_seconds_count{ps="0"}' \
+      'actorps_staleness_bucket{le="0"}' actorps_staleness_count \
+      'actorps_mailbox_depth{index="0",role="ps"}' \
+      'actorps_mailbox_depth{index="1",role="worker"}' \
+      'actorps_mailbox_depth{index="0",role="coordinator"}' \
+      'actorps_failures_total{role="ps"}' 'actorps_restarts_total{role="worker"}'; do
+    [[ $(value "$s2" "$sample") != absent ]] || bad "missing from the scrape: $sample"
+  done
+  grep -q '^# TYPE actorps_push_latency_seconds histogram' <<<"$s2" \
+    || bad "no TYPE line for the push latency histogram"
+  greater "$(value "$s2" actorps_staleness_count)" 0 \
+    && ok "staleness histogram: $(value "$s2" actorps_staleness_count) pushes" \
+    || bad "no staleness counted"
+  # The worker killed at step 40 is a failure, and its restart a restart.
+  s3=$(scrape_until "$pid" "$port" 'actorps_restarts_total{role="worker"}' 0) \
+    && greater "$(value "$s3" 'actorps_failures_total{role="worker"}')" 0 \
+    && ok "killed worker counted: failures $(value "$s3" 'actorps_failures_total{role="worker"}'), restarts $(value "$s3" 'actorps_restarts_total{role="worker"}')" \
+    || bad "failure and restart of worker 1 not counted: $(grep -E 'lost|restart' "$tmp/err" | head -3)"
+  # Another job on the same port is refused before it starts.
+  "$bin" train "${fashion[@]}" --epochs 1 --metrics-port "$port" >"$tmp/out2" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q "cannot listen on 0.0.0.0:$port" "$tmp/out2" \
+    && ok "a port in use is refused: $(grep -o 'cannot listen.*' "$tmp/out2" | cut -c1-80)" \
+    || bad "port in use: exit $rc: $(tail -2 "$tmp/out2")"
+  ;;
+metrics_launch)
+  "$bin" launch "${fashion[@]}" --epochs 1000 --workers 2 --ps 2 \
+    --metrics-port 0 >"$tmp/out" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  ports=()
+  for node in coordinator ps0 worker0; do
+    line=$(wait_for "$pid" "$tmp/out" "^\\[$node\\].*metrics on http://") \
+      || { bad "no metrics endpoint of $node: $(tail -5 "$tmp/out")"; exit 1; }
+    ports+=("$(port_of "$line")")
+  done
+  s1=$(scrape_until "$pid" "${ports[2]}" 'actorps_pull_latency_seconds_count{ps="1"}' 0) \
+    && s2=$(scrape_until "$pid" "${ports[2]}" 'actorps_pull_latency_seconds_count{ps="1"}' \
+                         "$(value "$s1" 'actorps_pull_latency_seconds_count{ps="1"}')") \
+    && ok "worker0's own endpoint: pull latencies to ps1 measured and moving" \
+    || bad "worker0's endpoint: $(tail -5 "$tmp/out")"
+  s=$(scrape_until "$pid" "${ports[1]}" actorps_staleness_count 0) \
+    && [[ $(value "$s" 'actorps_mailbox_depth{index="0",role="ps"}') != absent ]] \
+    && ok "ps0's own endpoint: staleness of $(value "$s" actorps_staleness_count) pushes, its mailbox" \
+    || bad "ps0's endpoint: $(tail -5 "$tmp/out")"
+  s=$(scrape_until "$pid" "${ports[0]}" actorps_steps_total 0) \
+    && ok "the coordinator's endpoint: $(value "$s" actorps_steps_total) steps" \
+    || bad "the coordinator's endpoint: $(tail -5 "$tmp/out")"
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  ;;
+plot)
+  magic() { od -An -tx1 -N8 "$1" | tr -d ' \n'; }
+  for job in fashion a9a; do
+    if [[ $job == fashion ]]; then
+      args=("${fashion[@]}" --epochs 3)
+    else
+      args=(--config "$src/configs/a9a.json" --data-dir "$src/data/a9a" --epochs 3 --no-progress)
+    fi
+    "$bin" train "${args[@]}" --plot "$tmp/$job.png" >"$tmp/out" 2>&1
+    rc=$?
+    if [[ $rc -eq 0 && $(magic "$tmp/$job.png") == 89504e470d0a1a0a ]] \
+       && [[ $(stat -c %s "$tmp/$job.png") -gt 5000 ]]; then
+      ok "$job: a PNG of $(stat -c %s "$tmp/$job.png") bytes"
+    else
+      bad "$job plot: exit $rc: $(tail -3 "$tmp/out")"
+    fi
+  done
+  [[ ! -e $tmp/fashion.png.tmp ]] || bad "a temporary plot file was left"
+  # No gnuplot on PATH: an error before training.
+  mkdir "$tmp/nobin"
+  PATH="$tmp/nobin" "$bin" train "${fashion[@]}" --epochs 1 --plot "$tmp/x.png" >"$tmp/out" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'gnuplot not found on PATH' "$tmp/out" \
+    && ! grep -q '^epoch' "$tmp/out" \
+    && ok "no gnuplot: $(grep -o 'gnuplot not found.*' "$tmp/out")" \
+    || bad "no gnuplot: exit $rc: $(tail -3 "$tmp/out")"
+  "$bin" train "${fashion[@]}" --epochs 1 --plot "$tmp/no/such/dir/x.png" >"$tmp/out" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'cannot write' "$tmp/out" \
+    && ok "unwritable plot path refused: $(grep -o 'cannot write.*' "$tmp/out")" \
+    || bad "unwritable plot path: exit $rc: $(tail -3 "$tmp/out")"
+  ;;
+evaluator)
+  ck=$tmp/ck
+  # A checkpoint that cannot be read, there before the job starts.
+  mkdir -p "$ck/ckpt-0000000001"
+  echo '{"format": "actorps-checkpoint", "version": 2, "trunc' >"$ck/ckpt-0000000001/manifest.json"
+  spec='{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"],
+         "ps": ["127.0.0.1:4", "127.0.0.1:5"]}, "task": {"type": "evaluator", "index": 0}}'
+  TF_CONFIG=$spec "$bin" node "${fashion[@]}" --epochs 3 --checkpoint-dir "$ck" \
+    --metrics-out "$tmp/eval.jsonl" >"$tmp/eval.out" 2>"$tmp/eval.err" &
+  epid=$!
+  pids+=("$epid")
+  wait_for "$epid" "$tmp/eval.jsonl" '"type":"skipped"' >/dev/null \
+    && ok "corrupt checkpoint skipped: $(grep -o 'skipping.*' "$tmp/eval.err" | cut -c1-120)" \
+    || bad "the corrupt checkpoint was not skipped: $(tail -3 "$tmp/eval.err")"
+  # The job: checkpoints every 25 steps and at epoch ends (100 per epoch).
+  "$bin" train "${fashion[@]}" --epochs 3 --checkpoint-dir "$ck" --checkpoint-every 25 \
+    --metrics-out "$tmp/train.jsonl" >"$tmp/train.out" 2>"$tmp/train.err"
+  rc=$?
+  [[ $rc -eq 0 ]] || bad "the job failed: exit $rc: $(tail -3 "$tmp/train.err")"
+  wait "$epid"
+  erc=$?
+  evals=$(jq -s '[.[] | select(.type == "evaluation")] | length' "$tmp/eval.jsonl")
+  increasing=$(jq -s '[.[] | select(.type == "evaluation") | .global_step]
+                      | . == (sort | unique)' "$tmp/eval.jsonl")
+  last_epoch=$(jq -s '[.[] | select(.type == "evaluation")] | last | .epoch' "$tmp/eval.jsonl")
+  eval_acc=$(jq -s '[.[] | select(.type == "evaluation")] | last | .test_accuracy' "$tmp/eval.jsonl")
+  train_acc=$(jq -s '[.[] | select(.type == "final")] | last | .test_accuracy' "$tmp/train.jsonl")
+  if [[ $erc -eq 0 && $evals -ge 2 && $increasing == true && $last_epoch == 3 ]] \
+     && awk -v a="$eval_acc" -v b="$train_acc" 'BEGIN { d = a - b; exit !(d < 1e-6 && d > -1e-6) }'; then
+    ok "evaluator: $evals checkpoints of the running job evaluated; the last (epoch 3) gives the job's test_accuracy $train_acc"
+  else
+    bad "evaluator: exit $erc, $evals evaluations, steps increasing $increasing, last epoch $last_epoch, accuracy $eval_acc vs the job's $train_acc: $(tail -3 "$tmp/eval.err")"
+  fi
+  # A job without a checkpoint folder has nothing to watch.
+  TF_CONFIG=$spec "$bin" node "${fashion[@]}" >"$tmp/out" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'no checkpoint_dir' "$tmp/out" \
+    && ok "no checkpoint folder: $(grep -o 'evaluator: the job.*' "$tmp/out")" \
+    || bad "evaluator without checkpoint_dir: exit $rc: $(tail -2 "$tmp/out")"
+  ;;
+*)
+  echo "unknown case $case"
+  exit 2
+  ;;
+esac
+exit $failed
