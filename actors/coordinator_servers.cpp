@@ -115,7 +115,7 @@ void add_backup(coordinator_ptr self, uint32_t g, uint32_t b) {
                 replica_config{g, view, true,
                                caf::actor_cast<caf::strong_actor_ptr>(
                                  st.servers[b]),
-                               true},
+                               true, b},
                 [=](const caf::error& err) {
                   auto& gs = self->state.groups[g];
                   gs.adding = -1;
@@ -413,7 +413,7 @@ void reinstall_backups(coordinator_ptr self) {
               replica_config{g, gs.view, true,
                              caf::actor_cast<caf::strong_actor_ptr>(
                                st.servers[gs.backup]),
-                             true},
+                             true, static_cast<uint32_t>(gs.backup)},
               [](const caf::error&) {});
   }
 }

@@ -5,6 +5,7 @@
 // the actor_system exists (see cluster/local_cluster.hpp).
 
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -353,12 +354,15 @@ struct replica_config {
   bool primary = true;
   caf::strong_actor_ptr backup;
   bool install = false;
+  /// The backup's ps index (across processes the primary dials it
+  /// directly); the largest value: not given.
+  uint32_t backup_ps = std::numeric_limits<uint32_t>::max();
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_config& x) {
   return f(caf::meta::type_name("actorps::replica_config"), x.group, x.view,
-           x.primary, x.backup, x.install);
+           x.primary, x.backup, x.install, x.backup_ps);
 }
 
 /// primary -> backup: one update as the primary applied it: the pushes it
@@ -471,12 +475,16 @@ struct handshake {
   /// restarted one (new incarnation, state lost).
   uint64_t incarnation = 0;
   job_fingerprint job;
+  /// With TLS: the ticket the receiver's gate issued on the connection the
+  /// sender dialled (cluster/tls.hpp); the receiver checks that the
+  /// certificate it was issued to names `role` and `index`. Empty otherwise.
+  std::string ticket;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, handshake& x) {
   return f(caf::meta::type_name("actorps::handshake"), x.protocol, x.build,
-           x.role, x.index, x.incarnation, x.job);
+           x.role, x.index, x.incarnation, x.job, x.ticket);
 }
 
 /// A node's answer to an accepted handshake: its own handshake and the actor

@@ -62,6 +62,13 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
     [=](hello_atom, handshake& peer,
         caf::actor& chief) -> caf::result<node_welcome> {
       auto& st = self->state;
+      if (st.opts.authorize) {
+        if (auto why = st.opts.authorize(peer); !why.empty()) {
+          log::error(role, index, "refused {} {}: {}", peer.role, peer.index,
+                     why);
+          return caf::make_error(errc::handshake_refused, std::move(why));
+        }
+      }
       auto diffs = handshake_differences(st.opts.self, peer);
       if (!diffs.empty()) {
         auto text = join_lines(diffs);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,7 +25,9 @@ using node_actor = caf::typed_actor<
   // peer is the coordinator (the node then watches it), else null. Replies
   // with this node's handshake and the actor of its role.
   // Errors: errc::handshake_refused when protocol, build or job differ (the
-  // context lists each difference; the node logs the same).
+  // context lists each difference; the node logs the same), or when
+  // `authorize` refuses the peer (with TLS: its certificate names another
+  // node than the handshake).
   caf::replies_to<hello_atom, handshake, caf::actor>::with<node_welcome>,
   // The coordinator ends the job: the node stops with exit status 0 if
   // `status` is 0 (the job succeeded), else exit_job_failed. Replies with
@@ -60,6 +63,10 @@ struct node_options {
   std::chrono::milliseconds join_timeout{30000};
   /// Set before the node actor quits: the process's exit status.
   std::shared_ptr<std::atomic<int>> exit_status;
+  /// Checks a peer's handshake before anything else (with TLS, its ticket
+  /// against the certificate of its connection): returns why it is refused,
+  /// or an empty string. Unset: every peer with a matching job is admitted.
+  std::function<std::string(const handshake&)> authorize;
 };
 
 /// Spawns a node actor; its behaviour lives in node_actor.cpp.

@@ -209,6 +209,17 @@ caf::result<bool> configure(ps_ptr self, replica_config& cfg) {
   }
   r.primary = true;
   auto backup = caf::actor_cast<caf::actor>(cfg.backup);
+  if (backup && st.opts.dial
+      && cfg.backup_ps != std::numeric_limits<uint32_t>::max()) {
+    try {
+      backup = st.opts.dial(cfg.backup_ps);
+    } catch (const std::exception& e) {
+      log::warn("ps", static_cast<int>(st.opts.index),
+                "group {}: cannot reach its backup ps{} directly ({}); going "
+                "through the coordinator",
+                cfg.group, cfg.backup_ps, e.what());
+    }
+  }
   if (backup != r.backup) {
     if (r.backup)
       backup_lost(self, r, "replaced by the coordinator");
@@ -312,6 +323,15 @@ caf::result<uint64_t> replicate(ps_ptr self, replicate_request& req) {
   if (r.primary || req.view != r.view)
     return caf::make_error(errc::stale_view, "ps", st.opts.index, "group",
                            req.group, "replicate", r.view, req.view);
+  // A forwarded update is input from a peer like a push: the same checks
+  // before anything touches the buffers (fuzz/ps_requests_fuzz.cpp found an
+  // unchecked gradient size and an unknown table shard here).
+  if (req.update.gradient.values.size() != r.dense.size())
+    return caf::make_error(errc::shape_mismatch, "replicate to ps",
+                           st.opts.index, "group", r.group, r.dense.size(),
+                           req.update.gradient.values.size());
+  if (auto err = check_tables(r, req.update.tables, true, st.opts.index))
+    return err;
   bool fresh = std::any_of(req.ids.begin(), req.ids.end(),
                            [&](const update_id& id) {
                              return !r.was_applied(id.closure);

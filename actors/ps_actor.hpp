@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 
 #include "caf/fwd.hpp"
@@ -145,6 +146,12 @@ struct ps_options {
   /// with the pushes it has (their mean), so that an idle, lost or slow
   /// worker does not stall the others forever (0 = wait forever).
   std::chrono::milliseconds round_timeout{1000};
+  /// Across processes: connects to parameter server `index` directly (its
+  /// gate and handshake) and returns its actor; throws when it cannot. A
+  /// primary dials its backup so that forwards do not travel through the
+  /// node that named the backup (in CAF 0.17 such indirect routes lost
+  /// messages after a restarted server came back). Empty in one process.
+  std::function<caf::actor(uint32_t index)> dial;
 };
 
 /// Where one replica group is served: by parameter server `index` (its

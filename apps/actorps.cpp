@@ -3,6 +3,7 @@
 //   actorps train --config configs/fashion_mnist.json [flags]
 //   actorps node --role ps --index 0 --cluster configs/cluster_local.json
 //   actorps launch --config configs/fashion_mnist.json --workers 2 --ps 2
+//   actorps certs --cluster configs/cluster_local.json --out certs/
 //   srun -n 5 actorps node --cluster-resolver slurm --ps 2 --config ...
 //   actorps launch --launcher slurm --ps 2 --workers 2 ...   (in sbatch)
 //
@@ -12,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,11 +24,13 @@
 #include <fmt/format.h>
 
 #include "actors/node_actor.hpp"
+#include "apps/certs.hpp"
 #include "apps/cli.hpp"
 #include "apps/launcher.hpp"
 #include "apps/node_launcher.hpp"
 #include "cluster/cluster_resolver.hpp"
 #include "cluster/stop_request.hpp"
+#include "cluster/tls.hpp"
 #include "cluster/node.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -40,6 +44,8 @@ commands:
   node     run one node of a multi-process cluster (see: actorps node --help)
   launch   run every node of a cluster as its own process on this machine
            (see: actorps launch --help)
+  certs    make a cluster CA and a certificate per node for mutual TLS
+           (see: actorps certs --help)
 )";
 
 int run_train(const std::vector<std::string>& args) {
@@ -70,6 +76,10 @@ int run_node(const std::vector<std::string>& args) {
     actorps::log::set_show_origin(false);
   cmd.train.options.progress = !cmd.train.no_progress
                                && isatty(fileno(stdout)) != 0;
+  // TLS first: the node's first line says whether and how it authenticates
+  // (the evaluator talks to no node).
+  if (auto& task = *cmd.spec.task; task.type != "evaluator")
+    actorps::open_node_tls(cmd.train.job.tls, {task.type, task.index});
   // Who is where, once per node, when a resolver worked it out.
   if (!cmd.resolver.empty() && !cmd.train.quiet) {
     auto& task = *cmd.spec.task;
@@ -104,6 +114,21 @@ int run_launch(const std::vector<std::string>& args) {
   }
   auto& job = cmd.train.job;
   auto launcher = actorps::make_node_launcher(cmd.launcher, cmd.launcher_opts);
+  // TLS by default: throw-away certificates (a new CA) for this run's
+  // nodes, unless the config or the flags say which (--tls DIR) or off.
+  std::unique_ptr<actorps::launch_certs> certs;
+  if (!job.tls.cert.empty() || !job.tls.key.empty())
+    throw actorps::input_error("launch: --tls-cert/--tls-key name one node's "
+                               "files; give every node its own with --tls DIR "
+                               "(made by actorps certs), or --tls off");
+  if (!job.tls.given()) {
+    certs = std::make_unique<actorps::launch_certs>(job.ps, job.workers);
+    cmd.node_args.insert(cmd.node_args.end(), {"--tls", certs->dir()});
+    if (!cmd.train.quiet)
+      fmt::print(stderr, "[launch] TLS: throw-away certificates of a new CA "
+                         "in {} (removed at the end)\n",
+                 certs->dir());
+  }
   // A port can be taken by another program before its node listens on it:
   // the node then fails at once, before the job has started, saying "cannot
   // listen on HOST:PORT: Address already in use". Every node is stopped and
@@ -199,6 +224,8 @@ int main(int argc, char** argv) {
       return run_node(args);
     if (command == "launch")
       return run_launch(args);
+    if (command == "certs")
+      return actorps::run_certs(args);
     fmt::print(stderr, "actorps: error: unknown command \"{}\"\n{}", command,
                usage);
     return 2;

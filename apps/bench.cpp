@@ -5,7 +5,7 @@
 //   actorps-bench [--sizes 1024,65536,1048576,4194304]
 //                 [--sparse-sizes 1024,65536,1048576] [--cold-keys 65536]
 //                 [--iterations N] [--epochs N] [--config FILE]
-//                 [--no-training] [--quick]
+//                 [--no-training] [--quick] [--tls]
 //                 [--out bench/results.json] [--markdown docs/benchmarks.md]
 //   actorps-bench --validate FILE     checks a results file (exit 0 / 1)
 //
@@ -25,6 +25,8 @@
 // - training: `actorps train` and `actorps launch` with 1, 2 and 4 workers
 //   (2 ps) on the job of --config (default configs/fashion_mnist.json),
 //   samples/s and each worker's share of time per phase.
+// --tls: the two processes talk mutual TLS (throw-away certificates of a
+// new CA; cluster/tls.hpp), as `actorps launch` does by default.
 // --quick: sparse benchmarks of 1K keys only (cold: 1K), training of one
 // worker on 4000 examples, unless --sparse-sizes / --cold-keys say
 // otherwise. Latencies in milliseconds; GB/s = N * 4 bytes / p50; keys/s =
@@ -32,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -56,7 +59,9 @@
 #include "apps/bench_tcp.hpp"
 #include "apps/bench_training.hpp"
 #include "apps/bench_transfer.hpp"
+#include "cluster/certs.hpp"
 #include "cluster/gate.hpp"
+#include "cluster/tls.hpp"
 #include "cluster/local_cluster.hpp"
 
 namespace {
@@ -75,6 +80,8 @@ struct bench_options {
   int epochs = 1;
   bool training = true;
   bool quick = false;
+  /// Between the processes: mutual TLS (throw-away certificates; issue 12).
+  std::string tls_dir;
   std::string config = "configs/fashion_mnist.json";
   std::string out = "bench/results.json";
   std::string md = "docs/benchmarks.md";
@@ -110,7 +117,7 @@ std::vector<ps_options> server_list(const bench_options& o) {
 /// The child: writes the TCP sink's port, then one port per server, then
 /// serves until `stop_fd` closes.
 [[noreturn]] void serve(const std::vector<ps_options>& list, int port_fd,
-                        int stop_fd) {
+                        int stop_fd, const std::string& tls_dir) {
   uint16_t tcp_port = 0;
   int lfd = listen_loopback(tcp_port);
   if (lfd < 0)
@@ -120,6 +127,9 @@ std::vector<ps_options> server_list(const bench_options& o) {
   {
     system_config cfg{1, network_options{}};
     caf::actor_system sys{cfg};
+    std::shared_ptr<tls_context> tls;
+    if (!tls_dir.empty())
+      tls = tls_context::load(tls_files_in(tls_dir, {"ps", 0}));
     std::vector<ps_actor> servers;
     std::vector<std::unique_ptr<gate>> gates;
     for (auto& opts : list) {
@@ -127,7 +137,7 @@ std::vector<ps_options> server_list(const bench_options& o) {
       gates.push_back(std::make_unique<gate>(
         sys, host_port{"127.0.0.1", 0},
         caf::actor_cast<caf::strong_actor_ptr>(servers.back()),
-        sys.message_types(servers.back()), "bench ps"));
+        sys.message_types(servers.back()), "bench ps", tls));
       ports.push_back(gates.back()->port());
     }
     if (write(port_fd, ports.data(), ports.size() * sizeof(uint16_t))
@@ -184,6 +194,9 @@ bench_options parse_args(int argc, char** argv) {
       o.training = false;
     else if (a == "--quick")
       o.quick = true;
+    else if (a == "--tls")
+      o.tls_dir = "tls"; // made in main
+
     else if (a == "--out")
       o.out = value();
     else if (a == "--config")
@@ -220,10 +233,14 @@ bool connect_servers(const bench_options& o, caf::actor_system& local,
                      caf::actor_system& net,
                      const std::vector<uint16_t>& ports, server_handles& h) {
   auto list = server_list(o);
+  std::shared_ptr<tls_context> tls;
+  if (!o.tls_dir.empty())
+    tls = tls_context::load(tls_files_in(o.tls_dir, {"worker", 0}));
+  node_identity ps0{"ps", 0};
   for (size_t i = 0; i < list.size(); ++i) {
     h.local.push_back(spawn_ps(local, list[i]));
     auto r = dial(net, host_port{"127.0.0.1", ports[i + 1]},
-                  std::chrono::seconds(10));
+                  std::chrono::seconds(10), tls.get(), &ps0);
     if (!r.actor) {
       fmt::print(stderr, "actorps-bench: dial: {}\n", r.error);
       return false;
@@ -342,6 +359,15 @@ int main(int argc, char** argv) {
   // The server process first: forking after threads exist would hand the
   // child their locks.
   auto list = server_list(o);
+  // --tls: a CA and certificates for ps0 (the server process) and worker0
+  // (this one), removed at the end.
+  if (!o.tls_dir.empty()) {
+    std::string dir = "/tmp/actorps-bench-tls-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr)
+      return 1;
+    o.tls_dir = dir;
+    make_cluster_certs(dir, nodes_of(1, 1), 1);
+  }
   int port_pipe[2];
   int stop_pipe[2];
   if (pipe(port_pipe) != 0 || pipe(stop_pipe) != 0)
@@ -350,7 +376,7 @@ int main(int argc, char** argv) {
   if (child == 0) {
     close(port_pipe[0]);
     close(stop_pipe[1]);
-    serve(list, port_pipe[1], stop_pipe[0]);
+    serve(list, port_pipe[1], stop_pipe[0], o.tls_dir);
   }
   close(port_pipe[1]);
   close(stop_pipe[0]);
@@ -378,6 +404,8 @@ int main(int argc, char** argv) {
   }
   close(stop_pipe[1]);
   waitpid(child, nullptr, 0);
+  if (!o.tls_dir.empty())
+    std::filesystem::remove_all(o.tls_dir);
   json training = json::array();
   if (o.training)
     training = run_training_suite(o.config, o.epochs, o.quick);

@@ -86,6 +86,15 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          N+1+ps+i, evaluator N+1+ps+workers
   --plot FILE.png        at the end, plot loss and accuracy (or AUC) per epoch
                          with gnuplot (Debian's gnuplot-nox)
+  --tls DIR|off          multi-process clusters: mutual TLS with the
+                         certificates in DIR (made by actorps certs: ca.pem,
+                         <node>.pem, <node>.key), or off: plain TCP, nobody
+                         authenticated (cluster.tls). actorps node needs one
+                         of them; actorps launch makes throw-away
+                         certificates when neither is given
+  --tls-ca FILE          the cluster CA's certificate (cluster.tls.ca)
+  --tls-cert FILE        this node's certificate (cluster.tls.cert)
+  --tls-key FILE         this node's private key (cluster.tls.key)
   --quiet                no diagnostics on stderr
   -h, --help             this text
 )";
@@ -169,6 +178,8 @@ train_command parse_job_args(
     {"--restore", true},         {"--resume", false},
     {"--restore-variables-only", false},
     {"--fault", true},
+    {"--tls", true},             {"--tls-ca", true},
+    {"--tls-cert", true},        {"--tls-key", true},
     // -- watching a job (issue 14) --
     {"--metrics-port", true},    {"--plot", true},
     {"--help", false},           {"-h", false},
@@ -263,6 +274,18 @@ train_command parse_job_args(
       cmd.options.restore_variables_only = true;
     else if (flag == "--fault")
       job.faults.push_back(parse_fault(value));
+    else if (flag == "--tls") {
+      job.tls = tls_settings{};
+      if (value == "off")
+        job.tls.off = true;
+      else
+        job.tls.dir = value;
+    } else if (flag == "--tls-ca")
+      job.tls.ca = value, job.tls.off = false;
+    else if (flag == "--tls-cert")
+      job.tls.cert = value, job.tls.off = false;
+    else if (flag == "--tls-key")
+      job.tls.key = value, job.tls.off = false;
     // -- watching a job (issue 14) --
     else if (flag == "--metrics-port")
       cmd.options.metrics_port = static_cast<int>(

@@ -24,11 +24,15 @@
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
+#include "cluster/gate_io.hpp"
 #include "cluster/handshake.hpp"
+#include "cluster/tls_channel.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
 namespace actorps {
+
+using namespace detail;
 
 namespace {
 
@@ -42,14 +46,6 @@ constexpr size_t max_pending = 64;
 /// Rejected connections logged one by one; after that, every 100th.
 constexpr uint64_t rejections_logged = 10;
 
-std::array<char, preamble_size> make_preamble() {
-  std::array<char, preamble_size> p{};
-  std::memcpy(p.data(), magic, sizeof(magic));
-  uint32_t v = protocol_version;
-  for (int i = 0; i < 4; ++i)
-    p[8 + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  return p;
-}
 
 uint32_t version_of(const char* p) {
   uint32_t v = 0;
@@ -65,15 +61,7 @@ std::string hex_prefix(const char* p, size_t n) {
   return out;
 }
 
-void set_nonblocking(int fd, bool on) {
-  auto flags = fcntl(fd, F_GETFL, 0);
-  fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
-}
 
-void set_nodelay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 std::string peer_name(const sockaddr_storage& sa) {
   char host[NI_MAXHOST];
@@ -84,6 +72,31 @@ std::string peer_name(const sockaddr_storage& sa) {
       != 0)
     return "?";
   return fmt::format("{}:{}", host, serv);
+}
+
+
+
+} // namespace
+
+namespace detail {
+
+std::array<char, preamble_size> make_preamble() {
+  std::array<char, preamble_size> p{};
+  std::memcpy(p.data(), magic, sizeof(magic));
+  uint32_t v = protocol_version;
+  for (int i = 0; i < 4; ++i)
+    p[8 + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return p;
+}
+
+void set_nonblocking(int fd, bool on) {
+  auto flags = fcntl(fd, F_GETFL, 0);
+  fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 /// getaddrinfo for `hp`; the caller frees the list.
@@ -107,7 +120,7 @@ caf::actor basp_broker(caf::actor_system& sys) {
   return sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
 }
 
-} // namespace
+} // namespace detail
 
 preamble_check check_preamble(const char* bytes, size_t n) {
   n = std::min(n, preamble_size);
@@ -129,8 +142,9 @@ preamble_check check_preamble(const char* bytes, size_t n) {
 
 gate::gate(caf::actor_system& sys, const host_port& where,
            caf::strong_actor_ptr whom, std::set<std::string> sigs,
-           std::string label)
+           std::string label, std::shared_ptr<tls_context> tls)
   : sys_(sys),
+    tls_(std::move(tls)),
     whom_(std::move(whom)),
     sigs_(std::move(sigs)),
     label_(std::move(label)) {
@@ -185,31 +199,131 @@ gate::~gate() {
 }
 
 void gate::run() {
+  // One connection from accept() until CAF owns it (or it is closed).
   struct pending {
-    int fd;
+    std::unique_ptr<channel> ch;
     clock_type::time_point deadline;
-    std::array<char, preamble_size> buf;
-    size_t got;
-    std::string peer;
+    bool tls_done = false;
+    short events = POLLIN;
+    std::array<char, preamble_size + 2 + max_reason_size> buf{};
+    size_t got = 0;
+    std::string peer; ///< address, and the certificate's node after TLS
+    std::optional<node_identity> who;
   };
   std::vector<pending> waiting;
   auto basp = basp_broker(sys_);
   auto answer = make_preamble();
+  auto me = tls_ ? tls_->identity().name() : label_;
   auto reject = [&](pending& p, const std::string& why) {
     auto n = ++rejected_;
     if (n <= rejections_logged || n % 100 == 0)
       log::warn("gate", -1, "{}: closed a connection from {}: {}{}", label_,
                 p.peer, why,
                 n == rejections_logged ? " (further ones: every 100th)" : "");
-    close(p.fd);
-    p.fd = -1;
+    p.ch.reset();
+  };
+  // Tells the peer why (inside TLS if any), then closes.
+  auto refuse = [&](pending& p, const std::string& why) {
+    auto msg = refusal_message(std::string(answer.begin(), answer.end()),
+                               fmt::format("{} refuses this connection: {}",
+                                           me, why));
+    p.ch->write(msg.data(), msg.size());
+    reject(p, why);
+  };
+  // Moves `p` on as far as its socket allows.
+  auto advance = [&](pending& p) {
+    if (!p.tls_done && p.ch->tls()) {
+      // A plain actorps peer: tell it in plain text, it would not see TLS.
+      char first[8];
+      auto n = recv(p.ch->fd(), first, sizeof(first), MSG_PEEK);
+      if (n > 0 && std::memcmp(first, magic, std::min<size_t>(n, 7)) == 0) {
+        auto msg = refusal_message(
+          std::string(answer.begin(), answer.end()),
+          fmt::format("{} requires TLS; this node runs with tls off", me));
+        send(p.ch->fd(), msg.data(), msg.size(), MSG_NOSIGNAL);
+        return reject(p, "a plain-TCP actorps peer (it runs with tls off; "
+                         "this node requires TLS)");
+      }
+      auto s = p.ch->handshake();
+      if (s == channel::status::want_read || s == channel::status::want_write) {
+        p.events = s == channel::status::want_read ? POLLIN : POLLOUT;
+        return;
+      }
+      if (s != channel::status::done)
+        return reject(p, "TLS handshake failed: " + p.ch->error());
+      p.tls_done = true;
+      p.events = POLLIN;
+      p.who = p.ch->peer_identity();
+      if (!p.who)
+        return refuse(p, fmt::format("the dialer's certificate ({}) names "
+                                     "no actorps node",
+                                     p.ch->peer_subject()));
+      p.peer += " (" + p.who->name() + ")";
+      if (!may_dial(p.who->role, tls_->identity().role))
+        return refuse(p, fmt::format("the dialer's certificate names {}, "
+                                     "and a {} does not connect to a {}",
+                                     p.who->name(), p.who->role,
+                                     tls_->identity().role));
+    }
+    for (;;) {
+      size_t n = 0;
+      auto s = p.ch->read(p.buf.data() + p.got,
+                          missing_bytes(p.buf.data(), p.got, 0), n);
+      if (s == channel::status::want_read || s == channel::status::want_write) {
+        p.events = s == channel::status::want_read ? POLLIN : POLLOUT;
+        return;
+      }
+      if (s == channel::status::closed)
+        return reject(p, p.got == 0 ? "closed before its preamble"
+                                    : "closed within its preamble");
+      if (s == channel::status::failed)
+        return reject(p, p.ch->error());
+      p.got += n;
+      auto check = check_preamble(p.buf.data(), p.got);
+      if (check.result == preamble_check::verdict::not_actorps)
+        return reject(p, fmt::format("not an actorps peer (first bytes {}{})",
+                                     check.first_bytes,
+                                     p.buf[0] == 0x16 && !tls_
+                                       ? ": a TLS client, and this node runs "
+                                         "with tls off"
+                                       : ""));
+      if (check.result == preamble_check::verdict::incomplete)
+        continue;
+      if (missing_bytes(p.buf.data(), p.got, 0) > 0)
+        continue;
+      std::string why;
+      if (p.buf[preamble_status_at] != 0
+          && parse_refusal(p.buf.data() + preamble_size, p.got - preamble_size,
+                           why))
+        return reject(p, "it refused this node: " + why);
+      break;
+    }
+    // Answer with this node's preamble in every case: a peer of another
+    // version learns which version this node speaks.
+    auto check = check_preamble(p.buf.data(), p.got);
+    if (check.result == preamble_check::verdict::other_version) {
+      p.ch->write(answer.data(), answer.size());
+      return reject(p, fmt::format("protocol version {}, this node speaks {}",
+                                   check.version, protocol_version));
+    }
+    std::string reply(answer.begin(), answer.end());
+    if (tls_)
+      reply += tls_->issue_ticket(*p.who);
+    if (p.ch->write(reply.data(), reply.size()) != channel::status::done)
+      return reject(p, "could not answer its preamble: " + p.ch->error());
+    set_nodelay(p.ch->fd());
+    auto scribe = p.ch->release_to(sys_);
+    caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port_,
+                   whom_, sigs_);
+    log::debug("gate", -1, "{}: admitted {}", label_, p.peer);
+    p.ch.reset();
   };
   for (;;) {
     std::vector<pollfd> fds;
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
     for (auto& p : waiting)
-      fds.push_back({p.fd, POLLIN, 0});
+      fds.push_back({p.ch->fd(), p.events, 0});
     int timeout_ms = -1;
     auto now = clock_type::now();
     for (auto& p : waiting) {
@@ -228,52 +342,16 @@ void gate::run() {
     now = clock_type::now();
     for (size_t i = 0; i < waiting.size(); ++i) {
       auto& p = waiting[i];
-      if (fds[i + 2].revents != 0) {
-        auto n = recv(p.fd, p.buf.data() + p.got, preamble_size - p.got, 0);
-        if (n == 0) {
-          reject(p, p.got == 0 ? "closed before its preamble"
-                               : "closed within its preamble");
-          continue;
-        }
-        if (n < 0) {
-          if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            reject(p, std::strerror(errno));
-          continue;
-        }
-        p.got += static_cast<size_t>(n);
-        auto check = check_preamble(p.buf.data(), p.got);
-        if (check.result == preamble_check::verdict::not_actorps) {
-          reject(p, fmt::format("not an actorps peer (first bytes {})",
-                                check.first_bytes));
-          continue;
-        }
-        if (check.result == preamble_check::verdict::incomplete)
-          continue;
-        // Answer with this node's preamble in every case: a peer of another
-        // version learns which version this node speaks.
-        auto sent = send(p.fd, answer.data(), answer.size(), MSG_NOSIGNAL);
-        if (check.result == preamble_check::verdict::other_version) {
-          reject(p, fmt::format("protocol version {}, this node speaks {}",
-                                check.version, protocol_version));
-          continue;
-        }
-        if (sent != static_cast<ssize_t>(answer.size())) {
-          reject(p, "could not answer its preamble");
-          continue;
-        }
-        set_nodelay(p.fd);
-        auto scribe = sys_.middleman().backend().new_scribe(p.fd);
-        caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port_,
-                       whom_, sigs_);
-        log::debug("gate", -1, "{}: admitted {}", label_, p.peer);
-        p.fd = -1; // CAF owns it now
-      } else if (now >= p.deadline) {
-        reject(p, fmt::format("no preamble within {} s",
+      if (fds[i + 2].revents != 0)
+        advance(p);
+      else if (now >= p.deadline)
+        reject(p, fmt::format("no {}preamble within {} s",
+                              p.ch->tls() && !p.tls_done ? "TLS handshake or "
+                                                          : "",
                               preamble_timeout.count()));
-      }
     }
     waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
-                                 [](const pending& p) { return p.fd < 0; }),
+                                 [](const pending& p) { return !p.ch; }),
                   waiting.end());
     if (fds[1].revents != 0) {
       for (;;) {
@@ -283,8 +361,15 @@ void gate::run() {
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
           break;
-        pending p{fd, clock_type::now() + preamble_timeout, {}, 0,
-                  peer_name(sa)};
+        pending p;
+        auto* ssl = tls_ ? tls_->new_session(fd, true) : nullptr;
+        p.ch = std::make_unique<channel>(fd, ssl);
+        p.deadline = clock_type::now() + preamble_timeout;
+        p.peer = peer_name(sa);
+        if (tls_ && ssl == nullptr) { // never fall back to plain TCP
+          reject(p, "cannot create a TLS session: " + tls_error(nullptr));
+          continue;
+        }
         if (waiting.size() >= max_pending) {
           reject(p, "too many connections waiting for their preamble");
           continue;
@@ -293,144 +378,8 @@ void gate::run() {
       }
     }
   }
-  for (auto& p : waiting)
-    close(p.fd);
+  waiting.clear();
 }
 
-// -- dial -----------------------------------------------------------------------
-
-namespace {
-
-/// Waits until `fd` is ready for `events` or `deadline` passes.
-bool wait_for(int fd, short events, clock_type::time_point deadline) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  deadline - clock_type::now()).count();
-    if (left <= 0)
-      return false;
-    pollfd p{fd, events, 0};
-    auto rc = poll(&p, 1, static_cast<int>(left));
-    if (rc > 0)
-      return true;
-    if (rc < 0 && errno != EINTR)
-      return false;
-  }
-}
-
-/// TCP connect within `deadline`; returns the socket or -1 with `out` set.
-int tcp_connect(const host_port& peer, clock_type::time_point deadline,
-                dial_result& out) {
-  std::string error;
-  auto* res = resolve(peer, false, error);
-  if (res == nullptr) {
-    out.error = error;
-    out.retryable = true; // name service may come back
-    return -1;
-  }
-  int result = -1;
-  out.error = "no address";
-  for (auto* ai = res; ai != nullptr && result < 0; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-    if (fd < 0)
-      continue;
-    set_nonblocking(fd, true);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-      result = fd;
-      break;
-    }
-    if (errno == EINPROGRESS) {
-      if (!wait_for(fd, POLLOUT, deadline)) {
-        out.error = "no answer (connect timed out)";
-        close(fd);
-        continue;
-      }
-      int err = 0;
-      socklen_t len = sizeof(err);
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err == 0) {
-        result = fd;
-        break;
-      }
-      errno = err;
-    }
-    out.error = std::strerror(errno);
-    close(fd);
-  }
-  freeaddrinfo(res);
-  out.retryable = result < 0;
-  return result;
-}
-
-} // namespace
-
-dial_result dial(caf::actor_system& sys, const host_port& peer,
-                 std::chrono::milliseconds timeout) {
-  dial_result out;
-  auto deadline = clock_type::now() + timeout;
-  int fd = tcp_connect(peer, deadline, out);
-  if (fd < 0)
-    return out;
-  auto fail = [&](std::string why, bool retryable) {
-    close(fd);
-    out.error = std::move(why);
-    out.retryable = retryable;
-    return out;
-  };
-  auto mine = make_preamble();
-  if (!wait_for(fd, POLLOUT, deadline)
-      || send(fd, mine.data(), mine.size(), MSG_NOSIGNAL)
-           != static_cast<ssize_t>(mine.size()))
-    return fail("could not send the preamble", true);
-  std::array<char, preamble_size> theirs{};
-  size_t got = 0;
-  while (got < preamble_size) {
-    if (!wait_for(fd, POLLIN, deadline))
-      return fail("no preamble in answer (not an actorps node?)", true);
-    auto n = recv(fd, theirs.data() + got, preamble_size - got, 0);
-    if (n == 0)
-      return fail("closed the connection during the preamble (not an actorps "
-                  "node?)",
-                  false);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR)
-        continue;
-      return fail(std::strerror(errno), true);
-    }
-    got += static_cast<size_t>(n);
-  }
-  auto check = check_preamble(theirs.data(), got);
-  if (check.result == preamble_check::verdict::not_actorps)
-    return fail(fmt::format("not an actorps node (answered {})",
-                            check.first_bytes),
-                false);
-  if (check.result != preamble_check::verdict::ok)
-    return fail(fmt::format("protocol version: {} here, {} at the peer",
-                            protocol_version, check.version),
-                false);
-  set_nodelay(fd);
-  auto scribe = sys.middleman().backend().new_scribe(fd);
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-    deadline - clock_type::now());
-  if (left.count() < 1)
-    left = std::chrono::milliseconds(1);
-  caf::scoped_actor self{sys};
-  self
-    ->request(basp_broker(sys), left, caf::connect_atom::value,
-              std::move(scribe), peer.port)
-    .receive(
-      [&](caf::node_id&, caf::strong_actor_ptr& ptr,
-          std::set<std::string>&) {
-        if (ptr == nullptr)
-          out.error = "no actor published at that port";
-        else
-          out.actor = std::move(ptr);
-      },
-      [&](caf::error& err) {
-        out.error = "CAF handshake failed: " + sys.render(err);
-        out.retryable = true;
-      });
-  return out;
-}
 
 } // namespace actorps

@@ -11,12 +11,19 @@
 // node's actor on it. Anything else is closed within 2 s and counted.
 //
 // Preamble (16 bytes): "ACTORPS" and a 0 byte, the protocol version as a
-// little-endian uint32, 4 bytes of 0.
+// little-endian uint32, a status byte (0: go on, 1: refused, followed by the
+// reason; see cluster/tls_channel.hpp), 3 bytes of 0.
+//
+// With TLS (cluster/tls.hpp) the gate's port speaks TLS first: the TLS
+// handshake with mutual certificate verification, then the preamble inside
+// TLS, then BASP inside the same session. The gate admits only roles that
+// may dial its node (may_dial) and answers with a ticket for the handshake.
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -25,6 +32,7 @@
 #include "caf/fwd.hpp"
 
 #include "cluster/cluster_spec.hpp"
+#include "cluster/tls.hpp"
 
 namespace actorps {
 
@@ -62,12 +70,13 @@ public:
   /// Binds `where` and starts the gate's thread. Connections that pass the
   /// preamble reach `whom` (a published actor with interface `sigs`, as
   /// caf::actor_system::message_types gives it). `label` names the node in
-  /// log lines ("ps 0").
+  /// log lines ("ps 0"). With `tls`, connections must pass TLS (see
+  /// above) and the gate issues tickets from `tls`; without, plain TCP.
   /// @throws runtime_failure naming the address if it cannot be resolved or
   ///         bound (e.g. the port is in use).
   gate(caf::actor_system& sys, const host_port& where,
        caf::strong_actor_ptr whom, std::set<std::string> sigs,
-       std::string label);
+       std::string label, std::shared_ptr<tls_context> tls = nullptr);
 
   /// Stops listening (connections already handed to CAF stay open).
   ~gate();
@@ -90,6 +99,7 @@ private:
   void run();
 
   caf::actor_system& sys_;
+  std::shared_ptr<tls_context> tls_;
   caf::strong_actor_ptr whom_;
   std::set<std::string> sigs_;
   std::string label_;
@@ -108,11 +118,17 @@ struct dial_result {
   std::string error;
   /// Whether trying again later may succeed (the peer may not be up yet).
   bool retryable = false;
+  /// With TLS: the ticket the peer's gate issued, for the handshake message.
+  std::string ticket;
 };
 
-/// Connects to the gate at `peer`: TCP connect, preamble both ways, then
-/// CAF's BASP handshake, all within `timeout`.
+/// Connects to the gate at `peer`: TCP connect, with `tls` the TLS handshake
+/// (the peer's certificate must name `expect`, if given), preamble both
+/// ways, then CAF's BASP handshake, all within `timeout`. A refusal by
+/// either side (certificate, role, protocol version) is not retryable.
 dial_result dial(caf::actor_system& sys, const host_port& peer,
-                 std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout,
+                 const tls_context* tls = nullptr,
+                 const node_identity* expect = nullptr);
 
 } // namespace actorps

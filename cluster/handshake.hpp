@@ -15,8 +15,9 @@ struct job_config;
 struct placement;
 
 /// Version of the actorps wire protocol: the messages of actors/messages.hpp,
-/// their fields and meaning. Bumped on every change to any of them.
-inline constexpr uint32_t protocol_version = 2;
+/// their fields and meaning. Bumped on every change to any of them
+/// (3: the handshake carries a TLS ticket).
+inline constexpr uint32_t protocol_version = 3;
 
 /// This binary's build: "actorps VERSION (git REVISION, CAF 0.17.6)". Two
 /// nodes of one cluster run the same build.

@@ -19,6 +19,7 @@
 #include "cluster/local_cluster.hpp"
 #include "cluster/remote_cluster.hpp"
 #include "cluster/stop_request.hpp"
+#include "cluster/tls.hpp"
 #include "core/data_registry.hpp"
 #include "core/dataset.hpp"
 #include "core/error.hpp"
@@ -79,6 +80,11 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   opts.role_actor = caf::actor_cast<caf::strong_actor_ptr>(role_actor);
   opts.join_timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
   opts.exit_status = std::make_shared<std::atomic<int>>(1);
+  auto tls = node_tls();
+  if (tls)
+    opts.authorize = [tls](const handshake& peer) {
+      return tls->redeem(peer.ticket, node_identity{peer.role, peer.index});
+    };
   auto node = spawn_node(sys, opts);
   auto stop_all = [&] {
     caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
@@ -88,7 +94,7 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   try {
     door = std::make_unique<gate>(
       sys, address, caf::actor_cast<caf::strong_actor_ptr>(node),
-      sys.message_types(node), label);
+      sys.message_types(node), label, tls);
   } catch (...) {
     stop_all();
     throw;
@@ -110,9 +116,19 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
   auto layout = job_placement(cfg, *net);
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   caf::actor_system sys{sys_cfg};
-  auto ps = spawn_ps(sys, ps_options_of(cfg, index));
-  return serve(sys, cfg, make_handshake(cfg, layout, "ps", index),
-               caf::actor_cast<caf::actor>(ps), spec.ps[index]);
+  auto me = make_handshake(cfg, layout, "ps", index);
+  auto opts = ps_options_of(cfg, index);
+  std::vector<cluster_member> servers;
+  for (uint32_t p = 0; p < spec.ps.size(); ++p)
+    servers.push_back({"ps", p, spec.ps[p]});
+  opts.dial = [&sys, servers, me](uint32_t p) {
+    auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
+                          std::chrono::seconds(2));
+    return caf::actor_cast<caf::actor>(j[0].welcome.role_actor);
+  };
+  auto ps = spawn_ps(sys, std::move(opts));
+  return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(ps),
+               spec.ps[index]);
 }
 
 int run_worker(const job_config& cfg, const cluster_spec& spec,

@@ -17,6 +17,7 @@
 
 #include "actors/node_actor.hpp"
 #include "cluster/gate.hpp"
+#include "cluster/tls.hpp"
 #include "cluster/checkpointer.hpp"
 #include "cluster/handshake.hpp"
 #include "core/error.hpp"
@@ -253,6 +254,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
   auto who = mine.role == "chief" ? std::string{"coordinator"} : mine.role;
   auto who_index = mine.role == "chief" ? -1 : static_cast<int>(mine.index);
   caf::scoped_actor self{sys};
+  auto tls = node_tls();
   for (;;) {
     for (size_t i = 0; i < members.size(); ++i) {
       if (joined[i])
@@ -261,9 +263,11 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
       auto where = fmt::format("{} at {}", m.name(), to_string(m.address));
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - clock_type::now());
+      node_identity expect{m.role, m.index};
       auto r = dial(sys, m.address,
                     std::max(std::chrono::milliseconds(100),
-                             std::min(left, std::chrono::milliseconds(2000))));
+                             std::min(left, std::chrono::milliseconds(2000))),
+                    tls.get(), &expect);
       if (!r.actor) {
         if (!r.retryable)
           throw runtime_failure(fmt::format("{}: {}", where, r.error));
@@ -273,7 +277,9 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
       auto node = caf::actor_cast<node_actor>(r.actor);
       caf::error failure;
       node_welcome welcome;
-      self->request(node, hello_timeout, hello_atom_v, mine, chief)
+      auto hello = mine;
+      hello.ticket = r.ticket; // binds the hello to this TLS connection
+      self->request(node, hello_timeout, hello_atom_v, hello, chief)
         .receive([&](node_welcome& w) { welcome = std::move(w); },
                  [&](caf::error& err) { failure = std::move(err); });
       if (failure == errc::handshake_refused) {

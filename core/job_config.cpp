@@ -199,6 +199,20 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);
     s.get("reset_lost_ps", cfg.reset_lost_ps);
     s.get("replicas", cfg.replicas, 0, 1);
+    if (auto v = s.find("tls")) {
+      if (v->is_string()) {
+        if (v->get<std::string>() != "off")
+          s.fail(s.name("tls"), "must be \"off\" or an object {\"dir\": ...} "
+                                "or {\"ca\": ..., \"cert\": ..., \"key\": ...}");
+        cfg.tls.off = true;
+      } else {
+        auto t = s.sub("tls");
+        t.get("dir", cfg.tls.dir);
+        t.get("ca", cfg.tls.ca);
+        t.get("cert", cfg.tls.cert);
+        t.get("key", cfg.tls.key);
+      }
+    }
   }
   for (auto [key, rule] : {std::pair{"optimizer", &cfg.optimizer},
                             std::pair{"table_optimizer", &cfg.table_optimizer}}) {

@@ -44,6 +44,26 @@ fault_spec parse_fault(const std::string& text);
 /// Renders a fault as parse_fault reads it.
 std::string to_string(const fault_spec& f);
 
+/// Transport security between the nodes of a multi-process cluster
+/// (cluster.tls in the config; flags --tls, --tls-ca, --tls-cert,
+/// --tls-key). See cluster/tls.hpp and README, "Security".
+struct tls_settings {
+  /// Plain TCP, asked for explicitly ("tls": "off", --tls off).
+  bool off = false;
+  /// A folder made by `actorps certs`: ca.pem, and <node>.pem / <node>.key
+  /// of each node ("coordinator", "ps0", "worker1").
+  std::string dir;
+  /// Files named one by one; each overrides the one `dir` would give.
+  std::string ca;
+  std::string cert;
+  std::string key;
+
+  /// Whether the config or the flags said anything about TLS.
+  bool given() const {
+    return off || !dir.empty() || !ca.empty() || !cert.empty() || !key.empty();
+  }
+};
+
 /// Everything a training job needs, read from a JSON file (see
 /// configs/fashion_mnist.json for every field with its default). Unknown
 /// fields, wrong types and out-of-range values are errors, never ignored.
@@ -103,6 +123,8 @@ struct job_config {
   /// shards also live on the next server, updated by chain replication; a
   /// lost primary's backup takes over with nothing lost). Needs >= 2 ps.
   uint32_t replicas = 0;
+  /// TLS between nodes (not part of the job's fingerprint).
+  tls_settings tls;
 
   // -- update rules / partitioner ---------------------------------------------
   /// The rule the parameter servers apply to dense variables.

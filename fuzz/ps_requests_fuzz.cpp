@@ -194,14 +194,13 @@ void ask_unchanged_on_error(harness& h, uint32_t g, const char* what,
                   .c_str());
 }
 
-/// Whether replicate requests are sent. Off until a backup checks the
-/// update it is sent as a primary checks a push: today replicate() in
-/// actors/ps_actor.cpp applies it unchecked, so a gradient of the wrong size
-/// reads past its buffer (heap-buffer-overflow) and an unknown table shard
-/// throws std::out_of_range, which kills the server. Input:
-/// fuzz/corpus/ps_requests/crash_replicate_unchecked_gradient. Reported to
-/// the lead (issue 12); turn this on with the fix.
-constexpr bool fuzz_replicate = false;
+/// Whether replicate requests are sent. They are since replicate() in
+/// actors/ps_actor.cpp checks a forwarded update as push() checks a push:
+/// before that, a gradient of the wrong size read past its buffer
+/// (heap-buffer-overflow) and an unknown table shard threw
+/// std::out_of_range, which killed the server. Regression inputs:
+/// fuzz/corpus/ps_requests/crash_replicate_*.
+constexpr bool fuzz_replicate = true;
 
 void run_request(harness& h, uint8_t kind, const std::string& bytes) {
   switch (kind % 11) {

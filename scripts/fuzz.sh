@@ -24,6 +24,8 @@
 # FUZZ_BUILD/logs/TARGET.log. To keep a crash as a regression test, minimise
 # it (FUZZ_BUILD/fuzz/fuzz_TARGET -minimize_crash=1 -runs=10000 FILE) and
 # copy it into fuzz/corpus/TARGET/: the ctest fuzz.replay.TARGET replays it.
+# fuzz/keep_corpus.py TARGET... keeps a few of the new inputs there too.
+# Results of the last campaign: docs/fuzzing.md.
 #
 # Exit status: 0 if no target crashed, 1 otherwise, 2 for bad arguments.
 set -euo pipefail

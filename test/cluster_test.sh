@@ -16,6 +16,11 @@ cleanup() {
     kill -KILL "$p" 2>/dev/null
   done
   wait 2>/dev/null
+  # ACTORPS_TEST_LOGS=DIR keeps the nodes' logs of a run for a post-mortem.
+  if [[ -n ${ACTORPS_TEST_LOGS:-} ]]; then
+    mkdir -p "$ACTORPS_TEST_LOGS/$case_name.$$"
+    cp "$tmp"/*.log "$ACTORPS_TEST_LOGS/$case_name.$$/" 2>/dev/null
+  fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -40,6 +45,15 @@ write_job() {
 write_job
 short=(--config "$tmp/job.json" --train-limit 6400 --test-limit 1000
        --epochs 2 --no-progress)
+# Mutual TLS, the default: certificates for up to 4 ps and 4 workers, which
+# every node started here uses. `launch` gets them too, except in
+# case_launch, where it makes throw-away ones of its own.
+short_no_tls=("${short[@]}")
+if ! "$bin" certs --ps 4 --workers 4 --out "$tmp/certs" >"$tmp/certs.out" 2>&1; then
+  echo "FAILED: actorps certs: $(cat "$tmp/certs.out")"
+  exit 1
+fi
+short+=(--tls "$tmp/certs")
 
 # free_port: a port on 127.0.0.1 nobody listens on (checked by connecting),
 # below the kernel's ephemeral range (ip_local_port_range), so that no
@@ -138,7 +152,7 @@ train_loss() {
 }
 
 case_launch() {
-  "$bin" launch "${short[@]}" --workers 2 --ps 2 \
+  "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 \
     --metrics-out "$tmp/m.jsonl" >"$tmp/out" 2>&1
   local rc=$?
   if [[ $rc -ne 0 ]]; then
@@ -146,6 +160,14 @@ case_launch() {
     return
   fi
   ok "launch: 2 ps + 2 workers + coordinator exit 0"
+  # TLS by default: throw-away certificates, and every node says so first.
+  local t
+  t=$(grep -c -E '^\[(ps[01]|worker[01]|coordinator)\] .*TLS on: certificate' "$tmp/out")
+  if grep -q '^\[launch\] TLS: throw-away certificates' "$tmp/out" && [[ $t -eq 5 ]]; then
+    ok "launch: mutual TLS with throw-away certificates on all 5 nodes"
+  else
+    bad "launch without TLS? $t nodes said 'TLS on': $(grep -i tls "$tmp/out" | head -5)"
+  fi
   local n
   n=$(grep -c -E '^\[launch\] (ps[01]|worker[01]) exited with status 0$' "$tmp/out")
   if [[ $n -eq 4 ]]; then

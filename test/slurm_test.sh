@@ -85,6 +85,9 @@ accuracy() {
 sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 10000/' \
   "$src/configs/fashion_mnist.json" >"$tmp/job.json"
 job=(--config "$tmp/job.json" --epochs 3 --no-progress)
+# Mutual TLS (the default): one CA and certificates for every node.
+"$bin" certs --ps 2 --workers 2 --out "$tmp/certs" >/dev/null || exit 1
+job+=(--tls "$tmp/certs")
 
 # -- resolver: srun -n 5 actorps node --cluster-resolver slurm ----------------
 

@@ -320,3 +320,23 @@ TEST_CASE("the faults array is read and checked against the cluster",
     parse_job_config(R"({"faults": [{"action": "stop", "role": "ps"}]})"),
     Catch::Contains("a stop or delay needs seconds > 0"));
 }
+
+TEST_CASE("cluster.tls names certificate files or turns TLS off",
+          "[core][job_config]") {
+  CHECK_FALSE(parse_job_config("{}").tls.given());
+  auto off = parse_job_config(R"({"cluster": {"tls": "off"}})");
+  CHECK(off.tls.off);
+  CHECK(off.tls.given());
+  auto files = parse_job_config(R"({"cluster": {"tls": {"dir": "certs",
+    "ca": "ca.pem", "cert": "ps0.pem", "key": "ps0.key"}}})");
+  CHECK_FALSE(files.tls.off);
+  CHECK(files.tls.dir == "certs");
+  CHECK(files.tls.ca == "ca.pem");
+  CHECK(files.tls.cert == "ps0.pem");
+  CHECK(files.tls.key == "ps0.key");
+  CHECK_THROWS_WITH(parse_job_config(R"({"cluster": {"tls": "on"}})"),
+                    Catch::Contains("cluster.tls: must be \"off\" or an object"));
+  CHECK_THROWS_WITH(
+    parse_job_config(R"({"cluster": {"tls": {"certificate": "x.pem"}}})"),
+    Catch::Contains("cluster.tls.certificate: unknown field"));
+}

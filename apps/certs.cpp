@@ -1,0 +1,126 @@
+#include "apps/certs.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cluster/certs.hpp"
+#include "cluster/cluster_spec.hpp"
+#include "core/error.hpp"
+
+namespace actorps {
+
+namespace {
+
+constexpr const char* usage = R"(usage: actorps certs --cluster SPEC.json --out DIR [--days N]
+       actorps certs --ps N --workers M --out DIR [--days N]
+
+Makes the certificates of a cluster for mutual TLS between its nodes: a new
+CA (DIR/ca.pem, DIR/ca.key) and, for every node of the spec, a certificate
+and key signed by it whose subject names the node's role and index
+(OU=ps, CN=ps0): DIR/coordinator.pem, DIR/ps0.pem, DIR/worker1.pem, ...
+and the matching .key files (mode 0600). Give every node the folder
+(`actorps node --tls DIR ...`) or just its three files (--tls-ca, --tls-cert,
+--tls-key). ca.key is needed only to add nodes later: keep it off the nodes.
+
+  --cluster FILE   cluster spec (TF_CONFIG shape); its addresses do not matter
+  --ps N           instead of --cluster: N parameter servers ...
+  --workers M      ... and M workers
+  --out DIR        where to write (created; must not hold a ca.pem yet)
+  --days N         validity in days (default 365)
+)";
+
+uint32_t count_of(const std::string& flag, const std::string& value,
+                  uint32_t lo, uint32_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  auto x = std::strtoul(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
+    throw input_error(fmt::format("{}: expected a whole number in [{}, {}], "
+                                  "got \"{}\"",
+                                  flag, lo, hi, value));
+  return static_cast<uint32_t>(x);
+}
+
+} // namespace
+
+int run_certs(const std::vector<std::string>& args) {
+  std::string spec_file;
+  std::string out;
+  int days = 365;
+  std::optional<uint32_t> ps;
+  std::optional<uint32_t> workers;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (i + 1 >= args.size())
+      throw input_error(fmt::format("{}: {} (see actorps certs --help)", a,
+                                    a.rfind("--", 0) == 0 ? "missing value"
+                                                          : "unknown argument"));
+    auto& v = args[++i];
+    if (a == "--cluster")
+      spec_file = v;
+    else if (a == "--out")
+      out = v;
+    else if (a == "--days")
+      days = static_cast<int>(count_of(a, v, 1, 36500));
+    else if (a == "--ps")
+      ps = count_of(a, v, 1, 1024);
+    else if (a == "--workers")
+      workers = count_of(a, v, 1, 1024);
+    else
+      throw input_error(fmt::format("unknown argument \"{}\" (see actorps "
+                                    "certs --help)",
+                                    a));
+  }
+  if (out.empty())
+    throw input_error("--out DIR: where to write the certificates");
+  std::vector<node_identity> nodes;
+  if (!spec_file.empty()) {
+    if (ps || workers)
+      throw input_error("--cluster and --ps/--workers: give one of them");
+    nodes = nodes_of(load_cluster_spec(spec_file));
+  } else if (ps && workers) {
+    nodes = nodes_of(*ps, *workers);
+  } else {
+    throw input_error("give --cluster SPEC.json, or --ps N and --workers M");
+  }
+  auto files = make_cluster_certs(out, nodes, days);
+  fmt::print("a new CA and {} node certificates, valid {} days:\n",
+             nodes.size(), days);
+  for (auto& f : files)
+    fmt::print("  {}\n", f);
+  return 0;
+}
+
+launch_certs::launch_certs(uint32_t ps, uint32_t workers) {
+  auto* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")
+                      + "/actorps-tls-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) // mode 0700
+    throw runtime_failure(fmt::format("cannot create {}: {}", templ,
+                                      std::strerror(errno)));
+  dir_ = templ;
+  try {
+    make_cluster_certs(dir_, nodes_of(ps, workers), 7);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+launch_certs::~launch_certs() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+} // namespace actorps

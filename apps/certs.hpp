@@ -1,0 +1,35 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace actorps {
+
+/// `actorps certs --cluster SPEC.json --out DIR [--days N]` (or `--ps N
+/// --workers M` instead of a spec): makes a cluster CA and a certificate and
+/// key per node (cluster/certs.hpp) and lists the files. Returns the exit
+/// status. @throws input_error for bad flags or an unusable folder.
+int run_certs(const std::vector<std::string>& args);
+
+/// Throw-away certificates of one `actorps launch` (a new CA each time) in
+/// a private temporary folder, removed with this object.
+class launch_certs {
+public:
+  /// @throws input_error / runtime_failure as make_cluster_certs.
+  launch_certs(uint32_t ps, uint32_t workers);
+  ~launch_certs();
+
+  launch_certs(const launch_certs&) = delete;
+  launch_certs& operator=(const launch_certs&) = delete;
+
+  /// The folder, for `--tls DIR`.
+  const std::string& dir() const {
+    return dir_;
+  }
+
+private:
+  std::string dir_;
+};
+
+} // namespace actorps

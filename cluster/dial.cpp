@@ -1,0 +1,233 @@
+#include "cluster/gate.hpp"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "caf/actor_system.hpp"
+#include "caf/io/basp_broker.hpp"
+#include "caf/io/middleman.hpp"
+#include "caf/scoped_actor.hpp"
+
+#include "cluster/gate_io.hpp"
+#include "cluster/handshake.hpp"
+#include "cluster/tls_channel.hpp"
+
+namespace actorps {
+
+using namespace detail;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// Waits until `fd` is ready for `events` or `deadline` passes.
+bool wait_for(int fd, short events, clock_type::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - clock_type::now()).count();
+    if (left <= 0)
+      return false;
+    pollfd p{fd, events, 0};
+    auto rc = poll(&p, 1, static_cast<int>(left));
+    if (rc > 0)
+      return true;
+    if (rc < 0 && errno != EINTR)
+      return false;
+  }
+}
+
+/// TCP connect within `deadline`; returns the socket or -1 with `out` set.
+int tcp_connect(const host_port& peer, clock_type::time_point deadline,
+                dial_result& out) {
+  std::string error;
+  auto* res = resolve(peer, false, error);
+  if (res == nullptr) {
+    out.error = error;
+    out.retryable = true; // name service may come back
+    return -1;
+  }
+  int result = -1;
+  out.error = "no address";
+  for (auto* ai = res; ai != nullptr && result < 0; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+    if (fd < 0)
+      continue;
+    set_nonblocking(fd, true);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      result = fd;
+      break;
+    }
+    if (errno == EINPROGRESS) {
+      if (!wait_for(fd, POLLOUT, deadline)) {
+        out.error = "no answer (connect timed out)";
+        close(fd);
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err == 0) {
+        result = fd;
+        break;
+      }
+      errno = err;
+    }
+    out.error = std::strerror(errno);
+    close(fd);
+  }
+  freeaddrinfo(res);
+  out.retryable = result < 0;
+  return result;
+}
+
+} // namespace
+
+dial_result dial(caf::actor_system& sys, const host_port& peer,
+                 std::chrono::milliseconds timeout, const tls_context* tls,
+                 const node_identity* expect) {
+  dial_result out;
+  auto deadline = clock_type::now() + timeout;
+  int fd = tcp_connect(peer, deadline, out);
+  if (fd < 0)
+    return out;
+  auto* ssl = tls != nullptr ? tls->new_session(fd, false) : nullptr;
+  channel ch{fd, ssl};
+  auto fail = [&](std::string why, bool retryable) {
+    out.error = std::move(why);
+    out.retryable = retryable;
+    return out;
+  };
+  if (tls != nullptr && ssl == nullptr) // never fall back to plain TCP
+    return fail("cannot create a TLS session: " + tls_error(nullptr), true);
+  // Waits for what `s` wants; false when the deadline passed.
+  auto wait = [&](channel::status s) {
+    return wait_for(fd, s == channel::status::want_write ? POLLOUT : POLLIN,
+                    deadline);
+  };
+  auto mine = make_preamble();
+  // -- TLS: the peer's certificate names the member this node wants --------
+  for (;;) {
+    auto s = ch.handshake();
+    if (s == channel::status::done)
+      break;
+    if (s == channel::status::failed) {
+      auto& e = ch.error();
+      if (e.find("closed during the TLS handshake") != std::string::npos)
+        return fail(e + " (does the node there run with tls off?)", true);
+      if (ch.transport_failure()) // reset: the node may be restarting
+        return fail(e, true);
+      return fail("TLS handshake failed: " + e
+                    + (e.find("wrong version number") != std::string::npos
+                         ? " (does the node there run with tls off?)"
+                         : ""),
+                  false);
+    }
+    if (!wait(s))
+      return fail("no TLS handshake in answer", true);
+  }
+  if (ch.tls() && expect != nullptr) {
+    auto id = ch.peer_identity();
+    if (!id || *id != *expect) {
+      auto why = fmt::format("its certificate names {} ({}), not {}",
+                             id ? id->name() : std::string{"no actorps node"},
+                             ch.peer_subject(), expect->name());
+      auto msg = refusal_message(
+        std::string(mine.begin(), mine.end()),
+        fmt::format("{} refuses this connection: {}",
+                    tls->identity().name(),
+                    fmt::format("this node dialled {} and found {}",
+                                expect->name(),
+                                id ? id->name() : std::string{"another"})));
+      ch.write(msg.data(), msg.size());
+      return fail(why, false);
+    }
+  }
+  // -- the preamble both ways ----------------------------------------------
+  if (!wait_for(fd, POLLOUT, deadline)
+      || ch.write(mine.data(), mine.size()) != channel::status::done)
+    return fail("could not send the preamble: " + ch.error(), true);
+  std::array<char, preamble_size + 2 + max_reason_size> theirs{};
+  auto extra = ch.tls() ? ticket_size : 0;
+  size_t got = 0;
+  std::string refusal;
+  while (missing_bytes(theirs.data(), got, extra) > 0) {
+    size_t n = 0;
+    auto s = ch.read(theirs.data() + got,
+                     missing_bytes(theirs.data(), got, extra), n);
+    if (s == channel::status::closed)
+      return fail(got >= preamble_size && theirs[preamble_status_at] != 0
+                    ? "refused this node (no reason given)"
+                    : "closed the connection during the preamble (not an "
+                      "actorps node?)",
+                  false);
+    if (s == channel::status::failed)
+      return ch.tls() && !ch.transport_failure()
+               ? fail("refused this node's certificate: " + ch.error(), false)
+               : fail(ch.error(), true);
+    if (s != channel::status::done) {
+      if (!wait(s))
+        return fail("no preamble in answer (not an actorps node?)", true);
+      continue;
+    }
+    got += n;
+    if (got >= preamble_size && theirs[preamble_status_at] != 0
+        && check_preamble(theirs.data(), got).result
+             == preamble_check::verdict::ok
+        && parse_refusal(theirs.data() + preamble_size, got - preamble_size,
+                         refusal))
+      return fail(refusal, false);
+    auto early = check_preamble(theirs.data(), std::min(got, preamble_size));
+    if (early.result == preamble_check::verdict::not_actorps)
+      break;
+  }
+  auto check = check_preamble(theirs.data(), std::min(got, preamble_size));
+  if (check.result == preamble_check::verdict::not_actorps)
+    return fail(fmt::format("not an actorps node (answered {}{})",
+                            check.first_bytes,
+                            theirs[0] == 0x15 || theirs[0] == 0x16
+                              ? ": TLS, and this node runs with tls off"
+                              : ""),
+                false);
+  if (check.result != preamble_check::verdict::ok)
+    return fail(fmt::format("protocol version: {} here, {} at the peer",
+                            protocol_version, check.version),
+                false);
+  if (ch.tls())
+    out.ticket.assign(theirs.data() + preamble_size, ticket_size);
+  set_nodelay(fd);
+  auto scribe = ch.release_to(sys);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+    deadline - clock_type::now());
+  if (left.count() < 1)
+    left = std::chrono::milliseconds(1);
+  caf::scoped_actor self{sys};
+  self
+    ->request(basp_broker(sys), left, caf::connect_atom::value,
+              std::move(scribe), peer.port)
+    .receive(
+      [&](caf::node_id&, caf::strong_actor_ptr& ptr,
+          std::set<std::string>&) {
+        if (ptr == nullptr) {
+          out.error = "no actor published at that port";
+        } else {
+          out.actor = std::move(ptr);
+          out.error.clear();
+        }
+      },
+      [&](caf::error& err) {
+        out.error = "CAF handshake failed: " + sys.render(err);
+        out.retryable = true;
+      });
+  return out;
+}
+
+} // namespace actorps
