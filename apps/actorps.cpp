@@ -23,11 +23,11 @@
 
 #include <fmt/format.h>
 
-#include "actors/node_actor.hpp"
+#include "cluster/node_actor.hpp"
 #include "apps/certs.hpp"
 #include "apps/cli.hpp"
-#include "apps/launcher.hpp"
-#include "apps/node_launcher.hpp"
+#include "cluster/launcher.hpp"
+#include "cluster/node_launcher.hpp"
 #include "cluster/cluster_resolver.hpp"
 #include "cluster/stop_request.hpp"
 #include "cluster/tls.hpp"

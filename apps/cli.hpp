@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/node_launcher.hpp"
+#include "cluster/node_launcher.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/trainer.hpp"
 #include "core/job_config.hpp"
@@ -37,7 +37,7 @@ struct node_command {
 /// --launcher, --host and --port-base.
 struct launch_command {
   train_command train;
-  /// --launcher NAME: how nodes start (apps/node_launcher.hpp).
+  /// --launcher NAME: how nodes start (cluster/node_launcher.hpp).
   std::string launcher = "local";
   /// --host and --port-base, for the launcher to check and use.
   launcher_options launcher_opts;

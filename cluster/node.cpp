@@ -11,7 +11,7 @@
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
-#include "actors/node_actor.hpp"
+#include "cluster/node_actor.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/handshake.hpp"
 #include "cluster/evaluator.hpp"        // issue 14

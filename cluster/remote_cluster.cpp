@@ -15,7 +15,7 @@
 #include "caf/blocking_actor.hpp"
 #include "caf/stateful_actor.hpp"
 
-#include "actors/node_actor.hpp"
+#include "cluster/node_actor.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/tls.hpp"
 #include "cluster/checkpointer.hpp"

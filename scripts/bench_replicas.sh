@@ -20,7 +20,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # samples_per_s LOG: the job's overall samples/s (its "done:" line).
-samples_per_s() { sed -n 's/^done: .*samples\/s \([0-9.]*\).*/\1/p' "$1"; }
+# Under launch the coordinator's lines carry a "[coordinator] " prefix.
+samples_per_s() { sed -n 's/^\(\[coordinator\] \)\{0,1\}done: .*samples\/s \([0-9.]*\).*/\2/p' "$1"; }
 
 median() { sort -n | awk '{a[NR] = $1} END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
@@ -37,6 +38,7 @@ for how in train launch; do
         exit 1
       }
       s=$(samples_per_s "$tmp/log")
+      [[ -n $s ]] || { echo "bench_replicas.sh: no samples/s in the $how log:" >&2; tail -3 "$tmp/log" >&2; exit 1; }
       echo "$how replicas $r round $i: $s samples/s"
       echo "$s" >>"$tmp/$how.$r"
     done

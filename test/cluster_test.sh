@@ -724,7 +724,7 @@ case_replication() {
   if [[ $status == 0 ]] && grep -q '^\[launch\] ps0 killed by signal 9' "$tmp/rl.log" \
      && grep -q '^\[launch\] ps1 killed by signal 9' "$tmp/rl.log" \
      && grep -q 'epoch   4/4' "$tmp/rl.log"; then
-    ok "replicated launch: ps0 then ps1 SIGKILLed, job done: $(grep '^done' "$tmp/rl.log")"
+    ok "replicated launch: ps0 then ps1 SIGKILLed, job done: $(grep -o 'done: .*' "$tmp/rl.log")"
   else
     bad "replicated launch: exit $status: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$tmp/rl.log" | tail -40)"
   fi

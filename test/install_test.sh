@@ -23,7 +23,7 @@ else
 fi
 for f in include/actorps/core/job_config.hpp include/actorps/models/registry.hpp \
          include/actorps/actors/messages.hpp include/actorps/cluster/fit.hpp \
-         lib/libactorps_core.a lib/libactorps_actors.a bin/actorps \
+         lib/libactorps_core.a lib/libactorps_actors.a lib/libactorps_cluster.a bin/actorps \
          lib/cmake/actorps/actorpsConfig.cmake \
          lib/cmake/actorps/actorpsConfigVersion.cmake \
          lib/cmake/actorps/actorpsTargets.cmake; do

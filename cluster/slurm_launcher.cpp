@@ -1,4 +1,4 @@
-#include "apps/slurm_launcher.hpp"
+#include "cluster/slurm_launcher.hpp"
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "apps/node_launcher.hpp"
+#include "cluster/node_launcher.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "apps/slurm_launcher.hpp"
+#include "cluster/slurm_launcher.hpp"
 #include "core/error.hpp"
 
 namespace actorps {

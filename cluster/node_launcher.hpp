@@ -3,7 +3,7 @@
 // Where and how `actorps launch` starts the nodes of a cluster. Each node is
 // `actorps node --role R --index I [job flags]`; a launcher chooses the
 // nodes' addresses and turns each command into the process that runs it.
-// run_children (apps/launcher.hpp) then supervises those processes the same
+// run_children (cluster/launcher.hpp) then supervises those processes the same
 // way whichever launcher made them: output prefixes, restarts within the
 // budget, signals, the stop after the coordinator.
 
@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "apps/launcher.hpp"
+#include "cluster/launcher.hpp"
 #include "cluster/cluster_spec.hpp"
 
 namespace actorps {
 
 /// One way to start nodes. Implementations: local (fork/exec on this
-/// machine) and slurm (a job step per node, apps/slurm_launcher.hpp).
+/// machine) and slurm (a job step per node, cluster/slurm_launcher.hpp).
 class node_launcher {
 public:
   virtual ~node_launcher();

@@ -1,9 +1,9 @@
 #pragma once
 
-// The POSIX plumbing of run_children (apps/launcher.hpp): owned descriptors
+// The POSIX plumbing of run_children (cluster/launcher.hpp): owned descriptors
 // and pipes, wait statuses in words, a child's environment and program path,
 // and the self-pipe that turns SIGINT, SIGTERM and SIGCHLD into bytes for
-// its poll loop. Internal to apps/launcher.cpp.
+// its poll loop. Internal to cluster/launcher.cpp.
 
 #include <atomic>
 #include <cstddef>

@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "apps/node_launcher.hpp"
+#include "cluster/node_launcher.hpp"
 #include "cluster/slurm_resolver.hpp"
 
 namespace actorps {

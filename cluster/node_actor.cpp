@@ -1,4 +1,4 @@
-#include "actors/node_actor.hpp"
+#include "cluster/node_actor.hpp"
 
 #include <csignal>
 #include <ctime>

@@ -1,4 +1,4 @@
-#include "apps/launcher.hpp"
+#include "cluster/launcher.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -18,7 +18,7 @@
 
 #include <fmt/format.h>
 
-#include "apps/child_process.hpp"
+#include "cluster/child_process.hpp"
 #include "core/backoff.hpp"
 #include "core/error.hpp"
 

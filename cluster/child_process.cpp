@@ -1,4 +1,4 @@
-#include "apps/child_process.hpp"
+#include "cluster/child_process.hpp"
 
 #include <algorithm>
 #include <cerrno>

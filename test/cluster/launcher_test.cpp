@@ -1,4 +1,4 @@
-#include "apps/launcher.hpp"
+#include "cluster/launcher.hpp"
 
 #include <algorithm>
 #include <cerrno>

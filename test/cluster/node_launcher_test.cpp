@@ -1,4 +1,4 @@
-#include "apps/node_launcher.hpp"
+#include "cluster/node_launcher.hpp"
 
 #include <fstream>
 #include <map>
@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "apps/slurm_launcher.hpp"
+#include "cluster/slurm_launcher.hpp"
 #include "cluster/hostlist.hpp"
 #include "core/error.hpp"
 
