@@ -162,10 +162,21 @@ void close_round(ps_ptr self, ps_replica& r) {
   std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
   auto acks = std::move(r.round_acks);
   r.round_acks.clear();
-  if (r.backup) {
+  auto lag = self->state.opts.replication_lag;
+  if (r.backup && lag == 0) {
     forward(self, r, std::move(ids), scale, std::move(update),
             std::move(acks));
     return;
+  }
+  if (r.backup) {
+    // async replication (see push): the round's pushes wait only while the
+    // backup is more than `lag` forwards behind.
+    forward(self, r, std::move(ids), scale, std::move(update), {});
+    if (r.forwards.size() > lag) {
+      auto& wait = r.forwards[r.forwards.size() - 1 - lag].acks;
+      wait.insert(wait.end(), acks.begin(), acks.end());
+      return;
+    }
   }
   for (auto& ack : acks)
     ack.deliver(r.stats.clock);
@@ -294,8 +305,20 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
     }
     if (!r.backup)
       return r.stats.clock;
-    auto rp = self->make_response_promise<uint64_t>();
     std::vector<update_id> ids{req.id};
+    auto lag = st.opts.replication_lag;
+    if (lag > 0) {
+      // async: acknowledged now unless the backup is more than `lag`
+      // forwards behind; then once it is back to `lag`.
+      auto clock = r.stats.clock;
+      forward(self, r, std::move(ids), 1.0f, std::move(req), {});
+      if (r.forwards.size() <= lag)
+        return clock;
+      auto rp = self->make_response_promise<uint64_t>();
+      r.forwards[r.forwards.size() - 1 - lag].acks.push_back(rp);
+      return rp;
+    }
+    auto rp = self->make_response_promise<uint64_t>();
     forward(self, r, std::move(ids), 1.0f, std::move(req), {rp});
     return rp;
   }

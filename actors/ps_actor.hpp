@@ -146,6 +146,11 @@ struct ps_options {
   /// with the pushes it has (their mean), so that an idle, lost or slow
   /// worker does not stall the others forever (0 = wait forever).
   std::chrono::milliseconds round_timeout{1000};
+  /// Replication of this server's groups: 0 = chain (a push is acknowledged
+  /// once the backup applied it too); N > 0 = async (acknowledged when the
+  /// primary applied it while at most N forwards await the backup; a push
+  /// past that waits until the backlog is N again).
+  uint32_t replication_lag = 0;
   /// Across processes: connects to parameter server `index` directly (its
   /// gate and handshake) and returns its actor; throws when it cannot. A
   /// primary dials its backup so that forwards do not travel through the

@@ -60,6 +60,11 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --threads N            CAF scheduler threads (0 = one per core)
   --replicas N           0 | 1: keep a backup of every ps's shards on the next
                          ps (chain replication; cluster.replicas)
+  --replication M        chain | async: acknowledge a push once both copies
+                         applied it, or at the primary with the backup at most
+                         --replication-lag N updates behind (cluster.replication)
+  --replication-lag N    async: updates a backup may lack (1 .. 1000000, 16;
+                         cluster.replication_lag)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -168,7 +173,8 @@ train_command parse_job_args(
     {"--steps-per-epoch", true}, {"--batch-size", true},
     {"--optimizer", true},       {"--learning-rate", true},
     {"--table-optimizer", true}, {"--table-learning-rate", true},
-    {"--replicas", true},
+    {"--replicas", true},        {"--replication", true},
+    {"--replication-lag", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
@@ -242,6 +248,11 @@ train_command parse_job_args(
       job.optimizer.learning_rate = to_real(flag, value);
     else if (flag == "--replicas")
       job.replicas = static_cast<uint32_t>(to_count(flag, value, 0, 1));
+    else if (flag == "--replication")
+      job.replication = value;
+    else if (flag == "--replication-lag")
+      job.replication_lag =
+        static_cast<uint32_t>(to_count(flag, value, 1, 1000000));
     else if (flag == "--table-optimizer")
       job.table_optimizer.type = value;
     else if (flag == "--table-learning-rate")

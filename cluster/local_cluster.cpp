@@ -28,6 +28,23 @@ namespace {
 
 constexpr auto setup_timeout = std::chrono::seconds(30);
 
+/// A worker's options in one process (no views or redial: the dispatcher
+/// sends routes, and every server is an actor here).
+worker_options worker_options_of(uint32_t index, uint32_t incarnation,
+                                 std::shared_ptr<const model> net,
+                                 std::shared_ptr<batch_source> data,
+                                 std::shared_ptr<const placement> layout,
+                                 std::vector<ps_actor> servers) {
+  worker_options opts;
+  opts.index = index;
+  opts.incarnation = incarnation;
+  opts.net = std::move(net);
+  opts.data = std::move(data);
+  opts.layout = std::move(layout);
+  opts.servers = std::move(servers);
+  return opts;
+}
+
 } // namespace
 
 system_config::system_config(uint32_t threads) {
@@ -123,6 +140,14 @@ void setup_groups(caf::actor_system& sys, const placement& layout,
                   uint64_t view) {
   auto n = static_cast<uint32_t>(servers.size());
   bool replicated = cfg.replicas > 0 && n > 1;
+  if (replicated)
+    log::info("coordinator", -1, "{}",
+              cfg.replication == "async"
+                ? fmt::format("replicated shards: async replication, a "
+                              "backup at most {} updates behind its primary",
+                              cfg.replication_lag)
+                : std::string{"replicated shards: chain replication, an "
+                              "update acknowledged once on both copies"});
   caf::scoped_actor self{sys};
   auto configure = [&](uint32_t g, uint32_t p, replica_config rc) {
     caf::error failure;
@@ -187,6 +212,7 @@ ps_options ps_options_of(const job_config& cfg, uint32_t index) {
   opts.workers = cfg.workers;
   opts.staleness = cfg.staleness;
   opts.round_timeout = std::chrono::milliseconds(cfg.sync_round_timeout_ms);
+  opts.replication_lag = cfg.replication == "async" ? cfg.replication_lag : 0;
   return opts;
 }
 
@@ -301,7 +327,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   }
   for (uint32_t w = 0; w < cfg.workers; ++w)
     workers_.push_back(spawn_worker(
-      sys, worker_options{w, 0, net, data[w], layout_, servers_}));
+      sys, worker_options_of(w, 0, net, data[w], layout_, servers_)));
   shared_->workers = workers_;
   shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
@@ -313,9 +339,9 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   worker_respawn respawn = [&sys, net, data, layout,
                             shared](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
-    auto worker = spawn_worker(sys, worker_options{w, incarnation, net,
-                                                   data[w], layout,
-                                                   shared->servers});
+    auto worker = spawn_worker(sys, worker_options_of(w, incarnation, net,
+                                                      data[w], layout,
+                                                      shared->servers));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
     return worker;

@@ -199,6 +199,8 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);
     s.get("reset_lost_ps", cfg.reset_lost_ps);
     s.get("replicas", cfg.replicas, 0, 1);
+    s.get("replication", cfg.replication);
+    s.get("replication_lag", cfg.replication_lag, 1, 1000000);
     if (auto v = s.find("tls")) {
       if (v->is_string()) {
         if (v->get<std::string>() != "off")
@@ -332,6 +334,12 @@ void validate(const job_config& cfg) {
   if (cfg.replicas > 0 && cfg.ps < 2)
     fail("cluster.replicas",
          "a backup lives on another parameter server: needs cluster.ps >= 2");
+  if (cfg.replication != "chain" && cfg.replication != "async")
+    fail("cluster.replication",
+         fmt::format("\"{}\": must be \"chain\" or \"async\"",
+                     cfg.replication));
+  if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
+    fail("cluster.replication_lag", "must be in 1 .. 1000000");
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");
   for (size_t i = 0; i < cfg.faults.size(); ++i) {

@@ -123,6 +123,14 @@ struct job_config {
   /// shards also live on the next server, updated by chain replication; a
   /// lost primary's backup takes over with nothing lost). Needs >= 2 ps.
   uint32_t replicas = 0;
+  /// With replicas: "chain" (a push is acknowledged once both copies applied
+  /// it: nothing acknowledged is lost with the primary) or "async" (the
+  /// primary acknowledges at once; its backup may lag by up to
+  /// replication_lag updates, which are lost if the primary dies).
+  std::string replication = "chain";
+  /// async replication: the most forwarded updates a backup may not have
+  /// applied yet; a push beyond it waits (1 .. 1000000).
+  uint32_t replication_lag = 16;
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
 

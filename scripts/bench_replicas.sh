@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# What replicated shards cost (issue 11): the Fashion-MNIST job with
-# cluster.replicas 0 and 1 side by side, alternating (A B A B ...) so that a
-# noisy machine affects both alike, in one process (`actorps train`) and as
-# processes (`actorps launch`, 2 ps + 2 workers). Prints each run's
-# samples/s, then the medians and their ratio (replicas 1 / replicas 0).
+# What replicated shards cost (issue 11): the Fashion-MNIST job without
+# replicas, with chain replication and with async replication side by side,
+# alternating (A B C A B C ...) so that a noisy machine affects all alike, in
+# one process (`actorps train`) and as processes (`actorps launch`, 2 ps + 2
+# workers). Prints each run's samples/s, then the medians and their ratios
+# to the run without replicas.
 #
 #   scripts/bench_replicas.sh [ROUNDS] [EXTRA ARGS...]
 #
@@ -25,27 +26,33 @@ samples_per_s() { sed -n 's/^\(\[coordinator\] \)\{0,1\}done: .*samples\/s \([0-
 
 median() { sort -n | awk '{a[NR] = $1} END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+# The variants compared: name and the arguments that select it.
+names=(none chain async)
+args=("--replicas 0" "--replicas 1 --replication chain" "--replicas 1 --replication async")
+
 for how in train launch; do
   extra=()
   [[ $how == launch ]] && extra=(--workers 2 --ps 2)
-  : >"$tmp/$how.0"
-  : >"$tmp/$how.1"
+  for v in "${!names[@]}"; do : >"$tmp/$how.$v"; done
   for ((i = 1; i <= rounds; i++)); do
-    for r in 0 1; do
-      "$bin" "$how" "${job[@]}" "${extra[@]}" --replicas "$r" >"$tmp/log" 2>&1 || {
-        echo "bench_replicas.sh: $how --replicas $r failed:" >&2
+    for v in "${!names[@]}"; do
+      read -r -a vargs <<<"${args[$v]}"
+      "$bin" "$how" "${job[@]}" "${extra[@]}" "${vargs[@]}" >"$tmp/log" 2>&1 || {
+        echo "bench_replicas.sh: $how ${args[$v]} failed:" >&2
         tail -5 "$tmp/log" >&2
         exit 1
       }
       s=$(samples_per_s "$tmp/log")
       [[ -n $s ]] || { echo "bench_replicas.sh: no samples/s in the $how log:" >&2; tail -3 "$tmp/log" >&2; exit 1; }
-      echo "$how replicas $r round $i: $s samples/s"
-      echo "$s" >>"$tmp/$how.$r"
+      echo "$how ${names[$v]} round $i: $s samples/s"
+      echo "$s" >>"$tmp/$how.$v"
     done
   done
   m0=$(median <"$tmp/$how.0")
-  m1=$(median <"$tmp/$how.1")
-  awk -v how="$how" -v a="$m0" -v b="$m1" 'BEGIN {
-    printf "%s: median samples/s replicas 0: %.0f, replicas 1: %.0f, ratio %.3f (%.1f%% slower)\n",
-           how, a, b, b / a, 100 * (1 - b / a) }'
+  for v in 1 2; do
+    m=$(median <"$tmp/$how.$v")
+    awk -v how="$how" -v n="${names[$v]}" -v a="$m0" -v b="$m" 'BEGIN {
+      printf "%s: median samples/s without replicas %.0f, %s %.0f: ratio %.3f (%.1f%% slower)\n",
+             how, a, n, b, b / a, 100 * (1 - b / a) }'
+  done
 done

@@ -87,8 +87,13 @@ inline push_request make_push(uint64_t read_clock, uint64_t closure,
 inline ps_options options(optimizer_config dense, optimizer_config table,
                           consistency mode = consistency::async,
                           uint32_t workers = 1, uint64_t staleness = 0) {
-  return ps_options{0, std::move(dense), mode, workers, staleness,
-                    std::move(table)};
+  ps_options opts;
+  opts.optimizer = std::move(dense);
+  opts.mode = mode;
+  opts.workers = workers;
+  opts.staleness = staleness;
+  opts.table_optimizer = std::move(table);
+  return opts;
 }
 
 /// An actor system whose scheduler runs nothing until the test says so. The

@@ -75,7 +75,13 @@ ps_actor::behavior_type silent_backup(ps_actor::pointer self,
     [=](prune_atom, uint64_t, uint64_t) {},
     [=](freeze_atom, uint64_t) {},
     [=](ping_atom) { return uint32_t{99}; },
-    [=](caf::flush_atom, uint32_t, uint64_t) {},
+    // Not a flush here: the test's way to answer swallowed forward `i` with
+    // `clock` from inside the actor (a promise cannot be delivered from the
+    // test's thread).
+    [=](caf::flush_atom, uint32_t i, uint64_t clock) {
+      if (i < log->promises.size())
+        log->promises[i].deliver(clock);
+    },
   };
 }
 
@@ -262,4 +268,44 @@ TEST_CASE_METHOD(deterministic,
   // The old range no longer counts (its closures belong to a coordinator
   // that is gone).
   CHECK(push(ps, push_at(0, 101, {1})) == 7);
+}
+
+TEST_CASE_METHOD(deterministic,
+                 "async replication: a push is acknowledged before the backup "
+                 "applied it, and waits only while the backup is more than "
+                 "the lag behind",
+                 "[actors][ps][replication]") {
+  auto log = std::make_shared<swallowed>();
+  auto backup = sys.spawn(silent_backup, log);
+  sched.run();
+  auto opts = options(sgd(0.5f), sgd(0.5f));
+  opts.replication_lag = 2;
+  auto primary = spawn(opts);
+  create(primary, dense_shard("w", 2, 1, {1, 2}));
+  REQUIRE(ask<bool>(primary, configure_atom_v, as_primary(1, backup)));
+  // Two forwards may wait: their pushes are acknowledged at once.
+  CHECK(push(primary, push_at(1, 1, {1, 1})) == 1);
+  CHECK(push(primary, push_at(1, 2, {1, 1})) == 2);
+  REQUIRE(log->requests.size() == 2);
+  // A third would put the backup 3 behind: it is applied and forwarded, and
+  // acknowledged once the backup has the first forward.
+  self->send(primary, push_atom_v, push_at(1, 3, {1, 1}));
+  sched.run();
+  REQUIRE(log->requests.size() == 3);
+  CHECK(nothing_received());
+  CHECK(stats(primary).clock == 3);
+  // The backup answers the second forward first: not the one the push needs.
+  self->send(backup, caf::flush_atom_v, uint32_t{1}, uint64_t{2});
+  sched.run();
+  CHECK(nothing_received());
+  self->send(backup, caf::flush_atom_v, uint32_t{0}, uint64_t{1});
+  sched.run();
+  CHECK(reply<uint64_t>() == 1);
+  // The backlog is 1 (the third forward): the next push goes through.
+  CHECK(push(primary, push_at(1, 4, {1, 1})) == 4);
+  CHECK(log->requests.size() == 4);
+  // The swallowed promises hold the primary: let go of them and the backup.
+  log->promises.clear();
+  caf::anon_send_exit(backup, caf::exit_reason::kill);
+  sched.run();
 }
