@@ -1,8 +1,11 @@
 #include "actors/ps_actor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "caf/actor_system.hpp"
 #include "caf/stateful_actor.hpp"
@@ -78,7 +81,22 @@ void release_pulls(ps_ptr self, ps_replica& r) {
   }
 }
 
+/// The step scales of a push of `staleness` for the dense region and the
+/// table rows: 1 / tau where the rule is staleness-aware (optimizer_config).
+std::pair<float, float> step_scales(const ps_options& opts,
+                                    uint64_t staleness) {
+  auto of = [&](const optimizer_config& rule) {
+    return rule.staleness_aware ? staleness_step_scale(staleness) : 1.0f;
+  };
+  return {of(opts.optimizer), of(opts.table_optimizer)};
+}
+
 // -- replication ----------------------------------------------------------------
+
+/// How long a primary waits for its backup to answer one forward.
+constexpr auto forward_timeout = std::chrono::seconds(15);
+
+void backup_lost(ps_ptr self, ps_replica& r, const std::string& why);
 
 /// Forward number `seq` of group `g` got its answer (`err` empty: applied).
 void complete_forward(ps_ptr self, uint32_t g, uint64_t seq,
@@ -129,12 +147,33 @@ void forward(ps_ptr self, ps_replica& r, std::vector<update_id> ids,
   req.scale = scale;
   req.update = std::move(update);
   auto g = r.group;
-  // No timeout (caf::infinite): the backup is monitored; when it is lost,
-  // every pending forward is answered at once (backup_lost).
-  self->request(caf::actor_cast<caf::actor>(r.backup), caf::infinite,
+  // The backup is monitored: when it is lost, every pending forward is
+  // answered at once (backup_lost). A forward without an answer for
+  // forward_timeout although the backup lives (a message lost on a
+  // connection being set up again) would hold its pushes forever: the
+  // primary then drops the backup as if lost, so that the job goes on (what
+  // the backup missed is counted as lost should it ever take over).
+  self->request(caf::actor_cast<caf::actor>(r.backup), forward_timeout,
                 replicate_atom_v, std::move(req))
     .then([=](uint64_t) { complete_forward(self, g, seq, caf::error{}); },
-          [=](caf::error& err) { complete_forward(self, g, seq, err); });
+          [=](caf::error& err) {
+            if (err != caf::sec::request_timeout) {
+              complete_forward(self, g, seq, err);
+              return;
+            }
+            auto i = self->state.groups.find(g);
+            if (i == self->state.groups.end() || !i->second.backup)
+              return;
+            auto& rr = i->second;
+            bool pending = std::any_of(rr.forwards.begin(), rr.forwards.end(),
+                                       [&](const ps_replica::forward& f) {
+                                         return f.seq == seq;
+                                       });
+            if (pending)
+              backup_lost(self, rr,
+                          fmt::format("no answer to a forward in {} s",
+                                      forward_timeout.count()));
+          });
 }
 
 /// The group's backup is gone: pending forwards are acknowledged (this copy
@@ -274,9 +313,14 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
     return err;
   if (st.opts.mode != consistency::async && w >= r.worker_clock.size())
     return caf::make_error(errc::unknown_worker, w, r.worker_clock.size());
-  if (st.opts.mode == consistency::sync && r.pushed_this_round[w])
-    return caf::make_error(errc::bad_message,
-                           "sync: a second push of worker in one round", w);
+  // Under sync, a worker whose push is still in the round pushes again
+  // when its last closure failed elsewhere (a push to a lost server) and it
+  // went on: the round closes now with the pushes it has, as on a timeout,
+  // and this push opens the next. (The same update re-sent is a duplicate,
+  // below.)
+  if (st.opts.mode == consistency::sync && r.pushed_this_round[w]
+      && !r.was_applied(req.id.closure))
+    close_round(self, r);
   if (r.was_applied(req.id.closure)) {
     ++r.stats.duplicates;
     if (!r.backup || r.forwards.empty())
@@ -297,7 +341,8 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   r.stats.staleness_max = std::max(r.stats.staleness_max, staleness);
   telemetry::record_staleness(r.stats, staleness); // metrics (issue 14)
   if (st.opts.mode != consistency::sync) {
-    apply_update(r, req, 1.0f);
+    auto [dense_step, table_step] = step_scales(st.opts, staleness);
+    apply_update(r, req, 1.0f, dense_step, table_step);
     ++r.stats.clock;
     if (st.opts.mode == consistency::ssp) {
       ++r.worker_clock[w];
@@ -361,14 +406,20 @@ caf::result<uint64_t> replicate(ps_ptr self, replicate_request& req) {
                            });
   if (!fresh)
     return r.stats.clock;
-  apply_update(r, req.update, req.scale);
+  // The staleness the primary recorded (its clock at arrival was one below
+  // the clock after the update): the backup scales a staleness-aware step
+  // alike, and a promoted backup's counters go on where the primary's
+  // stopped.
+  auto arrival = req.clock > 0 ? req.clock - 1 : 0;
+  auto read = req.update.read_clock;
+  auto staleness = arrival >= read ? arrival - read : 0;
+  if (st.opts.mode == consistency::sync) {
+    apply_update(r, req.update, req.scale);
+  } else {
+    auto [dense_step, table_step] = step_scales(st.opts, staleness);
+    apply_update(r, req.update, req.scale, dense_step, table_step);
+  }
   if (st.opts.mode != consistency::sync) {
-    // The staleness the primary recorded (its clock at arrival was one
-    // below the clock after the update): a promoted backup's counters go on
-    // where the primary's stopped.
-    auto arrival = req.clock > 0 ? req.clock - 1 : 0;
-    auto read = req.update.read_clock;
-    auto staleness = arrival >= read ? arrival - read : 0;
     r.stats.staleness_sum += staleness;
     r.stats.staleness_max = std::max(r.stats.staleness_max, staleness);
     // Only the group's counters: the process-wide histogram counted this
@@ -423,7 +474,13 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       if (may_read(st, r, req.worker))
         return read_replica(r, req);
       auto rp = self->make_response_promise<pull_reply>();
-      r.held_pulls.push_back(ps_replica::held_pull{std::move(req), rp});
+      auto seq = r.next_hold++;
+      r.held_pulls.push_back(ps_replica::held_pull{std::move(req), rp, seq});
+      // As a sync round: a worker that stays behind (idle, lost, waiting
+      // for closures the others hold) must not stall the others forever.
+      if (st.opts.round_timeout.count() > 0)
+        self->delayed_send(self, st.opts.round_timeout, caf::flush_atom_v,
+                           r.group, seq);
       return rp;
     },
     [=](push_atom, push_request& req) -> caf::result<uint64_t> {
@@ -495,6 +552,29 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       if (i == st.groups.end())
         return;
       auto& r = i->second;
+      if (st.opts.mode == consistency::ssp) {
+        // ssp: `round` names a held pull; still held after round_timeout,
+        // it is answered (the bound is exceeded, and said so).
+        auto h = std::find_if(r.held_pulls.begin(), r.held_pulls.end(),
+                              [&](const ps_replica::held_pull& x) {
+                                return x.seq == round;
+                              });
+        if (h == r.held_pulls.end())
+          return;
+        auto held = std::move(*h);
+        r.held_pulls.erase(h);
+        log::warn("ps", static_cast<int>(st.opts.index),
+                  "ssp: a pull of worker {} waited {} ms for the slowest "
+                  "worker of group {}; answered past the staleness bound",
+                  held.req.worker, st.opts.round_timeout.count(), g);
+        if (r.primary)
+          held.promise.deliver(read_replica(r, held.req));
+        else
+          held.promise.deliver(caf::make_error(
+            errc::stale_view, "ps", st.opts.index, "group", g, "pull", r.view,
+            held.req.view));
+        return;
+      }
       if (!r.primary || r.round_ids.empty() || r.stats.clock + 1 != round)
         return; // closed already
       log::warn("ps", static_cast<int>(st.opts.index),

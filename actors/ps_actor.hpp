@@ -144,7 +144,9 @@ struct ps_options {
   optimizer_config table_optimizer{"adagrad", 0.05f, {}};
   /// sync: how long a round waits for its last pushes; then it is closed
   /// with the pushes it has (their mean), so that an idle, lost or slow
-  /// worker does not stall the others forever (0 = wait forever).
+  /// worker does not stall the others forever (0 = wait forever). ssp: how
+  /// long a pull is held for the slowest worker; then it is answered past
+  /// the bound, with a warning.
   std::chrono::milliseconds round_timeout{1000};
   /// Replication of this server's groups: 0 = chain (a push is acknowledged
   /// once the backup applied it too); N > 0 = async (acknowledged when the

@@ -69,21 +69,22 @@ pull_reply read_replica(ps_replica& r, const pull_request& req) {
   return reply;
 }
 
-void apply_update(ps_replica& r, const push_request& update, float scale) {
+void apply_update(ps_replica& r, const push_request& update, float scale,
+                  float dense_step, float table_step) {
   if (r.dense.size() > 0) {
     if (scale == 1.0f) {
-      r.dense.apply(update.gradient.values.data());
+      r.dense.apply(update.gradient.values.data(), dense_step);
     } else {
       std::vector<float> g(update.gradient.values.begin(),
                            update.gradient.values.end());
       for (auto& x : g)
         x *= scale;
-      r.dense.apply(g.data());
+      r.dense.apply(g.data(), dense_step);
     }
   }
   for (auto& t : update.tables) {
     r.tables.at(t.shard).apply(t.keys.keys.data(), t.keys.keys.size(),
-                               t.values.values.data(), scale);
+                               t.values.values.data(), scale, table_step);
     r.stats.keys_pushed += t.keys.keys.size();
   }
 }

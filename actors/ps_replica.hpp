@@ -74,8 +74,10 @@ struct ps_replica {
   struct held_pull {
     pull_request req;
     caf::typed_response_promise<pull_reply> promise;
+    uint64_t seq = 0; ///< names it for its timeout
   };
   std::vector<held_pull> held_pulls;
+  uint64_t next_hold = 1;
 
   ps_replica(uint32_t g, const ps_options& opts,
              std::shared_ptr<const update_rule> dense_rule);
@@ -98,7 +100,10 @@ pull_reply read_replica(ps_replica& r, const pull_request& req);
 
 /// Applies `update` (dense gradient and table rows), each multiplied by
 /// `scale`, with the replica's rules.
-void apply_update(ps_replica& r, const push_request& update, float scale);
+/// `dense_step` and `table_step` scale the change of the dense region's and
+/// the table rows' steps (staleness-aware steps; 1 = the whole step).
+void apply_update(ps_replica& r, const push_request& update, float scale,
+                  float dense_step = 1.0f, float table_step = 1.0f);
 
 /// Adds one push to the sync round's sums.
 void add_to_round(ps_replica& r, const push_request& req);

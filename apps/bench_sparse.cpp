@@ -43,7 +43,9 @@ std::vector<uint64_t> random_keys(uint64_t n, uint64_t seed) {
 
 /// A pull of `keys` from table shard `shard`, creating missing rows.
 pull_request table_pull(uint32_t shard, const std::vector<uint64_t>& keys) {
-  pull_request req{0, false, {}, true};
+  pull_request req;
+  req.dense = false;
+  req.create = true;
   req.tables.push_back(table_rows{shard, key_buffer{keys}, {}});
   return req;
 }
@@ -141,8 +143,9 @@ std::vector<uint64_t> cold_keys(uint64_t n, int i) {
 } // namespace
 
 ps_options sparse_ps_options(uint32_t index) {
-  ps_options opts{index, optimizer_config{"sgd", 0.01f, {}},
-                  consistency::async, 1, 0};
+  ps_options opts;
+  opts.index = index;
+  opts.optimizer = optimizer_config{"sgd", 0.01f, {}};
   opts.table_optimizer = optimizer_config{"sgd", 0.01f, {}};
   return opts;
 }

@@ -43,8 +43,11 @@ bool transfer_once(caf::scoped_actor& self, const ps_actor& ps, bool push,
 } // namespace
 
 ps_options dense_ps_options(uint32_t index) {
-  return ps_options{index, optimizer_config{"sgd", 0.01f, {}},
-                    consistency::async, 2, 0};
+  ps_options opts;
+  opts.index = index;
+  opts.optimizer = optimizer_config{"sgd", 0.01f, {}};
+  opts.workers = 2;
+  return opts;
 }
 
 bool create_dense(caf::actor_system& sys, const ps_actor& ps, uint64_t n) {

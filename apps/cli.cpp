@@ -57,6 +57,10 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --table-learning-rate X  table_optimizer.learning_rate
   --mode M               async | sync (BSP) | ssp (training.mode)
   --staleness N          ssp: how far a worker may run ahead (training.staleness)
+  --staleness-aware      divide each step by its push's staleness (Zhang et al.
+                         2016; optimizer and table_optimizer.staleness_aware)
+  --divergence-factor X  fail when the windowed loss climbs X times above its
+                         lowest (10; 0 = off; training.divergence_factor)
   --threads N            CAF scheduler threads (0 = one per core)
   --replicas N           0 | 1: keep a backup of every ps's shards on the next
                          ps (chain replication; cluster.replicas)
@@ -179,6 +183,7 @@ train_command parse_job_args(
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
     {"--mode", true},            {"--staleness", true},
+    {"--staleness-aware", false}, {"--divergence-factor", true},
     {"--no-progress", false},    {"--quiet", false},
     {"--checkpoint-dir", true},  {"--checkpoint-every", true},
     {"--restore", true},         {"--resume", false},
@@ -246,6 +251,11 @@ train_command parse_job_args(
       job.optimizer.type = value;
     else if (flag == "--learning-rate")
       job.optimizer.learning_rate = to_real(flag, value);
+    else if (flag == "--staleness-aware")
+      job.optimizer.staleness_aware = job.table_optimizer.staleness_aware =
+        true;
+    else if (flag == "--divergence-factor")
+      job.divergence_factor = value == "0" ? 0.0f : to_real(flag, value);
     else if (flag == "--replicas")
       job.replicas = static_cast<uint32_t>(to_count(flag, value, 0, 1));
     else if (flag == "--replication")

@@ -109,10 +109,15 @@ job_fingerprint make_fingerprint(const job_config& cfg, const placement& pl) {
       fp.partitioning += fmt::format(", {}#{}@ps{}", name, s.index, s.ps);
   }
   fp.optimizer = make_update_rule(cfg.optimizer, "optimizer")->describe();
-  if (!pl.tables.empty())
+  if (cfg.optimizer.staleness_aware)
+    fp.optimizer += " staleness_aware";
+  if (!pl.tables.empty()) {
     fp.optimizer += "; tables: "
                     + make_update_rule(cfg.table_optimizer, "table_optimizer")
                         ->describe();
+    if (cfg.table_optimizer.staleness_aware)
+      fp.optimizer += " staleness_aware";
+  }
   fp.consistency = cfg.mode;
   if (cfg.mode == "ssp")
     fp.consistency += fmt::format(" staleness {}", cfg.staleness);

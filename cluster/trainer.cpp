@@ -13,6 +13,7 @@
 
 #include "cluster/checkpoint_fit.hpp"
 #include "cluster/checkpointer.hpp"
+#include "cluster/divergence_guard.hpp"
 #include "cluster/fit.hpp"
 #include "cluster/fit_callbacks.hpp"
 #include "cluster/local_cluster.hpp"
@@ -306,6 +307,11 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     };
     if (endpoint)
       fo.callbacks.push_back(std::make_shared<prometheus_callback>());
+    // Before the checkpoint: a diverged state is not saved over a good one.
+    if (cfg.divergence_factor > 0)
+      fo.callbacks.push_back(std::make_shared<divergence_guard>(
+        cfg.divergence_factor, std::max<uint64_t>(20, cfg.workers / 2),
+        cfg.workers));
     fo.callbacks.push_back(ckpt);
     fo.callbacks.push_back(std::make_shared<stop_request_callback>(cfg, *ckpt));
     fo.callbacks.insert(fo.callbacks.end(), opts.callbacks.begin(),

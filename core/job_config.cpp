@@ -221,6 +221,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     auto s = root.sub(key);
     s.get("type", rule->type);
     s.get("learning_rate", rule->learning_rate, 1e-12, 1e6);
+    s.get("staleness_aware", rule->staleness_aware);
     // The rule checks its own settings (core/rules/).
     rule->params = s.numeric_rest();
   }
@@ -257,6 +258,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("mode", cfg.mode);
     s.get("staleness", cfg.staleness, 0, 1u << 20);
     s.get("sync_round_timeout_ms", cfg.sync_round_timeout_ms, 0, 3600000);
+    s.get("divergence_factor", cfg.divergence_factor, 0, 1e6);
     s.get("max_queued", cfg.max_queued, 1);
     s.get("checkpoint_dir", cfg.checkpoint_dir);
     s.get("checkpoint_every_steps", cfg.checkpoint_every_steps, 0);
@@ -325,6 +327,16 @@ void validate(const job_config& cfg) {
   } catch (const input_error& e) {
     throw input_error(fmt::format("{}: {}", cfg.source, e.what()));
   }
+  for (auto [section, rule] :
+       {std::pair{"optimizer", &cfg.optimizer},
+        std::pair{"table_optimizer", &cfg.table_optimizer}})
+    if (rule->staleness_aware && rule->type == "ftrl")
+      fail(std::string{section} + ".staleness_aware",
+           "ftrl recomputes its weights from its accumulators, so a "
+           "scaled step has no lasting effect: use sgd, adagrad or adam");
+  if (cfg.divergence_factor != 0 && !(cfg.divergence_factor > 1))
+    fail("training.divergence_factor",
+         fmt::format("{}: must be 0 (off) or above 1", cfg.divergence_factor));
   if (cfg.workers == 0)
     fail("cluster.workers", "must be at least 1");
   if (cfg.ps == 0)

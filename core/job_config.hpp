@@ -160,6 +160,10 @@ struct job_config {
   /// sync: how long a round waits for the last workers' pushes before it is
   /// closed with those it has (0 = forever), in milliseconds.
   uint64_t sync_round_timeout_ms = 1000;
+  /// The job fails, saying why, when a step's loss is not finite or the
+  /// mean loss of a window of steps climbs above this many times its lowest
+  /// and above where it started (cluster/divergence_guard.hpp; 0 = off).
+  float divergence_factor = 10;
   /// Closures queued at most before schedule() blocks (TF: bounded queue).
   uint64_t max_queued = 4096;
   /// Where the coordinator writes checkpoints ("" = none), after every

@@ -105,6 +105,7 @@ struct table_store::impl {
   std::vector<uint32_t> rows;
   std::vector<float*> slot_ptrs;
   std::vector<float> scaled;
+  std::vector<float> before; // a row before a scaled step
 
   /// Appends the initial row of `key`; on failure (bad_alloc) leaves every
   /// array as it was.
@@ -241,7 +242,7 @@ void table_store::pull(const uint64_t* keys, size_t n, float* out,
 }
 
 void table_store::apply(const uint64_t* keys, size_t n, const float* grads,
-                        float scale) {
+                        float scale, float step_scale) {
   if (!rule_)
     throw std::logic_error(fmt::format(
       "table {}: apply() on a store without an update rule", def_.variable));
@@ -250,6 +251,8 @@ void table_store::apply(const uint64_t* keys, size_t n, const float* grads,
   d.look_up(def_, keys, n, true);
   if (scale != 1.0f)
     d.scaled.resize(dim);
+  if (step_scale != 1.0f)
+    d.before.resize(dim);
   float* values = d.values.data();
   for (size_t i = 0; i < n; ++i) {
     if (i + prefetch_distance < n) {
@@ -267,8 +270,14 @@ void table_store::apply(const uint64_t* keys, size_t n, const float* grads,
         d.scaled[j] = g[j] * scale;
       g = d.scaled.data();
     }
-    rule_->apply(values + row * dim, d.slot_ptrs.data(), g, dim,
-                 ++d.steps[row]);
+    float* w = values + row * dim;
+    if (step_scale == 1.0f) {
+      rule_->apply(w, d.slot_ptrs.data(), g, dim, ++d.steps[row]);
+      continue;
+    }
+    std::memcpy(d.before.data(), w, dim * sizeof(float));
+    rule_->apply(w, d.slot_ptrs.data(), g, dim, ++d.steps[row]);
+    scale_step(w, d.before.data(), dim, step_scale);
   }
 }
 

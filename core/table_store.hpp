@@ -96,12 +96,14 @@ public:
   /// takes one step of the rule with gradient grads[i * dim .. +dim) and its
   /// step count + 1. Keys must be unique within one call (a worker sums the
   /// duplicates of a batch before it pushes). `scale` multiplies every
-  /// gradient first (sync mode: 1 / workers).
+  /// gradient first (sync mode: 1 / workers); `step_scale` (in (0, 1])
+  /// multiplies the change each row's step makes to its values (1 / tau for
+  /// a staleness-aware step, see optimizer_config).
   /// @throws std::logic_error without a rule (nothing changes);
   ///         std::length_error as pull().
   /// @pre first_invalid_key(keys, n) == n.
   void apply(const uint64_t* keys, size_t n, const float* grads,
-             float scale = 1.0f);
+             float scale = 1.0f, float step_scale = 1.0f);
 
   // -- checkpoints ------------------------------------------------------------
 

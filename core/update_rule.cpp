@@ -158,6 +158,11 @@ dense_region::dense_region(std::shared_ptr<const update_rule> rule)
   }
 }
 
+void scale_step(float* w, const float* before, size_t n, float step_scale) {
+  for (size_t j = 0; j < n; ++j)
+    w[j] = before[j] + step_scale * (w[j] - before[j]);
+}
+
 uint64_t dense_region::append(const float* init, size_t n) {
   auto offset = values_.size();
   values_.insert(values_.end(), init, init + n);
@@ -168,7 +173,7 @@ uint64_t dense_region::append(const float* init, size_t n) {
   return offset;
 }
 
-void dense_region::apply(const float* g) {
+void dense_region::apply(const float* g, float step_scale) {
   assert(rule_ != nullptr);
   // slots() hands out the buffers (checkpoint restore may replace them), so
   // the pointers are taken again here: slot_count() loads, once per push.
@@ -177,7 +182,13 @@ void dense_region::apply(const float* g) {
     slot_ptrs_[s] = slots_[s].data();
   }
   ++steps_;
+  if (step_scale == 1.0f) {
+    rule_->apply(values_.data(), slot_ptrs_.data(), g, values_.size(), steps_);
+    return;
+  }
+  before_.assign(values_.begin(), values_.end());
   rule_->apply(values_.data(), slot_ptrs_.data(), g, values_.size(), steps_);
+  scale_step(values_.data(), before_.data(), values_.size(), step_scale);
 }
 
 } // namespace actorps

@@ -22,6 +22,14 @@ struct optimizer_config {
   float learning_rate = 0.01f;
   /// Rule-specific settings by field name (e.g. "beta1" -> 0.9).
   std::map<std::string, double> params;
+  /// Staleness-aware step (Zhang et al., "Staleness-aware Async-SGD", IJCAI
+  /// 2016): a parameter server divides the change an update makes by the
+  /// push's staleness tau (its clock at arrival minus the clock the worker
+  /// read; 1 when tau is 0), i.e. learning_rate / tau for that step. Exact
+  /// for sgd, adagrad and adam (their change is learning_rate times a term
+  /// free of it); for momentum the velocity keeps the whole step. Not for
+  /// ftrl (its weights are recomputed from its accumulators): refused.
+  bool staleness_aware = false;
 };
 
 /// An elementwise update rule: the values of some parameters and their
@@ -121,6 +129,16 @@ void register_update_rule(const std::string& name, update_rule_factory make);
 /// cannot change a float32 weight anyway.
 void flush_denormals();
 
+/// Scales the change of a step: w[j] = before[j] + step_scale * (w[j] -
+/// before[j]) for j < n (a staleness-aware step, see optimizer_config).
+void scale_step(float* w, const float* before, size_t n, float step_scale);
+
+/// Staleness-aware step scale (Zhang et al., IJCAI 2016): 1 / tau for a
+/// push of staleness tau >= 1, 1 for tau = 0.
+inline float staleness_step_scale(uint64_t staleness) {
+  return staleness <= 1 ? 1.0f : 1.0f / static_cast<float>(staleness);
+}
+
 /// The parameters, slots and step count of one contiguous dense region (all
 /// dense shards of one parameter server, one after another) under one rule.
 /// Not thread-safe; owned by one parameter server.
@@ -136,10 +154,12 @@ public:
   uint64_t append(const float* init, size_t n);
 
   /// Applies one step with gradient `g` (size() floats) to every parameter:
-  /// steps() + 1, then the rule with t = steps().
+  /// steps() + 1, then the rule with t = steps(). `step_scale` (in (0, 1])
+  /// multiplies the change the step makes to the values (the slots take the
+  /// whole step): 1 / tau for a staleness-aware step, see optimizer_config.
   /// @pre constructed with a rule; every slot buffer has size() floats
   ///      (slots() may be replaced, e.g. from a checkpoint, at that size).
-  void apply(const float* g);
+  void apply(const float* g, float step_scale = 1.0f);
 
   size_t size() const noexcept {
     return values_.size();
@@ -180,6 +200,7 @@ private:
   std::vector<float> values_;
   std::vector<std::vector<float>> slots_;
   std::vector<float*> slot_ptrs_;
+  std::vector<float> before_; // values before a scaled step
   uint64_t steps_ = 0;
 };
 

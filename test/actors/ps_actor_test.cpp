@@ -12,6 +12,19 @@ optimizer_config sgd(float lr) {
   return optimizer_config{"sgd", lr, {}};
 }
 
+/// A sync server of 2 workers (SGD, lr 1) holding "w" = (0, 0), with worker
+/// 0's push of closure 1, gradient (2, 4), waiting in round 1.
+struct sync_round : deterministic {
+  ps_actor ps;
+
+  sync_round() {
+    ps = spawn(options(sgd(1.0f), sgd(1.0f), consistency::sync, 2));
+    create(ps, dense_shard("w", 1, 2, {0, 0}));
+    self->send(ps, push_atom_v, make_push(0, 1, {2, 4}, 0));
+    sched.run();
+  }
+};
+
 } // namespace
 
 TEST_CASE_METHOD(deterministic,
@@ -52,6 +65,53 @@ TEST_CASE_METHOD(deterministic,
   CHECK(s.floats == 3);
 }
 
+TEST_CASE_METHOD(sync_round,
+                 "under sync a worker's next push while its last one is still "
+                 "in the round closes the round with the pushes it has",
+                 "[actors][ps]") {
+  // (A worker goes on when its closure failed at another, lost server while
+  // its push here still waited for the round.)
+  CHECK(nothing_received());
+  self->send(ps, push_atom_v, make_push(0, 2, {1, 1}, 0));
+  sched.run();
+  // Round 1 closed with worker 0's first push alone (its mean is itself).
+  CHECK(reply<uint64_t>() == 1);
+  CHECK(nothing_received());
+  CHECK(as_vector(pull(ps, dense_pull()).values.values)
+        == std::vector<float>{-2, -4});
+  // Round 2: worker 0's second push and worker 1's.
+  self->send(ps, push_atom_v, make_push(1, 3, {3, 3}, 1));
+  sched.run();
+  CHECK(reply<uint64_t>() == 2);
+  CHECK(reply<uint64_t>() == 2);
+  CHECK(as_vector(pull(ps, dense_pull()).values.values)
+        == std::vector<float>{-4, -6});
+  CHECK(stats(ps).pushes == 3);
+}
+
+TEST_CASE_METHOD(deterministic,
+                 "with a staleness-aware rule, a push's step is divided by "
+                 "its staleness",
+                 "[actors][ps]") {
+  auto rule = sgd(0.5f);
+  rule.staleness_aware = true;
+  auto ps = spawn(options(rule, sgd(0.5f)));
+  create(ps, dense_shard("w", 1, 2, {1, 1}));
+  // Staleness 0, 1 and 0: a whole step each (1 / tau only from tau = 2).
+  CHECK(push(ps, make_push(0, 1, {2, 0})) == 1);
+  CHECK(push(ps, make_push(0, 2, {0, 2})) == 2);
+  CHECK(push(ps, make_push(2, 3, {0, 2})) == 3);
+  auto r = pull(ps, dense_pull());
+  // 1 - 0.5*2 = 0; 1 - 0.5*2 - 0.5*2 = -1
+  CHECK(as_vector(r.values.values) == std::vector<float>{0, -1});
+  // Read at clock 0, arriving at clock 3: a third of the step.
+  CHECK(push(ps, make_push(0, 4, {6, 0})) == 4);
+  r = pull(ps, dense_pull());
+  CHECK(r.values.values.size() == 2);
+  CHECK(as_vector(r.values.values)[0] == Approx(0 - 0.5 * 6 / 3));
+  CHECK(as_vector(r.values.values)[1] == -1);
+}
+
 TEST_CASE_METHOD(deterministic,
                  "a push or shard of the wrong size is refused and changes "
                  "nothing",
@@ -89,19 +149,15 @@ TEST_CASE_METHOD(deterministic, "a duplicate push is applied once",
   CHECK(s.pushes == 2);
 }
 
-TEST_CASE_METHOD(deterministic,
+TEST_CASE_METHOD(sync_round,
                  "under sync a server applies the mean of one push per worker "
                  "and acknowledges the round together",
                  "[actors][ps]") {
-  auto ps = spawn(options(sgd(1.0f), sgd(1.0f), consistency::sync, 2));
-  create(ps, dense_shard("w", 1, 2, {0, 0}));
-  self->send(ps, push_atom_v, make_push(0, 1, {2, 4}, 0));
-  sched.run();
   // No ack yet: worker 1 has not pushed for this round.
   CHECK(nothing_received());
-  // A second push of worker 0 in the same round is refused.
-  CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(0, 2, {1, 1}, 0))
-        == errc::bad_message);
+  // The same push again (re-sent after a failover) is not a second push:
+  // a duplicate, answered at once and applied once (with the round).
+  CHECK(push(ps, make_push(0, 1, {2, 4}, 0)) == 0);
   // So is a push of a worker the server was not told about.
   CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(0, 4, {1, 1}, 2))
         == errc::unknown_worker);
@@ -110,6 +166,7 @@ TEST_CASE_METHOD(deterministic,
   // Both pushes are acknowledged now, with the round's clock.
   CHECK(reply<uint64_t>() == 1);
   CHECK(reply<uint64_t>() == 1);
+  CHECK(stats(ps).duplicates == 1);
   // mean gradient (1, 3), one SGD step with lr 1
   auto r = pull(ps, dense_pull());
   CHECK(r.clock == 1);
@@ -161,6 +218,29 @@ TEST_CASE_METHOD(deterministic,
         == errc::unknown_worker);
   CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(3, 4, {1}, 7))
         == errc::unknown_worker);
+}
+
+TEST_CASE_METHOD(deterministic,
+                 "under ssp a pull held longer than the round timeout is "
+                 "answered past the bound",
+                 "[actors][ps]") {
+  using namespace std::chrono_literals;
+  auto opts = options(sgd(0.01f), sgd(0.01f), consistency::ssp, 2, 1);
+  opts.round_timeout = 1000ms;
+  auto ps = spawn(opts);
+  create(ps, dense_shard("w", 1, 1, {0}));
+  for (uint64_t c = 1; c <= 2; ++c)
+    push(ps, make_push(0, c, {1}, 0));
+  self->send(ps, pull_atom_v, dense_pull(0));
+  sched.run();
+  CHECK(nothing_received());
+  // Worker 1 never pushes (it has no closures): after 1 s the pull goes
+  // through.
+  CHECK(sched.advance_time(999ms) == 0);
+  CHECK(nothing_received());
+  sched.advance_time(1ms);
+  sched.run();
+  CHECK(reply<pull_reply>().clock == 2);
 }
 
 TEST_CASE_METHOD(deterministic,

@@ -123,7 +123,8 @@ TEST_CASE("with async replication, a killed ps fails over too and loses at "
 TEST_CASE("with both copies of a group killed, the job restores it from the "
           "newest checkpoint and reports the updates lost",
           "[cluster][e2e][replication]") {
-  auto dir = fs::temp_directory_path() / "actorps_replication_test_ckpt";
+  auto dir = fs::temp_directory_path()
+             / ("actorps_replication_test_ckpt_" + std::to_string(getpid()));
   fs::remove_all(dir);
   auto cfg = replicated_job();
   cfg.checkpoint_dir = dir.string();

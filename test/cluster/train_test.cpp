@@ -101,6 +101,29 @@ TEST_CASE("a batch larger than a worker's shard is an input error",
   CHECK_THROWS_WITH(train(cfg, opts), Catch::Contains("batch_size"));
 }
 
+TEST_CASE("a job whose loss explodes fails saying why and what to try; "
+          "staleness-aware steps or the guard off let it run",
+          "[cluster][e2e][divergence]") {
+  auto cfg = short_job();
+  cfg.train_limit = 12000;
+  cfg.workers = 32; // 32 async workers: pushes about 31 updates stale
+  cfg.optimizer.learning_rate = 0.003f; // adam, 3x the config's
+  train_options opts;
+  opts.out = nullptr;
+  CHECK_THROWS_WITH(train(cfg, opts),
+                    Catch::Contains("training diverged")
+                      && Catch::Contains("32 here")
+                      && Catch::Contains("staleness_aware"));
+  auto aware = cfg;
+  aware.optimizer.staleness_aware = true;
+  auto r = train(aware, opts);
+  REQUIRE(r.epochs.size() == 2);
+  CHECK(r.epochs[1].train_loss < 2.3); // below the initial ln(10)
+  cfg.divergence_factor = 0;
+  auto unguarded = train(cfg, opts);
+  CHECK(unguarded.epochs.size() == 2);
+}
+
 TEST_CASE("short runs under sync and ssp lower the loss", "[cluster][e2e]") {
   for (auto mode : {"sync", "ssp"}) {
     auto cfg = short_job();

@@ -268,6 +268,26 @@ TEST_CASE("apply scales the gradient before the rule sees it",
   }
 }
 
+TEST_CASE("a staleness-aware step moves each row by that share of the "
+          "rule's step",
+          "[core][table_store]") {
+  auto def = make_def(5);
+  const float lr = 0.1f;
+  std::vector<uint64_t> keys{11, 12};
+  std::vector<float> grad{1, 2, 3, 4, 5, -1, -2, -3, -4, -5};
+  table_store store{def, std::make_shared<test_sgd>(lr)};
+  store.apply(keys.data(), keys.size(), grad.data(), 2.0f, 0.25f);
+  std::vector<float> out(10);
+  store.pull(keys.data(), keys.size(), out.data(), false);
+  for (size_t i = 0; i < 2; ++i) {
+    auto init = initial(def, keys[i]);
+    for (size_t j = 0; j < def.dim; ++j) {
+      auto g = grad[i * def.dim + j] * 2.0f;
+      CHECK(out[i * def.dim + j] == Approx(init[j] - 0.25f * lr * g));
+    }
+  }
+}
+
 TEST_CASE("rows keep their values while the store grows by many rows",
           "[core][table_store]") {
   auto def = make_def(16);

@@ -768,3 +768,34 @@ TEST_CASE("apply turns on flush-to-zero, so decaying slots reach zero instead "
 }
 
 #endif
+
+// -- staleness-aware steps ------------------------------------------------------
+
+TEST_CASE("a staleness-aware step is 1 / tau of the rule's step: adam with "
+          "step_scale 1/4 matches adam at a quarter of the learning rate",
+          "[core][update_rule]") {
+  CHECK(staleness_step_scale(0) == 1.0f);
+  CHECK(staleness_step_scale(1) == 1.0f);
+  CHECK(staleness_step_scale(4) == 0.25f);
+  auto scaled = make_region("adam", 0.1f, {1.0f, -2.0f, 0.5f});
+  auto slower = make_region("adam", 0.025f, {1.0f, -2.0f, 0.5f});
+  for (auto g : {std::vector<float>{0.5f, -1.0f, 2.0f},
+                 std::vector<float>{-1.0f, 0.5f, 0.0f}}) {
+    scaled.apply(g.data(), 0.25f);
+    slower.apply(g.data());
+  }
+  REQUIRE(scaled.values().size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("element " << i);
+    CHECK(scaled.values()[i] == Approx(slower.values()[i]).epsilon(1e-6));
+    // The slots took the whole step: adam's moments do not depend on lr.
+    CHECK(scaled.slots()[0][i] == slower.slots()[0][i]);
+    CHECK(scaled.slots()[1][i] == slower.slots()[1][i]);
+  }
+  CHECK(scaled.steps() == 2);
+  // sgd: w - step_scale * lr * g
+  auto sgd = make_region("sgd", 0.1f, {1.0f, -2.0f});
+  std::vector<float> g{0.5f, -1.0f};
+  sgd.apply(g.data(), 0.5f);
+  check_values(sgd.values(), {1.0 - 0.5 * 0.1 * 0.5, -2.0 + 0.5 * 0.1 * 1.0});
+}
