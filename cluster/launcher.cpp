@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,10 +119,11 @@ public:
     sigset_t all, old_mask;
     sigfillset(&all);
     ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+    auto parent = ::getpid();
     auto pid = ::fork();
     if (pid == 0)
       exec_child(path.c_str(), argv.data(), envp.data(), out_w.get(),
-                 err_w.get(), old_mask);
+                 err_w.get(), old_mask, parent);
     auto fork_err = errno;
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid < 0)
@@ -293,7 +295,13 @@ public:
 private:
   [[noreturn]] void exec_child(const char* path, char* const* argv,
                                char* const* envp, int out_fd, int err_fd,
-                               const sigset_t& old_mask) {
+                               const sigset_t& old_mask, pid_t parent) {
+    // A launcher killed outside its control (SIGKILL) takes its nodes with
+    // it: the kernel sends SIGKILL to this child when the thread that forked
+    // it (the launcher's only one) ends; and if the launcher is gone already,
+    // the child does not start.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)
+      ::_exit(127);
     for (size_t i = 0; i < num_caught; ++i) {
       struct sigaction act = {};
       act.sa_handler = signals_.was_ignored(i) ? SIG_IGN : SIG_DFL;

@@ -160,6 +160,33 @@ case_launch() {
     return
   fi
   ok "launch: 2 ps + 2 workers + coordinator exit 0"
+  # A launcher SIGKILLed from outside takes its nodes with it.
+  "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 --epochs 50 \
+    >"$tmp/killed.log" 2>&1 &
+  local lpid=$!
+  local i children=""
+  for ((i = 0; i < 100; i++)); do
+    children=$(pgrep -P "$lpid" | tr '\n' ' ')
+    [[ $(wc -w <<<"$children") -ge 5 ]] && break
+    sleep 0.1
+  done
+  kill -KILL "$lpid" 2>/dev/null
+  wait "$lpid" 2>/dev/null
+  local left=""
+  for ((i = 0; i < 50; i++)); do
+    left=""
+    for c in $children; do kill -0 "$c" 2>/dev/null && left+="$c "; done
+    [[ -z $left ]] && break
+    sleep 0.1
+  done
+  if [[ -z $children ]]; then
+    bad "launch started no nodes within 10 s: $(tail -5 "$tmp/killed.log")"
+  elif [[ -z $left ]]; then
+    ok "launch SIGKILLed: its $(wc -w <<<"$children") nodes are gone too"
+  else
+    bad "launch SIGKILLed, its nodes $left still run"
+    for c in $left; do kill -KILL "$c" 2>/dev/null; done
+  fi
   # TLS by default: throw-away certificates, and every node says so first.
   local t
   t=$(grep -c -E '^\[(ps[01]|worker[01]|coordinator)\] .*TLS on: certificate' "$tmp/out")
