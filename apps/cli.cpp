@@ -61,6 +61,9 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          2016; optimizer and table_optimizer.staleness_aware)
   --divergence-factor X  fail when the windowed loss climbs X times above its
                          lowest (10; 0 = off; training.divergence_factor)
+  --early-stopping M     stop when epoch metric M (test_loss, test_accuracy,
+                         ...) has not improved for --patience N epochs (3;
+                         training.early_stopping_monitor, _patience)
   --threads N            CAF scheduler threads (0 = one per core)
   --replicas N           0 | 1: keep a backup of every ps's shards on the next
                          ps (chain replication; cluster.replicas)
@@ -184,6 +187,7 @@ train_command parse_job_args(
     {"--seed", true},            {"--metrics-out", true},
     {"--mode", true},            {"--staleness", true},
     {"--staleness-aware", false}, {"--divergence-factor", true},
+    {"--early-stopping", true},  {"--patience", true},
     {"--no-progress", false},    {"--quiet", false},
     {"--checkpoint-dir", true},  {"--checkpoint-every", true},
     {"--restore", true},         {"--resume", false},
@@ -254,6 +258,11 @@ train_command parse_job_args(
     else if (flag == "--staleness-aware")
       job.optimizer.staleness_aware = job.table_optimizer.staleness_aware =
         true;
+    else if (flag == "--early-stopping")
+      job.early_stopping_monitor = value;
+    else if (flag == "--patience")
+      job.early_stopping_patience =
+        static_cast<uint32_t>(to_count(flag, value, 0, 1u << 20));
     else if (flag == "--divergence-factor")
       job.divergence_factor = value == "0" ? 0.0f : to_real(flag, value);
     else if (flag == "--replicas")

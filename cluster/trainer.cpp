@@ -307,6 +307,10 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     };
     if (endpoint)
       fo.callbacks.push_back(std::make_shared<prometheus_callback>());
+    if (!cfg.early_stopping_monitor.empty())
+      fo.callbacks.push_back(std::make_shared<early_stopping>(
+        cfg.early_stopping_monitor, cfg.early_stopping_patience,
+        cfg.early_stopping_min_delta));
     // Before the checkpoint: a diverged state is not saved over a good one.
     if (cfg.divergence_factor > 0)
       fo.callbacks.push_back(std::make_shared<divergence_guard>(

@@ -263,6 +263,9 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("checkpoint_dir", cfg.checkpoint_dir);
     s.get("checkpoint_every_steps", cfg.checkpoint_every_steps, 0);
     s.get("keep_checkpoints", cfg.keep_checkpoints, 1, 1000);
+    s.get("early_stopping_monitor", cfg.early_stopping_monitor);
+    s.get("early_stopping_patience", cfg.early_stopping_patience, 0, 1u << 20);
+    s.get("early_stopping_min_delta", cfg.early_stopping_min_delta, 0, 1e30);
   }
   if (auto v = root.find("faults")) {
     if (!v->is_array())

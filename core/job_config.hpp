@@ -172,6 +172,13 @@ struct job_config {
   std::string checkpoint_dir;
   uint64_t checkpoint_every_steps = 0;
   uint32_t keep_checkpoints = 3;
+  /// Early stopping (Keras' EarlyStopping, cluster/fit_callbacks.hpp): the
+  /// epoch metric watched ("" = off; e.g. "test_loss", "test_accuracy",
+  /// "test_auc"), the epochs in a row without an improvement of more than
+  /// `early_stopping_min_delta` (in the metric's units) that end training.
+  std::string early_stopping_monitor;
+  uint32_t early_stopping_patience = 3;
+  float early_stopping_min_delta = 0;
   /// How often the coordinator restarts a lost worker (in one process: a
   /// new actor after 100 ms, doubling each time), per worker index.
   uint32_t restart_budget = 3;

@@ -124,6 +124,24 @@ TEST_CASE("a job whose loss explodes fails saying why and what to try; "
   CHECK(unguarded.epochs.size() == 2);
 }
 
+TEST_CASE("early stopping from the job config ends training when the "
+          "monitored metric stops improving",
+          "[cluster][e2e]") {
+  auto cfg = short_job();
+  cfg.epochs = 6;
+  cfg.early_stopping_monitor = "train_loss";
+  cfg.early_stopping_patience = 1;
+  // No epoch can lower the loss by 100: epoch 1 improves on nothing, epoch
+  // 2 does not improve, and training stops there.
+  cfg.early_stopping_min_delta = 100;
+  train_options opts;
+  opts.out = nullptr;
+  auto r = train(cfg, opts);
+  CHECK(r.epochs.size() == 2);
+  cfg.early_stopping_monitor = "no_such_metric";
+  CHECK_THROWS_WITH(train(cfg, opts), Catch::Contains("no_such_metric"));
+}
+
 TEST_CASE("short runs under sync and ssp lower the loss", "[cluster][e2e]") {
   for (auto mode : {"sync", "ssp"}) {
     auto cfg = short_job();
