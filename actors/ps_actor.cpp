@@ -12,7 +12,9 @@
 #include "caf/typed_event_based_actor.hpp"
 #include "caf/typed_response_promise.hpp"
 
+#include "actors/ps_chain.hpp"
 #include "actors/ps_replica.hpp"
+#include "actors/ps_state.hpp"
 #include "actors/telemetry.hpp"
 #include "core/staleness_histogram.hpp" // metrics (issue 14)
 #include "core/error.hpp"
@@ -22,44 +24,6 @@
 namespace actorps {
 
 namespace {
-
-struct ps_state {
-  ps_options opts;
-  std::shared_ptr<const update_rule> dense_rule;
-  std::shared_ptr<const update_rule> table_rule;
-  /// The replica groups this server holds, by group.
-  std::map<uint32_t, ps_replica> groups;
-  static constexpr const char* name = "parameter-server";
-};
-
-using ps_ptr = ps_actor::stateful_pointer<ps_state>;
-
-using ack_promise = caf::typed_response_promise<uint64_t>;
-
-/// The group a request names, or an error (no_shards while the server holds
-/// nothing at all yet).
-caf::expected<ps_replica*> find_group(ps_state& st, uint32_t g) {
-  auto i = st.groups.find(g);
-  if (i == st.groups.end() && st.groups.empty())
-    return caf::make_error(errc::no_shards, st.opts.index);
-  if (i == st.groups.end())
-    return caf::make_error(errc::unknown_group, "ps", st.opts.index, "group",
-                           g);
-  return &i->second;
-}
-
-/// The group a worker's request names, if this server is its primary at the
-/// view the request knows.
-caf::expected<ps_replica*> serving(ps_state& st, uint32_t g, uint64_t view) {
-  auto r = find_group(st, g);
-  if (!r)
-    return r;
-  if (!(*r)->primary || (*r)->view != view)
-    return caf::make_error(errc::stale_view, "ps", st.opts.index, "group", g,
-                           (*r)->primary ? "primary" : "backup", (*r)->view,
-                           view);
-  return r;
-}
 
 /// Whether worker `w` may read now under ssp.
 bool may_read(const ps_state& st, const ps_replica& r, uint32_t w) {
@@ -81,112 +45,14 @@ void release_pulls(ps_ptr self, ps_replica& r) {
   }
 }
 
-/// The step scales of a push of `staleness` for the dense region and the
-/// table rows: 1 / tau where the rule is staleness-aware (optimizer_config).
-std::pair<float, float> step_scales(const ps_options& opts,
-                                    uint64_t staleness) {
-  auto of = [&](const optimizer_config& rule) {
-    return rule.staleness_aware ? staleness_step_scale(staleness) : 1.0f;
-  };
-  return {of(opts.optimizer), of(opts.table_optimizer)};
-}
 
-// -- replication ----------------------------------------------------------------
-
-/// How long a primary waits for its backup to answer one forward.
-constexpr auto forward_timeout = std::chrono::seconds(15);
-
-void backup_lost(ps_ptr self, ps_replica& r, const std::string& why);
-
-/// Forward number `seq` of group `g` got its answer (`err` empty: applied).
-void complete_forward(ps_ptr self, uint32_t g, uint64_t seq,
-                      const caf::error& err) {
-  auto i = self->state.groups.find(g);
-  if (i == self->state.groups.end())
-    return;
-  auto& r = i->second;
-  auto f = std::find_if(r.forwards.begin(), r.forwards.end(),
-                        [&](const ps_replica::forward& x) {
-                          return x.seq == seq;
-                        });
-  if (f == r.forwards.end())
-    return; // answered already (the backup was dropped)
-  auto fw = std::move(*f);
-  r.forwards.erase(f);
-  if (err == errc::stale_view) {
-    // The backup was promoted: this server was deposed. The update is not
-    // acknowledged; its closure runs again at the new primary.
-    log::warn("ps", static_cast<int>(self->state.opts.index),
-              "group {}: the backup refuses updates (a newer view): this "
-              "server no longer serves the group",
-              g);
-    r.primary = false;
-    for (auto& ack : fw.acks)
-      ack.deliver(err);
-    return;
-  }
-  // Applied by the backup, or the backup is gone (then this copy is the only
-  // one: the update is as durable as it can be).
-  for (auto& ack : fw.acks)
-    ack.deliver(fw.clock);
-}
-
-/// Sends one applied update to the backup; `acks` are answered once the
-/// backup has applied it.
-void forward(ps_ptr self, ps_replica& r, std::vector<update_id> ids,
-             float scale, push_request update,
-             std::vector<ack_promise> acks) {
-  auto seq = r.next_forward++;
-  r.forwards.push_back(ps_replica::forward{seq, std::move(acks),
-                                           r.stats.clock});
-  replicate_request req;
-  req.group = r.group;
-  req.view = r.view;
-  req.clock = r.stats.clock;
-  req.ids = std::move(ids);
-  req.scale = scale;
-  req.update = std::move(update);
-  auto g = r.group;
-  // The backup is monitored: when it is lost, every pending forward is
-  // answered at once (backup_lost). A forward without an answer for
-  // forward_timeout although the backup lives (a message lost on a
-  // connection being set up again) would hold its pushes forever: the
-  // primary then drops the backup as if lost, so that the job goes on (what
-  // the backup missed is counted as lost should it ever take over).
-  self->request(caf::actor_cast<caf::actor>(r.backup), forward_timeout,
-                replicate_atom_v, std::move(req))
-    .then([=](uint64_t) { complete_forward(self, g, seq, caf::error{}); },
-          [=](caf::error& err) {
-            if (err != caf::sec::request_timeout) {
-              complete_forward(self, g, seq, err);
-              return;
-            }
-            auto i = self->state.groups.find(g);
-            if (i == self->state.groups.end() || !i->second.backup)
-              return;
-            auto& rr = i->second;
-            bool pending = std::any_of(rr.forwards.begin(), rr.forwards.end(),
-                                       [&](const ps_replica::forward& f) {
-                                         return f.seq == seq;
-                                       });
-            if (pending)
-              backup_lost(self, rr,
-                          fmt::format("no answer to a forward in {} s",
-                                      forward_timeout.count()));
-          });
-}
-
-/// The group's backup is gone: pending forwards are acknowledged (this copy
-/// is the only one now) and updates apply here alone until a new backup.
-void backup_lost(ps_ptr self, ps_replica& r, const std::string& why) {
-  log::warn("ps", static_cast<int>(self->state.opts.index),
-            "group {}: backup lost ({}); applying alone", r.group, why);
-  auto pending = std::move(r.forwards);
-  r.forwards.clear();
-  for (auto& f : pending)
-    for (auto& ack : f.acks)
-      ack.deliver(f.clock);
-  r.backup = caf::actor{};
+/// Async replication: where acknowledgements wait while the backup is more
+/// than `lag` forwards behind (on the forward `lag` places before the
+/// newest: answered, the backlog is `lag` again); nullptr when it is not.
+std::vector<ack_promise>* backlog_wait(ps_replica& r, uint32_t lag) {
+  if (r.forwards.size() <= lag)
+    return nullptr;
+  return &r.forwards[r.forwards.size() - 1 - lag].acks;
 }
 
 /// Applies the sync round's mean gradient and acknowledges every push of it
@@ -208,12 +74,9 @@ void close_round(ps_ptr self, ps_replica& r) {
     return;
   }
   if (r.backup) {
-    // async replication (see push): the round's pushes wait only while the
-    // backup is more than `lag` forwards behind.
     forward(self, r, std::move(ids), scale, std::move(update), {});
-    if (r.forwards.size() > lag) {
-      auto& wait = r.forwards[r.forwards.size() - 1 - lag].acks;
-      wait.insert(wait.end(), acks.begin(), acks.end());
+    if (auto* wait = backlog_wait(r, lag)) {
+      wait->insert(wait->end(), acks.begin(), acks.end());
       return;
     }
   }
@@ -221,81 +84,6 @@ void close_round(ps_ptr self, ps_replica& r) {
     ack.deliver(r.stats.clock);
 }
 
-/// Makes this server a backup of `r`'s group (or a deposed primary): what
-/// waits for an answer as a primary is refused.
-void step_down(ps_replica& r, uint32_t ps_index) {
-  auto stale = caf::make_error(errc::stale_view, "ps", ps_index, "group",
-                               r.group, "no longer primary");
-  for (auto& h : r.held_pulls)
-    h.promise.deliver(stale);
-  r.held_pulls.clear();
-  for (auto& ack : r.round_acks)
-    ack.deliver(stale);
-  r.round_acks.clear();
-  r.round_ids.clear();
-  r.round_tables.clear();
-  std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
-  for (auto& f : r.forwards)
-    for (auto& ack : f.acks)
-      ack.deliver(stale);
-  r.forwards.clear();
-  r.backup = caf::actor{};
-  r.primary = false;
-}
-
-caf::result<bool> configure(ps_ptr self, replica_config& cfg) {
-  auto& st = self->state;
-  auto found = find_group(st, cfg.group);
-  if (!found)
-    return found.error();
-  auto& r = **found;
-  if (cfg.view < r.view)
-    return caf::make_error(errc::stale_view, "ps", st.opts.index, "group",
-                           cfg.group, "configure", r.view, cfg.view);
-  r.view = cfg.view;
-  if (!cfg.primary) {
-    step_down(r, st.opts.index);
-    return true;
-  }
-  r.primary = true;
-  auto backup = caf::actor_cast<caf::actor>(cfg.backup);
-  if (backup && st.opts.dial
-      && cfg.backup_ps != std::numeric_limits<uint32_t>::max()) {
-    try {
-      backup = st.opts.dial(cfg.backup_ps);
-    } catch (const std::exception& e) {
-      log::warn("ps", static_cast<int>(st.opts.index),
-                "group {}: cannot reach its backup ps{} directly ({}); going "
-                "through the coordinator",
-                cfg.group, cfg.backup_ps, e.what());
-    }
-  }
-  if (backup != r.backup) {
-    if (r.backup)
-      backup_lost(self, r, "replaced by the coordinator");
-    r.backup = backup;
-    if (backup)
-      self->monitor(backup);
-  }
-  if (backup && cfg.install) {
-    // Sent before any later forward: the backup installs this state, then
-    // applies the updates after it, in order.
-    auto g = r.group;
-    auto index = static_cast<int>(st.opts.index);
-    self->request(backup, caf::infinite, install_atom_v, r.group, r.view,
-                  save_replica(r, true))
-      .then([](uint64_t) {},
-            [=](caf::error& err) {
-              log::error("ps", index, "group {}: installing the backup "
-                                      "failed: {}",
-                         g, self->system().render(err));
-              auto i = self->state.groups.find(g);
-              if (i != self->state.groups.end() && i->second.backup)
-                backup_lost(self, i->second, "its install failed");
-            });
-  }
-  return true;
-}
 
 caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   auto& st = self->state;
@@ -357,10 +145,11 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
       // forwards behind; then once it is back to `lag`.
       auto clock = r.stats.clock;
       forward(self, r, std::move(ids), 1.0f, std::move(req), {});
-      if (r.forwards.size() <= lag)
+      auto* wait = backlog_wait(r, lag);
+      if (!wait)
         return clock;
       auto rp = self->make_response_promise<uint64_t>();
-      r.forwards[r.forwards.size() - 1 - lag].acks.push_back(rp);
+      wait->push_back(rp);
       return rp;
     }
     auto rp = self->make_response_promise<uint64_t>();
@@ -382,59 +171,6 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   return rp;
 }
 
-caf::result<uint64_t> replicate(ps_ptr self, replicate_request& req) {
-  auto& st = self->state;
-  auto found = find_group(st, req.group);
-  if (!found)
-    return found.error();
-  auto& r = **found;
-  if (r.primary || req.view != r.view)
-    return caf::make_error(errc::stale_view, "ps", st.opts.index, "group",
-                           req.group, "replicate", r.view, req.view);
-  // A forwarded update is input from a peer like a push: the same checks
-  // before anything touches the buffers (fuzz/ps_requests_fuzz.cpp found an
-  // unchecked gradient size and an unknown table shard here).
-  if (req.update.gradient.values.size() != r.dense.size())
-    return caf::make_error(errc::shape_mismatch, "replicate to ps",
-                           st.opts.index, "group", r.group, r.dense.size(),
-                           req.update.gradient.values.size());
-  if (auto err = check_tables(r, req.update.tables, true, st.opts.index))
-    return err;
-  bool fresh = std::any_of(req.ids.begin(), req.ids.end(),
-                           [&](const update_id& id) {
-                             return !r.was_applied(id.closure);
-                           });
-  if (!fresh)
-    return r.stats.clock;
-  // The staleness the primary recorded (its clock at arrival was one below
-  // the clock after the update): the backup scales a staleness-aware step
-  // alike, and a promoted backup's counters go on where the primary's
-  // stopped.
-  auto arrival = req.clock > 0 ? req.clock - 1 : 0;
-  auto read = req.update.read_clock;
-  auto staleness = arrival >= read ? arrival - read : 0;
-  if (st.opts.mode == consistency::sync) {
-    apply_update(r, req.update, req.scale);
-  } else {
-    auto [dense_step, table_step] = step_scales(st.opts, staleness);
-    apply_update(r, req.update, req.scale, dense_step, table_step);
-  }
-  if (st.opts.mode != consistency::sync) {
-    r.stats.staleness_sum += staleness;
-    r.stats.staleness_max = std::max(r.stats.staleness_max, staleness);
-    // Only the group's counters: the process-wide histogram counted this
-    // push at the primary already.
-    add_staleness(r.stats.staleness_buckets, staleness);
-  }
-  r.stats.clock = req.clock;
-  for (auto& id : req.ids) {
-    r.applied.insert(id.closure);
-    ++r.stats.pushes;
-    if (st.opts.mode == consistency::ssp && id.worker < r.worker_clock.size())
-      ++r.worker_clock[id.worker];
-  }
-  return r.stats.clock;
-}
 
 ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
                                     std::shared_ptr<const update_rule> dense,
