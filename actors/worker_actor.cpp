@@ -77,6 +77,13 @@ struct worker_state {
   /// sent by it (a late reply of an earlier step, e.g. of the same closure
   /// run again here, is dropped).
   uint64_t seq = 0;
+  /// Per group: the token of the pull or push awaiting its answer (0: none).
+  /// Only that request's answer counts: when a route moves the group to
+  /// another server, what was in flight is sent there again, and a late
+  /// answer of the old server (or none: a server that died with the request)
+  /// must neither count twice nor be waited for.
+  std::vector<uint64_t> in_flight;
+  uint64_t next_token = 0;
   const step_function* step = nullptr;
   phase at = phase::idle;
   size_t pending = 0;
@@ -177,14 +184,16 @@ void push_one(worker_ptr self, uint32_t p) {
   // a server that dies or is cut off is noticed by the monitor (down_msg),
   // which fails the step.
   auto sent = clock_type::now(); // metrics (issue 14)
+  auto token = st.in_flight[p] = ++st.next_token;
   self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
         telemetry::request_latency(telemetry::request_kind::push, p,
                                    clock_type::now() - sent); // issue 14
         auto& st = self->state;
-        if (st.failed || st.seq != seq)
+        if (st.failed || st.seq != seq || st.in_flight[p] != token)
           return;
+        st.in_flight[p] = 0;
         if (--st.pending == 0) {
           st.result.push_s = seconds_since(st.t0);
           st.result.peak_rss_bytes = peak_rss_bytes();
@@ -192,7 +201,8 @@ void push_one(worker_ptr self, uint32_t p) {
         }
       },
       [=](caf::error& err) {
-        if (self->state.seq == seq)
+        auto& st = self->state;
+        if (st.seq == seq && st.in_flight[p] == token)
           fail(self, server_error(self, p, std::move(err)));
       });
 }
@@ -213,14 +223,16 @@ void pull_one(worker_ptr self, uint32_t p) {
   // is ahead; a server that dies or is cut off is noticed by the monitor
   // (down_msg), which fails the step.
   auto sent = clock_type::now(); // metrics (issue 14)
+  auto token = st.in_flight[p] = ++st.next_token;
   self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
     .then(
       [=](pull_reply& reply) {
         telemetry::request_latency(telemetry::request_kind::pull, p,
                                    clock_type::now() - sent); // issue 14
         auto& st = self->state;
-        if (st.failed || st.seq != seq)
+        if (st.failed || st.seq != seq || st.in_flight[p] != token)
           return;
+        st.in_flight[p] = 0;
         auto& pl = *st.opts.layout;
         auto dense = pl.ps_sizes[p];
         if (reply.values.values.size() != dense)
@@ -239,7 +251,8 @@ void pull_one(worker_ptr self, uint32_t p) {
         }
       },
       [=](caf::error& err) {
-        if (self->state.seq == seq)
+        auto& st = self->state;
+        if (st.seq == seq && st.in_flight[p] == token)
           fail(self, server_error(self, p, std::move(err)));
       });
 }
@@ -264,6 +277,26 @@ void send_to_server(worker_ptr self, uint32_t p, bool push) {
     return;
   }
   if (push)
+    push_one(self, p);
+  else
+    pull_one(self, p);
+}
+
+/// Group `p` moved to another server while the running closure awaited its
+/// answer: the request goes to the new server (a push the old primary
+/// applied and forwarded is a duplicate there, acknowledged, not applied
+/// again). Without this, a request held by a server that died before its
+/// down message arrived here (the route came first) would never be
+/// answered, and the closure would wait forever.
+void resend(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  if (!st.busy || st.failed || st.in_flight[p] == 0 || st.ps_lost)
+    return;
+  log::info("worker", static_cast<int>(st.opts.index),
+            "closure {}: its {} of group {} is sent again to the new server",
+             st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
+  st.in_flight[p] = 0;
+  if (st.at == phase::pushing)
     push_one(self, p);
   else
     pull_one(self, p);
@@ -344,6 +377,7 @@ void start_next(worker_ptr self) {
   st.busy = true;
   st.failed = false;
   ++st.seq;
+  std::fill(st.in_flight.begin(), st.in_flight.end(), 0);
   st.result = step_result{};
   st.result.closure = req.id;
   st.result.worker = st.opts.index;
@@ -368,6 +402,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   }
   st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
   st.read_clocks.resize(st.opts.servers.size());
+  st.in_flight.assign(st.opts.servers.size(), 0);
   st.opts.views.resize(st.opts.servers.size(), 0);
   if (st.opts.server_index.empty())
     for (uint32_t g = 0; g < st.opts.servers.size(); ++g)
@@ -475,6 +510,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
         log::info("worker", static_cast<int>(st.opts.index),
                   "group {} is served by ps{} (view {})", r.group, r.ps,
                   r.view);
+        resend(self, r.group);
       }
     },
     [=](fail_atom) { self->state.fail_next = true; },
