@@ -120,7 +120,7 @@ std::vector<step_result> fetch(const std::vector<remote_value>& values) {
 // -- cluster_coordinator ------------------------------------------------------
 
 cluster_coordinator::cluster_coordinator(caf::actor_system& sys,
-                                         coordinator_actor dispatcher,
+                                         dispatcher_actor dispatcher,
                                          uint64_t max_queued,
                                          uint64_t first_id)
   : sys_(sys),

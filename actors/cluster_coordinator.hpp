@@ -12,7 +12,7 @@
 
 #include "caf/error.hpp"
 
-#include "actors/coordinator_actor.hpp"
+#include "actors/dispatcher_actor.hpp"
 #include "actors/messages.hpp"
 #include "core/error.hpp"
 
@@ -176,7 +176,7 @@ public:
   ///        servers apply one push per closure id, so coordinators that may
   ///        meet the same servers (a restarted one) must not reuse ids.
   /// The dispatcher must outlive this object.
-  cluster_coordinator(caf::actor_system& sys, coordinator_actor dispatcher,
+  cluster_coordinator(caf::actor_system& sys, dispatcher_actor dispatcher,
                       uint64_t max_queued, uint64_t first_id = 1);
 
   /// Cancels the closures still queued or running (their remote_values
@@ -223,7 +223,7 @@ private:
   void raise_pending_error();
 
   caf::actor_system& sys_;
-  coordinator_actor dispatcher_;
+  dispatcher_actor dispatcher_;
   uint64_t max_queued_;
   std::shared_ptr<detail::closure_tracker> tracker_;
 };

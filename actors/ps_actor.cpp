@@ -258,9 +258,6 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       s.primary = (*found)->primary;
       return s;
     },
-    [=](freeze_atom, uint64_t ms) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    },
     [=](save_atom, uint32_t g) -> caf::result<ps_snapshot> {
       auto found = find_group(self->state, g);
       if (!found)

@@ -98,9 +98,6 @@ using ps_actor = caf::typed_actor<
   // first id: a restarted coordinator's ids lie elsewhere, and its range
   // replaces the old one.
   caf::reacts_to<prune_atom, uint64_t, uint64_t>,
-  // Fault injection: the server stops answering for `ms` milliseconds (its
-  // thread blocks, as a hung process would).
-  caf::reacts_to<freeze_atom, uint64_t>,
   // Liveness probe. Replies with the server's index.
   caf::replies_to<ping_atom>::with<uint32_t>,
   // Internal (sync): group `group`'s round `round` (the clock it closes at)

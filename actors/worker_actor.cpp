@@ -3,8 +3,6 @@
 #include <chrono>
 #include <algorithm>
 #include <deque>
-#include <random>
-#include <thread>
 
 #include "caf/actor_system.hpp"
 #include "caf/stateful_actor.hpp"
@@ -26,10 +24,10 @@ namespace actorps {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
+double seconds_since(steady_clock::time_point t0) {
+  return std::chrono::duration<double>(steady_clock::now() - t0).count();
 }
 
 /// One closure waiting to run or running.
@@ -58,20 +56,7 @@ struct worker_state {
   std::vector<bool> lost;
   std::vector<bool> reconnecting;
   std::vector<uint32_t> reconnect_tries;
-  /// Injected message faults (fault injection): shares of pulls and pushes
-  /// dropped or delayed.
-  struct {
-    double drop = 0;
-    double delay = 0;
-    std::chrono::milliseconds delay_by{0};
-    std::chrono::milliseconds retry_after{200};
-    uint64_t dropped = 0;
-    uint64_t delayed = 0;
-    std::mt19937_64 rng;
-  } chaos;
   bool busy = false;
-  /// Fault injection: the next step throws.
-  bool fail_next = false;
   // -- the running closure ----------------------------------------------------
   /// Counts started steps: a reply is for the running step only if it was
   /// sent by it (a late reply of an earlier step, e.g. of the same closure
@@ -89,7 +74,7 @@ struct worker_state {
   size_t pending = 0;
   bool failed = false;
   step_result result;
-  clock_type::time_point t0;
+  steady_clock::time_point t0;
   static constexpr const char* name = "worker";
 };
 
@@ -107,7 +92,7 @@ void plan_reconnect(worker_ptr self, uint32_t p) {
   auto delay = capped_backoff(std::chrono::milliseconds(250),
                               st.reconnect_tries[p]++,
                               std::chrono::seconds(5));
-  self->delayed_send(self, delay, caf::connect_atom_v, p);
+  self->delayed_send(self, delay, redial_atom_v, p);
 }
 
 /// Server `p` is reachable again as `ps`: closures run once no server is
@@ -183,13 +168,13 @@ void push_one(worker_ptr self, uint32_t p) {
   // No timeout (caf::infinite): under sync the ack waits for the round;
   // a server that dies or is cut off is noticed by the monitor (down_msg),
   // which fails the step.
-  auto sent = clock_type::now(); // metrics (issue 14)
+  auto sent = steady_clock::now(); // metrics (issue 14)
   auto token = st.in_flight[p] = ++st.next_token;
   self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
         telemetry::request_latency(telemetry::request_kind::push, p,
-                                   clock_type::now() - sent); // issue 14
+                                   steady_clock::now() - sent); // issue 14
         auto& st = self->state;
         if (st.failed || st.seq != seq || st.in_flight[p] != token)
           return;
@@ -222,13 +207,13 @@ void pull_one(worker_ptr self, uint32_t p) {
   // No timeout (caf::infinite): under ssp a pull is held while this worker
   // is ahead; a server that dies or is cut off is noticed by the monitor
   // (down_msg), which fails the step.
-  auto sent = clock_type::now(); // metrics (issue 14)
+  auto sent = steady_clock::now(); // metrics (issue 14)
   auto token = st.in_flight[p] = ++st.next_token;
   self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
     .then(
       [=](pull_reply& reply) {
         telemetry::request_latency(telemetry::request_kind::pull, p,
-                                   clock_type::now() - sent); // issue 14
+                                   steady_clock::now() - sent); // issue 14
         auto& st = self->state;
         if (st.failed || st.seq != seq || st.in_flight[p] != token)
           return;
@@ -257,31 +242,6 @@ void pull_one(worker_ptr self, uint32_t p) {
       });
 }
 
-/// Sends the running closure's pull or push to server `p`, unless injected
-/// message faults drop it (it is sent again after the retry timeout, as a
-/// sender that timed out would: safe, since a server applies one push per
-/// closure) or delay it.
-void send_to_server(worker_ptr self, uint32_t p, bool push) {
-  auto& st = self->state;
-  auto& chaos = st.chaos;
-  std::uniform_real_distribution<double> u{0.0, 1.0};
-  auto seq = st.seq;
-  if (chaos.drop > 0 && u(chaos.rng) < chaos.drop) {
-    ++chaos.dropped;
-    self->delayed_send(self, chaos.retry_after, retry_atom_v, seq, p, push);
-    return;
-  }
-  if (chaos.delay > 0 && u(chaos.rng) < chaos.delay) {
-    ++chaos.delayed;
-    self->delayed_send(self, chaos.delay_by, retry_atom_v, seq, p, push);
-    return;
-  }
-  if (push)
-    push_one(self, p);
-  else
-    pull_one(self, p);
-}
-
 /// Group `p` moved to another server while the running closure awaited its
 /// answer: the request goes to the new server (a push the old primary
 /// applied and forwarded is a duplicate there, acknowledged, not applied
@@ -305,24 +265,19 @@ void resend(worker_ptr self, uint32_t p) {
 void push_all(worker_ptr self) {
   auto& st = self->state;
   st.at = phase::pushing;
-  st.t0 = clock_type::now();
+  st.t0 = steady_clock::now();
   st.pending = st.opts.servers.size();
   for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-    send_to_server(self, p, true);
+    push_one(self, p);
 }
 
 void compute(worker_ptr self) {
   auto& st = self->state;
-  auto t0 = clock_type::now();
+  auto t0 = steady_clock::now();
   for (auto& t : st.tables)
     std::fill(t.grad.begin(), t.grad.end(), 0.0f);
   model_inputs in{st.params.data(), &st.tables};
   try {
-    if (st.fail_next) {
-      st.fail_next = false;
-      throw std::runtime_error("injected step error (fault error:worker:"
-                               + std::to_string(st.opts.index) + ")");
-    }
     st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
                                       st.grad.data(), *st.ws);
   } catch (const std::exception& e) {
@@ -358,10 +313,10 @@ void begin_step(worker_ptr self) {
   st.result.data_epoch = pos.epoch;
   st.result.data_offset = pos.offset;
   st.at = phase::pulling;
-  st.t0 = clock_type::now();
+  st.t0 = steady_clock::now();
   st.pending = st.opts.servers.size();
   for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-    send_to_server(self, p, false);
+    pull_one(self, p);
 }
 
 void start_next(worker_ptr self) {
@@ -410,7 +365,6 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.lost.assign(st.opts.servers.size(), false);
   st.reconnecting.assign(st.opts.servers.size(), false);
   st.reconnect_tries.assign(st.opts.servers.size(), 0);
-  st.chaos.rng.seed(0x9e3779b97f4a7c15ULL ^ st.opts.index);
   // A remote server's death fails no pull or push: CAF only reports it here.
   for (auto& server : st.opts.servers)
     self->monitor(server);
@@ -429,7 +383,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       }
   });
   return {
-    [=](caf::connect_atom, uint32_t p) {
+    [=](redial_atom, uint32_t p) {
       auto& st = self->state;
       if (p >= st.lost.size() || !st.lost[p]) {
         st.reconnecting[p] = false;
@@ -444,18 +398,18 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
                                   server](caf::blocking_actor* helper) {
         try {
           auto [ps, incarnation] = redial(server);
-          helper->send(me, caf::connect_atom_v, p,
+          helper->send(me, dialed_atom_v, p,
                        caf::actor_cast<caf::strong_actor_ptr>(ps),
                        incarnation);
         } catch (const std::exception& e) {
           log::debug("worker", -1, "reconnect to ps{} failed: {}", server,
                      e.what());
-          helper->send(me, caf::connect_atom_v, p, caf::strong_actor_ptr{},
+          helper->send(me, dialed_atom_v, p, caf::strong_actor_ptr{},
                        uint64_t{0});
         }
       });
     },
-    [=](caf::connect_atom, uint32_t p, caf::strong_actor_ptr& ptr,
+    [=](dialed_atom, uint32_t p, caf::strong_actor_ptr& ptr,
         uint64_t incarnation) {
       auto& st = self->state;
       if (p >= st.lost.size())
@@ -513,7 +467,6 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
         resend(self, r.group);
       }
     },
-    [=](fail_atom) { self->state.fail_next = true; },
     [=](cancel_atom, uint64_t id) {
       auto& st = self->state;
       auto cancelled = caf::make_error(errc::cancelled, "closure", id);
@@ -530,24 +483,6 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
           st.queue.erase(i);
           return;
         }
-    },
-    [=](freeze_atom, uint64_t ms) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    },
-    [=](chaos_atom, double drop, double delay, uint64_t delay_ms) {
-      auto& c = self->state.chaos;
-      c.drop = drop;
-      c.delay = delay;
-      c.delay_by = std::chrono::milliseconds(delay_ms);
-    },
-    [=](retry_atom, uint64_t seq, uint32_t p, bool push) {
-      auto& st = self->state;
-      if (!st.busy || st.failed || st.seq != seq)
-        return;
-      if (push)
-        push_one(self, p);
-      else
-        pull_one(self, p);
     },
     [=](seek_atom, uint64_t epoch, uint64_t offset) -> caf::result<bool> {
       auto& data = *self->state.opts.data;

@@ -45,22 +45,12 @@ using worker_actor = caf::typed_actor<
   // checkpoint). Replies with true.
   // Errors: errc::shape_mismatch if the offset is past the worker's shard.
   caf::replies_to<seek_atom, uint64_t, uint64_t>::with<bool>,
-  // Fault injection: the worker stops answering for `ms` milliseconds (its
-  // thread blocks, as a hung process would).
-  caf::reacts_to<freeze_atom, uint64_t>,
-  // Fault injection: from now on, drop the share `drop` of pulls and pushes
-  // (each is sent again after 200 ms, as after a timeout) and delay the
-  // share `delay` by `delay_ms` milliseconds.
-  caf::reacts_to<chaos_atom, double, double, uint64_t>,
-  // Internal: send a dropped or delayed pull / push of `closure` to server
-  // `index` now.
-  caf::reacts_to<retry_atom, uint64_t, uint32_t, bool>,
   // Internal: try to reconnect to lost server `index` (a helper thread
   // dials it).
-  caf::reacts_to<caf::connect_atom, uint32_t>,
+  caf::reacts_to<redial_atom, uint32_t>,
   // Internal: the outcome of a reconnect to server `index`: its actor and
   // incarnation, or a null actor if it could not be reached.
-  caf::reacts_to<caf::connect_atom, uint32_t, caf::strong_actor_ptr,
+  caf::reacts_to<dialed_atom, uint32_t, caf::strong_actor_ptr,
                  uint64_t>,
   // Liveness probe. Replies with the worker's index.
   caf::replies_to<ping_atom>::with<uint32_t>,
@@ -68,10 +58,7 @@ using worker_actor = caf::typed_actor<
   // the worker sends each group's pulls and pushes to the route's server at
   // the route's view from now on (a route older than the one it knows is
   // ignored). Across processes it dials the server directly (redial).
-  caf::reacts_to<route_atom, std::vector<group_route>>,
-  // Fault injection: the worker's next step throws in its compute phase, as
-  // a model would (see fault_spec::kind::error).
-  caf::reacts_to<fail_atom>>;
+  caf::reacts_to<route_atom, std::vector<group_route>>>;
 
 /// What a worker is spawned with.
 struct worker_options {

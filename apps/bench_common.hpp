@@ -14,10 +14,10 @@ class State;
 
 namespace actorps::bench {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
-inline double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
+inline double seconds_since(steady_clock::time_point t0) {
+  return std::chrono::duration<double>(steady_clock::now() - t0).count();
 }
 
 /// One measured operation: every iteration's latency in seconds, so that

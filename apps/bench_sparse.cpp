@@ -212,12 +212,12 @@ void bm_sparse(benchmark::State& st, caf::actor_system* sys, ps_actor ps,
       req.tables.push_back(table_rows{
         0, key_buffer{ks.keys},
         float_buffer{float_vector(grad.begin(), grad.end())}});
-      auto t0 = clock_type::now();
+      auto t0 = steady_clock::now();
       ok = push_once(self, ps, std::move(req));
       p.latencies.push_back(seconds_since(t0));
     } else {
       auto req = table_pull(0, ks.keys);
-      auto t0 = clock_type::now();
+      auto t0 = steady_clock::now();
       ok = pull_once(self, ps, std::move(req));
       p.latencies.push_back(seconds_since(t0));
     }
@@ -238,7 +238,7 @@ void bm_sparse_cold(benchmark::State& st, caf::actor_system* sys, ps_actor ps,
   for (auto _ : st) {
     auto req = table_pull(shard, cold_keys(n, static_cast<int>(shard)));
     ++shard;
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     if (!pull_once(self, ps, std::move(req))) {
       st.SkipWithError("the ps failed");
       return;
@@ -256,7 +256,7 @@ void bm_sparse_limit(benchmark::State& st, bool push, uint64_t n) {
   std::vector<float> buf(n * sparse_dim, 1e-6f); // pull: out; push: gradient
   auto p = sparse_point("sparse-limit", push, "in-process", n, "warm");
   for (auto _ : st) {
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     table.look_up(ks.keys);
     if (push)
       table.add(buf.data(), 0.01f);
@@ -279,7 +279,7 @@ void bm_sparse_cold_limit(benchmark::State& st, uint64_t n) {
   for (auto _ : st) {
     auto keys = cold_keys(n, i++);
     arena_table table;
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     table.insert(keys, def);
     table.copy_out(out.data());
     benchmark::DoNotOptimize(out.data());

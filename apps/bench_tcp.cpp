@@ -110,7 +110,7 @@ void bm_tcp(benchmark::State& st, uint16_t port, point p) {
   std::memcpy(request.data(), header, sizeof(header));
   std::vector<char> answer(p.bytes_back);
   for (auto _ : st) {
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     if (!write_all(fd, request.data(), request.size())
         || !read_all(fd, answer.data(), answer.size())) {
       st.SkipWithError("TCP sink closed");

@@ -68,7 +68,7 @@ void bm_memcpy(benchmark::State& st, uint64_t n) {
   std::vector<float> b(n, 0.0f);
   auto p = make_point("limit", "memcpy", "in-process", n);
   for (auto _ : st) {
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     std::memcpy(b.data(), a.data(), n * sizeof(float));
     benchmark::DoNotOptimize(b.data());
     benchmark::ClobberMemory();
@@ -84,7 +84,7 @@ void bm_axpy(benchmark::State& st, uint64_t n) {
   std::vector<float> y(n, 0.5f);
   auto p = make_point("limit", "axpy", "in-process", n);
   for (auto _ : st) {
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     auto* yp = y.data();
     auto* xp = x.data();
     for (uint64_t i = 0; i < n; ++i)
@@ -118,7 +118,7 @@ void bm_transfer(benchmark::State& st, caf::actor_system* sys, ps_actor ps,
                        n, workers);
   for (auto _ : st) {
     auto req = push ? make_push(0, grad) : push_request{};
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     if (!transfer_once(self, ps, push, 0, std::move(req))) {
       st.SkipWithError("the ps failed");
       break;

@@ -26,13 +26,13 @@ using namespace detail;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
 /// Waits until `fd` is ready for `events` or `deadline` passes.
-bool wait_for(int fd, short events, clock_type::time_point deadline) {
+bool wait_for(int fd, short events, steady_clock::time_point deadline) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  deadline - clock_type::now()).count();
+                  deadline - steady_clock::now()).count();
     if (left <= 0)
       return false;
     pollfd p{fd, events, 0};
@@ -45,7 +45,7 @@ bool wait_for(int fd, short events, clock_type::time_point deadline) {
 }
 
 /// TCP connect within `deadline`; returns the socket or -1 with `out` set.
-int tcp_connect(const host_port& peer, clock_type::time_point deadline,
+int tcp_connect(const host_port& peer, steady_clock::time_point deadline,
                 dial_result& out) {
   std::string error;
   auto* res = resolve(peer, false, error);
@@ -95,7 +95,7 @@ dial_result dial(caf::actor_system& sys, const host_port& peer,
                  std::chrono::milliseconds timeout, const tls_context* tls,
                  const node_identity* expect) {
   dial_result out;
-  auto deadline = clock_type::now() + timeout;
+  auto deadline = steady_clock::now() + timeout;
   int fd = tcp_connect(peer, deadline, out);
   if (fd < 0)
     return out;
@@ -152,8 +152,9 @@ dial_result dial(caf::actor_system& sys, const host_port& peer,
     }
   }
   // -- the preamble both ways ----------------------------------------------
-  if (!wait_for(fd, POLLOUT, deadline)
-      || ch.write(mine.data(), mine.size()) != channel::status::done)
+  if (!wait_for(fd, POLLOUT, deadline))
+    return fail("could not send the preamble: timed out", true);
+  if (ch.write(mine.data(), mine.size()) != channel::status::done)
     return fail("could not send the preamble: " + ch.error(), true);
   std::array<char, preamble_size + 2 + max_reason_size> theirs{};
   auto extra = ch.tls() ? ticket_size : 0;
@@ -206,7 +207,7 @@ dial_result dial(caf::actor_system& sys, const host_port& peer,
   set_nodelay(fd);
   auto scribe = ch.release_to(sys);
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-    deadline - clock_type::now());
+    deadline - steady_clock::now());
   if (left.count() < 1)
     left = std::chrono::milliseconds(1);
   caf::scoped_actor self{sys};

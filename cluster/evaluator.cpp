@@ -28,9 +28,9 @@ namespace actorps {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
-double seconds(clock_type::duration d) {
+double seconds(steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
@@ -135,7 +135,7 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
   if (cfg.checkpoint_dir.empty())
     throw input_error("evaluator: the job has no checkpoint_dir to watch "
                       "(--checkpoint-dir, training.checkpoint_dir)");
-  auto start = clock_type::now();
+  auto start = steady_clock::now();
   json_lines jsonl{opts.metrics_out};
   auto endpoint = open_metrics_endpoint(opts.metrics_port, "evaluator", 0);
   auto data = open_dataset(cfg);
@@ -161,7 +161,7 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
     }
     any = true;
     last = step_of(dir);
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     checkpoint_state st;
     metric_list m;
     try {
@@ -176,7 +176,7 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
       prom.checkpoints.Add({{"outcome", "skipped"}}).Increment();
       continue;
     }
-    auto eval_s = seconds(clock_type::now() - t0);
+    auto eval_s = seconds(steady_clock::now() - t0);
     std::string text;
     for (auto& [name, value] : m)
       text += fmt::format("  {} {:.4f}", name, value);
@@ -193,7 +193,7 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
     for (auto& [name, value] : m)
       obj[name] = value;
     obj["eval_s"] = eval_s;
-    obj["elapsed_s"] = seconds(clock_type::now() - start);
+    obj["elapsed_s"] = seconds(steady_clock::now() - start);
     jsonl.write(obj);
     for (auto& [name, value] : m)
       prom.metric.Add({{"metric", name}}).Set(value);

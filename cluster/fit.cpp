@@ -17,9 +17,9 @@ namespace actorps {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
-double seconds(clock_type::duration d) {
+double seconds(steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
@@ -230,7 +230,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
                                   st.progress.step_in_epoch,
                                   st.progress.epoch + 1,
                                   st.closures_per_epoch));
-  auto start = opts.start == clock_type::time_point::min() ? clock_type::now()
+  auto start = opts.start == steady_clock::time_point::min() ? steady_clock::now()
                                                            : opts.start;
   for (auto& cb : opts.callbacks)
     cb->on_train_begin(st);
@@ -238,7 +238,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
     auto epoch = st.progress.epoch + 1;
     for (auto& cb : opts.callbacks)
       cb->on_epoch_begin(st);
-    auto t0 = clock_type::now();
+    auto t0 = steady_clock::now();
     epoch_closures ec;
     ec.values.reserve(st.closures_per_epoch - st.progress.step_in_epoch);
     // Closures go out in chunks that end at the callbacks' pauses; between
@@ -250,7 +250,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
       break; // stopped within the epoch
     st.progress.epoch = epoch;
     st.progress.step_in_epoch = 0;
-    auto epoch_time = seconds(clock_type::now() - t0);
+    auto epoch_time = seconds(steady_clock::now() - t0);
     epoch_metrics m;
     m.epoch = epoch;
     uint64_t samples = 0;
@@ -271,7 +271,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
       m.test_loss = metric_value(m.test, "test_loss");
       m.test_accuracy = metric_value(m.test, "test_accuracy");
     }
-    m.elapsed_s = seconds(clock_type::now() - start);
+    m.elapsed_s = seconds(steady_clock::now() - start);
     st.history.push_back(m);
     for (auto& cb : opts.callbacks)
       cb->on_epoch_end(st, st.history.back());

@@ -16,9 +16,9 @@ namespace actorps {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
-double seconds(clock_type::duration d) {
+double seconds(steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
@@ -105,12 +105,12 @@ void checkpoint_callback::on_epoch_end(fit_state& st, epoch_metrics&) {
 void checkpoint_callback::save(fit_state& st) {
   if (cfg_.checkpoint_dir.empty())
     return;
-  auto t = clock_type::now();
+  auto t = steady_clock::now();
   auto path = write_checkpoint(cfg_.checkpoint_dir,
                                capture_checkpoint(*st.cl, cfg_, st.progress),
                                cfg_.keep_checkpoints);
   log::info("coordinator", -1, "checkpoint {} ({:.2f} s)", path,
-            seconds(clock_type::now() - t));
+            seconds(steady_clock::now() - t));
 }
 
 // -- epoch_printer ----------------------------------------------------------------
@@ -121,7 +121,7 @@ epoch_printer::epoch_printer(std::FILE* out, bool progress_bar)
 }
 
 void epoch_printer::on_epoch_begin(fit_state& st) {
-  epoch_start_ = clock_type::now();
+  epoch_start_ = steady_clock::now();
   last_draw_ = epoch_start_;
   finished_before_ = st.cl->coordinator().counts().finished;
   to_run_ = st.closures_per_epoch - st.progress.step_in_epoch;
@@ -130,7 +130,7 @@ void epoch_printer::on_epoch_begin(fit_state& st) {
 void epoch_printer::on_wait(fit_state& st, uint64_t) {
   if (!bar_)
     return;
-  auto now = clock_type::now();
+  auto now = steady_clock::now();
   if (now - last_draw_ < std::chrono::milliseconds(200))
     return;
   last_draw_ = now;
@@ -142,7 +142,7 @@ void epoch_printer::on_wait(fit_state& st, uint64_t) {
 void epoch_printer::on_pause(fit_state&) {
   if (bar_)
     std::fputs("\r\033[K", out_);
-  last_draw_ = clock_type::now();
+  last_draw_ = steady_clock::now();
 }
 
 void epoch_printer::on_epoch_end(fit_state& st, epoch_metrics& m) {

@@ -103,11 +103,11 @@ public:
   void on_epoch_end(fit_state& st, epoch_metrics& m) override;
 
 private:
-  using clock_type = std::chrono::steady_clock;
+  using steady_clock = std::chrono::steady_clock;
   std::FILE* out_;
   bool bar_;
-  clock_type::time_point epoch_start_;
-  clock_type::time_point last_draw_;
+  steady_clock::time_point epoch_start_;
+  steady_clock::time_point last_draw_;
   uint64_t finished_before_ = 0;
   uint64_t to_run_ = 0;
 };

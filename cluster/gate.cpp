@@ -36,7 +36,7 @@ using namespace detail;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
 constexpr char magic[8] = {'A', 'C', 'T', 'O', 'R', 'P', 'S', '\0'};
 /// How long an accepted connection may take to send its preamble.
@@ -183,7 +183,20 @@ gate::gate(caf::actor_system& sys, const host_port& where,
                   : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
   set_nonblocking(listen_fd_, true);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  thread_ = std::thread([this] { run(); });
+  if (wake_fd_ < 0) {
+    // Without it ~gate could not stop the thread.
+    auto why = std::strerror(errno);
+    close(listen_fd_);
+    throw runtime_failure(fmt::format("{}: cannot listen on {}: eventfd: {}",
+                                      label_, to_string(where), why));
+  }
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    close(listen_fd_);
+    close(wake_fd_);
+    throw;
+  }
 }
 
 gate::~gate() {
@@ -202,7 +215,7 @@ void gate::run() {
   // One connection from accept() until CAF owns it (or it is closed).
   struct pending {
     std::unique_ptr<channel> ch;
-    clock_type::time_point deadline;
+    steady_clock::time_point deadline;
     bool tls_done = false;
     short events = POLLIN;
     std::array<char, preamble_size + 2 + max_reason_size> buf{};
@@ -318,14 +331,23 @@ void gate::run() {
     log::debug("gate", -1, "{}: admitted {}", label_, p.peer);
     p.ch.reset();
   };
+  // Out of file descriptors (or memory), accept() fails while the listening
+  // socket stays readable: it is left alone for a while instead of spinning.
+  steady_clock::time_point accept_paused_until;
+  bool accept_failing = false;
   for (;;) {
+    auto now = steady_clock::now();
+    bool accepting = now >= accept_paused_until;
     std::vector<pollfd> fds;
     fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
     for (auto& p : waiting)
       fds.push_back({p.ch->fd(), p.events, 0});
     int timeout_ms = -1;
-    auto now = clock_type::now();
+    if (!accepting)
+      timeout_ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+          accept_paused_until - now).count() + 1);
     for (auto& p : waiting) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     p.deadline - now).count();
@@ -339,7 +361,7 @@ void gate::run() {
     }
     if (fds[0].revents != 0)
       break;
-    now = clock_type::now();
+    now = steady_clock::now();
     for (size_t i = 0; i < waiting.size(); ++i) {
       auto& p = waiting[i];
       if (fds[i + 2].revents != 0)
@@ -359,12 +381,24 @@ void gate::run() {
         socklen_t len = sizeof(sa);
         int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS
+              || errno == ENOMEM) {
+            if (!accept_failing)
+              log::warn("gate", -1, "{}: cannot accept connections: {}; "
+                                    "trying again every 100 ms",
+                        label_, std::strerror(errno));
+            accept_failing = true;
+            accept_paused_until = steady_clock::now()
+                                  + std::chrono::milliseconds(100);
+          }
           break;
+        }
+        accept_failing = false;
         pending p;
         auto* ssl = tls_ ? tls_->new_session(fd, true) : nullptr;
         p.ch = std::make_unique<channel>(fd, ssl);
-        p.deadline = clock_type::now() + preamble_timeout;
+        p.deadline = steady_clock::now() + preamble_timeout;
         p.peer = peer_name(sa);
         if (tls_ && ssl == nullptr) { // never fall back to plain TCP
           reject(p, "cannot create a TLS session: " + tls_error(nullptr));

@@ -16,6 +16,7 @@
 #include "cluster/ask.hpp"
 #include "cluster/checkpointer.hpp"
 #include "cluster/evaluation.hpp"
+#include "cluster/local_faults.hpp"
 #include "cluster/local_watcher.hpp"
 #include "core/checkpoint.hpp"
 #include "core/job_config.hpp"
@@ -110,7 +111,7 @@ std::vector<ps_actor> cluster::servers() const {
 }
 
 std::vector<server_route> routes_of(caf::actor_system& sys,
-                                    const coordinator_actor& dispatcher,
+                                    const dispatcher_actor& dispatcher,
                                     size_t groups) {
   caf::scoped_actor self{sys};
   std::vector<server_route> out(groups);
@@ -225,22 +226,6 @@ placement job_placement(const job_config& cfg, const model& net) {
                          cfg.table_partition_strategy);
 }
 
-bool inject_message_fault(const coordinator_actor& dispatcher,
-                          const fault_spec& f) {
-  if (f.action == fault_spec::kind::drop) {
-    log::warn("coordinator", -1, "fault injection: {}", to_string(f));
-    caf::anon_send(dispatcher, chaos_atom_v, f.share, -1.0, uint64_t{0});
-    return true;
-  }
-  if (f.action == fault_spec::kind::delay) {
-    log::warn("coordinator", -1, "fault injection: {}", to_string(f));
-    caf::anon_send(dispatcher, chaos_atom_v, -1.0, f.share,
-                   static_cast<uint64_t>(f.seconds * 1000));
-    return true;
-  }
-  return false;
-}
-
 void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net) {
@@ -307,14 +292,17 @@ std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
 local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                              std::shared_ptr<const model> net,
                              const dataset_fn& fn)
-  : sys_(sys) {
+  : sys_(sys),
+    faults_(std::make_shared<local_faults>(cfg.faults, cfg.ps, cfg.workers)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
   // Build the datasets first: their errors are the user's to fix.
   std::vector<std::shared_ptr<batch_source>> data;
   for (uint32_t w = 0; w < cfg.workers; ++w)
     data.push_back(fn(input_context{cfg.workers, w}));
+  auto faults = faults_;
   for (uint32_t p = 0; p < cfg.ps; ++p)
-    servers_.push_back(spawn_ps(sys, ps_options_of(cfg, p)));
+    servers_.push_back(
+      faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p))));
   try {
     create_variables(sys, *layout_, servers_, cfg, *net);
     setup_groups(sys, *layout_, servers_, cfg, *net, {}, 0);
@@ -326,8 +314,10 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     throw;
   }
   for (uint32_t w = 0; w < cfg.workers; ++w)
-    workers_.push_back(spawn_worker(
-      sys, worker_options_of(w, 0, net, data[w], layout_, servers_)));
+    workers_.push_back(faults->wrap_worker(
+      sys, w,
+      spawn_worker(sys, worker_options_of(w, 0, faults->model_for(w, net),
+                                          data[w], layout_, servers_))));
   shared_->workers = workers_;
   shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
@@ -336,12 +326,14 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   auto shared = shared_;
   // (It starts with group g on server g; the dispatcher sends it the
   // current routes before its first closure.)
-  worker_respawn respawn = [&sys, net, data, layout,
-                            shared](uint32_t w, uint32_t incarnation) {
+  worker_respawn respawn = [&sys, net, data, layout, shared,
+                            faults](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
-    auto worker = spawn_worker(sys, worker_options_of(w, incarnation, net,
-                                                      data[w], layout,
-                                                      shared->servers));
+    auto worker = faults->wrap_worker(
+      sys, w,
+      spawn_worker(sys, worker_options_of(w, incarnation,
+                                          faults->model_for(w, net), data[w],
+                                          layout, shared->servers)));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
     return worker;
@@ -354,8 +346,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   // helper threads of the dispatcher's.
   ps_recovery recovery;
   recovery.replicas = cfg.replicas;
-  recovery.bring_back = [&sys, cfg, shared](uint32_t p) {
-    auto ps = spawn_ps(sys, ps_options_of(cfg, p));
+  recovery.bring_back = [&sys, cfg, shared, faults](uint32_t p) {
+    auto ps = faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p)));
     std::lock_guard<std::mutex> guard{shared->mtx};
     shared->spawned.push_back(caf::actor_cast<caf::actor>(ps));
     shared->servers.at(p) = ps;
@@ -371,7 +363,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   };
   // With every worker lost and none restarting, queued closures wait
   // connect_timeout_ms for one (as across processes) before they fail.
-  dispatcher_ = spawn_coordinator(
+  dispatcher_ = spawn_dispatcher(
     sys, workers_, std::move(respawn), cfg.restart_budget,
     std::chrono::milliseconds(cfg.connect_timeout_ms), servers_,
     std::move(recovery));
@@ -424,23 +416,16 @@ void local_cluster::resync_replicas() {
 }
 
 void local_cluster::inject(const fault_spec& f) {
-  if (inject_message_fault(dispatcher_, f))
-    return;
   caf::actor target;
   {
     std::lock_guard<std::mutex> guard{shared_->mtx};
-    target = f.role == "ps"
-               ? caf::actor_cast<caf::actor>(shared_->servers.at(f.index))
-               : caf::actor_cast<caf::actor>(shared_->workers.at(f.index));
+    if (f.role == "ps" && f.index < shared_->servers.size())
+      target = caf::actor_cast<caf::actor>(shared_->servers[f.index]);
+    else if (f.role == "worker" && f.index < shared_->workers.size())
+      target = caf::actor_cast<caf::actor>(shared_->workers[f.index]);
   }
   log::warn("coordinator", -1, "fault injection: {}", to_string(f));
-  if (f.action == fault_spec::kind::kill)
-    caf::anon_send_exit(target, caf::exit_reason::kill);
-  else if (f.action == fault_spec::kind::error)
-    caf::anon_send(target, fail_atom_v);
-  else
-    caf::anon_send(target, freeze_atom_v,
-                   static_cast<uint64_t>(f.seconds * 1000));
+  faults_->inject(f, target);
 }
 
 std::vector<ps_stats> local_cluster::stats() {

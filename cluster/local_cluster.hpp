@@ -10,7 +10,7 @@
 #include "caf/fwd.hpp"
 
 #include "actors/cluster_coordinator.hpp"
-#include "actors/coordinator_actor.hpp"
+#include "actors/dispatcher_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/ps_actor.hpp"
 #include "actors/worker_actor.hpp"
@@ -20,6 +20,7 @@
 
 namespace actorps {
 
+class local_faults;
 class model;
 struct fault_spec;
 struct job_config;
@@ -121,7 +122,7 @@ void create_variables(caf::actor_system& sys, const placement& layout,
 /// groups).
 /// @throws runtime_failure if it does not answer or a group has no copy.
 std::vector<server_route> routes_of(caf::actor_system& sys,
-                                    const coordinator_actor& dispatcher,
+                                    const dispatcher_actor& dispatcher,
                                     size_t groups);
 
 /// Tells every server its role in its groups at view `view`: server g is
@@ -143,11 +144,6 @@ ps_stats group_stats(caf::actor_system& sys, const ps_actor& ps, uint32_t g);
 std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
                                   uint32_t groups,
                                   uint64_t* newest_view = nullptr);
-
-/// Injects a drop or delay fault (messages to the parameter servers) through
-/// the dispatcher, which tells every worker. Returns false for other kinds.
-bool inject_message_fault(const coordinator_actor& dispatcher,
-                          const fault_spec& f);
 
 /// Creates the shards `layout` places on parameter server `ps` (index) on
 /// `server` (dense ones with their initial values).
@@ -220,7 +216,9 @@ private:
   std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;
   std::shared_ptr<shared_state> shared_ = std::make_shared<shared_state>();
-  coordinator_actor dispatcher_;
+  /// The job's faults, around the actors they target.
+  std::shared_ptr<local_faults> faults_;
+  dispatcher_actor dispatcher_;
   std::unique_ptr<cluster_coordinator> coordinator_;
   /// Reports roles that stop answering (cluster/local_watcher.hpp).
   caf::actor watcher_;

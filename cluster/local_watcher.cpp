@@ -13,21 +13,21 @@ namespace actorps {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
-double seconds(clock_type::duration d) {
+double seconds(steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
 struct role_state {
-  clock_type::time_point last_answer;
+  steady_clock::time_point last_answer;
   bool suspected = false;
   bool silent = false;
 };
 
 struct local_watcher_state {
   std::map<std::string, role_state> roles;
-  clock_type::time_point last_tick;
+  steady_clock::time_point last_tick;
   static constexpr const char* name = "local-watcher";
 };
 
@@ -40,8 +40,8 @@ caf::behavior local_watcher(watcher_ptr self, watched_roles roles,
   return {
     [=](caf::tick_atom) {
       auto& st = self->state;
-      auto now = clock_type::now();
-      if (st.last_tick != clock_type::time_point{}
+      auto now = steady_clock::now();
+      if (st.last_tick != steady_clock::time_point{}
           && now - st.last_tick > timeout)
         for (auto& [name, r] : st.roles)
           r.last_answer = now; // our own silence, not theirs
@@ -68,7 +68,7 @@ caf::behavior local_watcher(watcher_ptr self, watched_roles roles,
           .then(
             [=](uint32_t) {
               auto& r = self->state.roles[who];
-              auto now = clock_type::now();
+              auto now = steady_clock::now();
               if (r.suspected || r.silent)
                 log::info("coordinator", -1, "{} answers again after {:.1f} s",
                           who, seconds(now - r.last_answer));

@@ -125,7 +125,7 @@ void prometheus_callback::on_train_begin(fit_state& st) {
   uint64_t now[] = {c.scheduled, c.finished, c.failed, c.cancelled,
                     c.reexecuted};
   std::copy(std::begin(now), std::end(now), std::begin(seen_));
-  window_start_ = clock_type::now();
+  window_start_ = steady_clock::now();
   window_samples_ = 0;
   epoch_.Set(st.progress.epoch);
   global_step_.Set(static_cast<double>(st.progress.global_step));
@@ -170,7 +170,7 @@ void prometheus_callback::update(fit_state& st) {
         .Increment(static_cast<double>(now[i] - seen_[i]));
     seen_[i] = now[i];
   }
-  auto t = clock_type::now();
+  auto t = steady_clock::now();
   auto dt = std::chrono::duration<double>(t - window_start_).count();
   if (dt >= 1.0) {
     rate_.Set(double(window_samples_) / dt);

@@ -88,7 +88,7 @@ public:
   void on_train_end(fit_state& st) override;
 
 private:
-  using clock_type = std::chrono::steady_clock;
+  using steady_clock = std::chrono::steady_clock;
 
   /// Brings the closure counters and the rate up to date.
   void update(fit_state& st);
@@ -104,7 +104,7 @@ private:
   uint64_t seen_[5] = {0, 0, 0, 0, 0};
   /// Samples since window_start_.
   uint64_t window_samples_ = 0;
-  clock_type::time_point window_start_;
+  steady_clock::time_point window_start_;
 };
 
 } // namespace actorps

@@ -1,5 +1,6 @@
 #include "cluster/node.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 
@@ -11,6 +12,7 @@
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
+#include "actors/fault_injection.hpp"
 #include "cluster/node_actor.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/handshake.hpp"
@@ -70,7 +72,8 @@ bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
 /// waits until the node actor stops (see wait_for_node). Stops `role_actor`
 /// in every case.
 int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
-          caf::actor role_actor, const host_port& address) {
+          caf::actor role_actor, const host_port& address,
+          node_options::fault_hooks faults = {}) {
   auto label = fmt::format("{} {}", me.role, me.index);
   auto index = static_cast<int>(me.index);
   auto role = me.role;
@@ -80,6 +83,7 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   opts.role_actor = caf::actor_cast<caf::strong_actor_ptr>(role_actor);
   opts.join_timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
   opts.exit_status = std::make_shared<std::atomic<int>>(1);
+  opts.faults = std::move(faults);
   auto tls = node_tls();
   if (tls)
     opts.authorize = [tls](const handshake& peer) {
@@ -127,8 +131,18 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
     return caf::actor_cast<caf::actor>(j[0].welcome.role_actor);
   };
   auto ps = spawn_ps(sys, std::move(opts));
+  // Dropped or delayed messages (fault injection) need a proxy in front.
+  node_options::fault_hooks hooks;
+  if (std::any_of(cfg.faults.begin(), cfg.faults.end(), [](const auto& f) {
+        return f.action == fault_spec::kind::drop
+               || f.action == fault_spec::kind::delay;
+      })) {
+    auto proxy = spawn_ps_proxy(sys, ps, index);
+    hooks.ps_proxy = caf::actor_cast<caf::actor>(proxy);
+    ps = proxy;
+  }
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(ps),
-               spec.ps[index]);
+               spec.ps[index], std::move(hooks));
 }
 
 int run_worker(const job_config& cfg, const cluster_spec& spec,
@@ -149,6 +163,16 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   worker_options opts;
   opts.index = index;
   opts.net = net;
+  // A step error (fault injection) needs a failing model around the real one.
+  node_options::fault_hooks hooks;
+  if (std::any_of(cfg.faults.begin(), cfg.faults.end(), [&](const auto& f) {
+        return f.action == fault_spec::kind::error && f.role == "worker"
+               && f.index == index;
+      })) {
+    auto sw = std::make_shared<step_error_switch>();
+    opts.net = failing_model(net, sw, index);
+    hooks.arm_step_error = [sw] { sw->armed = true; };
+  }
   opts.data = data;
   opts.layout = layout;
   for (auto& j : joined) {
@@ -166,7 +190,7 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   };
   auto worker = spawn_worker(sys, std::move(opts));
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
-               spec.worker[index]);
+               spec.worker[index], std::move(hooks));
 }
 
 } // namespace

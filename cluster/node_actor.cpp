@@ -11,6 +11,7 @@
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
 
+#include "actors/fault_injection.hpp"
 #include "cluster/handshake.hpp"
 #include "core/log.hpp"
 
@@ -113,9 +114,25 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
       ::kill(me, SIGSTOP);
     },
     [=](fail_atom) {
+      auto& hooks = self->state.opts.faults;
+      if (!hooks.arm_step_error) {
+        log::warn(role, index, "fault injection: a step error was asked for, "
+                               "but this node's config names no such fault");
+        return;
+      }
       log::warn(role, index, "fault injection: the next step throws");
-      caf::anon_send(caf::actor_cast<caf::actor>(self->state.opts.role_actor),
-                     fail_atom_v);
+      hooks.arm_step_error();
+    },
+    [=](chaos_atom, double drop, double delay, uint64_t delay_ms) {
+      auto& hooks = self->state.opts.faults;
+      if (!hooks.ps_proxy) {
+        log::warn(role, index, "fault injection: dropped or delayed messages "
+                               "were asked for, but this node's config names "
+                               "no such fault");
+        return;
+      }
+      self->send(caf::actor_cast<faulty_ps_actor>(hooks.ps_proxy), chaos_atom_v,
+                 drop, delay, delay_ms);
     },
     [=](caf::tick_atom) {
       auto& st = self->state;

@@ -40,9 +40,12 @@ using node_actor = caf::typed_actor<
   // Fault injection: the node's process stops itself (SIGSTOP) for `ms`
   // milliseconds; a helper process it forks sends the SIGCONT.
   caf::reacts_to<freeze_atom, uint64_t>,
-  // Fault injection: passed on to the role actor (a worker's next step
-  // throws).
+  // Fault injection: a worker's next step throws (node_options::faults).
   caf::reacts_to<fail_atom>,
+  // Fault injection: a ps holds back the share `drop` of the pulls and
+  // pushes it gets for the retry timeout and the share `delay` for
+  // `delay_ms` (node_options::faults; a negative share leaves that setting).
+  caf::reacts_to<chaos_atom, double, double, uint64_t>,
   // Internal: fires once `join_timeout` after the start; stops the node with
   // status 1 if no coordinator has joined by then.
   caf::reacts_to<caf::tick_atom>>;
@@ -67,6 +70,15 @@ struct node_options {
   /// against the certificate of its connection): returns why it is refused,
   /// or an empty string. Unset: every peer with a matching job is admitted.
   std::function<std::string(const handshake&)> authorize;
+  /// What fault injection was put around the role actor
+  /// (actors/fault_injection.hpp), for the faults of the job's config only:
+  /// nothing for a fault it does not name (the node says so).
+  struct fault_hooks {
+    /// A worker's failing model: arms it.
+    std::function<void()> arm_step_error;
+    /// A ps proxy (the role actor then), which takes chaos_atom.
+    caf::actor ps_proxy;
+  } faults;
 };
 
 /// Spawns a node actor; its behaviour lives in node_actor.cpp.

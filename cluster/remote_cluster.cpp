@@ -29,7 +29,7 @@ namespace actorps {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
 constexpr auto hello_timeout = std::chrono::seconds(10);
 
@@ -57,36 +57,36 @@ struct watched_node {
   std::string name;
   std::string role;
   uint32_t index = 0;
-  clock_type::time_point last_answer;
+  steady_clock::time_point last_answer;
   bool suspected = false;
   bool lost = false;
 };
 
 struct watcher_state {
   std::vector<watched_node> nodes;
-  coordinator_actor dispatcher;
-  clock_type::time_point last_tick;
+  dispatcher_actor dispatcher;
+  steady_clock::time_point last_tick;
   bool closing = false;
   static constexpr const char* name = "watcher";
 };
 
-double seconds(clock_type::duration d) {
+double seconds(steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
 /// Tries once (for up to `timeout`) to join member `m` again; tells `chief`
-/// (the watcher) the outcome as (replace, slot, node, role actor,
-/// incarnation) or (replace, slot, error text).
+/// (the watcher) the outcome as (dialed, slot, node, role actor,
+/// incarnation) or (dialed, slot, error text).
 void rejoin(caf::blocking_actor* self, cluster_member m, handshake mine,
             caf::actor chief, std::chrono::milliseconds timeout,
             uint64_t slot) {
   try {
     auto joined = join_members(self->system(), {m}, mine, chief, timeout);
-    self->send(chief, replace_atom_v, slot, joined[0].node,
+    self->send(chief, dialed_atom_v, slot, joined[0].node,
                joined[0].welcome.role_actor,
                joined[0].welcome.node.incarnation);
   } catch (const std::exception& e) {
-    self->send(chief, replace_atom_v, slot, std::string{e.what()});
+    self->send(chief, dialed_atom_v, slot, std::string{e.what()});
   }
 }
 
@@ -104,7 +104,7 @@ void declare_lost(watcher_actor* self, watched_node& n, const std::string& why) 
   if (n.role == "worker")
     self->send(st.dispatcher, lost_atom_v, n.index);
   else
-    self->send(st.dispatcher, restore_atom_v, n.index);
+    self->send(st.dispatcher, ps_lost_atom_v, n.index);
 }
 
 caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
@@ -139,18 +139,18 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
       n.name = std::move(name);
       n.role = std::move(role);
       n.index = index;
-      n.last_answer = clock_type::now();
+      n.last_answer = steady_clock::now();
       self->state.nodes.push_back(std::move(n));
     },
-    [=](coordinator_actor& dispatcher) {
+    [=](dispatcher_actor& dispatcher) {
       self->state.dispatcher = std::move(dispatcher);
     },
     [=](caf::tick_atom) {
       auto& st = self->state;
       if (st.closing)
         return;
-      auto now = clock_type::now();
-      if (st.last_tick != clock_type::time_point{}
+      auto now = steady_clock::now();
+      if (st.last_tick != steady_clock::time_point{}
           && now - st.last_tick > timeout) {
         log::warn("coordinator", -1,
                   "the coordinator did not run for {:.1f} s (paused?); the "
@@ -182,7 +182,7 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
           .then(
             [=](uint32_t) {
               auto& n = self->state.nodes[i];
-              auto now = clock_type::now();
+              auto now = steady_clock::now();
               if (n.suspected && !n.lost)
                 log::info("coordinator", -1, "{} answers again after {:.1f} s",
                           n.name, seconds(now - n.last_answer));
@@ -193,7 +193,7 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
       }
       self->delayed_send(self, interval, caf::tick_atom_v);
     },
-    [=](replace_atom, uint64_t slot, caf::actor& node,
+    [=](dialed_atom, uint64_t slot, caf::actor& node,
         caf::strong_actor_ptr& role_actor, uint64_t incarnation) {
       auto& st = self->state;
       if (st.closing || slot >= st.nodes.size() || !st.nodes[slot].lost)
@@ -202,7 +202,7 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
       n.node = node;
       n.lost = false;
       n.suspected = false;
-      n.last_answer = clock_type::now();
+      n.last_answer = steady_clock::now();
       self->monitor(node);
       bool restarted = false;
       {
@@ -219,15 +219,15 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
         self->send(st.dispatcher, replace_atom_v, n.index,
                    caf::actor_cast<worker_actor>(role_actor), restarted);
     },
-    [=](replace_atom, uint64_t slot, std::string& error) {
+    [=](dialed_atom, uint64_t slot, std::string& error) {
       if (self->state.closing)
         return;
       log::debug("coordinator", -1, "{} not back yet: {}",
                  members.at(slot).name(), error);
-      self->delayed_send(self, std::chrono::milliseconds(500), replace_atom_v,
+      self->delayed_send(self, std::chrono::milliseconds(500), rejoin_atom_v,
                          slot);
     },
-    [=](replace_atom, uint64_t slot) { try_rejoin(slot); },
+    [=](rejoin_atom, uint64_t slot) { try_rejoin(slot); },
     [=](shutdown_atom) { self->state.closing = true; },
   };
 }
@@ -246,7 +246,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
   std::vector<joined_member> result(members.size());
   std::vector<bool> joined(members.size(), false);
   std::vector<std::string> last_error(members.size());
-  auto deadline = clock_type::now() + timeout;
+  auto deadline = steady_clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(50);
   size_t missing = members.size();
   bool logged_wait = false;
@@ -262,7 +262,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
       auto& m = members[i];
       auto where = fmt::format("{} at {}", m.name(), to_string(m.address));
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - clock_type::now());
+        deadline - steady_clock::now());
       node_identity expect{m.role, m.index};
       auto r = dial(sys, m.address,
                     std::max(std::chrono::milliseconds(100),
@@ -313,7 +313,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
     }
     if (missing == 0)
       return result;
-    if (clock_type::now() >= deadline) {
+    if (steady_clock::now() >= deadline) {
       std::string names;
       for (size_t i = 0; i < members.size(); ++i)
         if (!joined[i])
@@ -334,7 +334,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
     }
     std::this_thread::sleep_for(
       std::min(backoff, std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - clock_type::now())
+                          deadline - steady_clock::now())
                           + std::chrono::milliseconds(1)));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
@@ -427,7 +427,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   // up to connect_timeout). The same incarnation (it was paused or cut off)
   // still holds its replicas; a new one (its process restarted) is empty.
   // The dispatcher then fails over, rebuilds backups and restores what has
-  // no copy (see coordinator_actor.hpp). These run in helper threads.
+  // no copy (see dispatcher_actor.hpp). These run in helper threads.
   auto timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
   auto layout = layout_;
   auto table = table_;
@@ -453,7 +453,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       known = table->incarnations.at(slot);
     }
     auto ps = caf::actor_cast<ps_actor>(joined[0].welcome.role_actor);
-    caf::anon_send(watcher, replace_atom_v, slot, joined[0].node,
+    caf::anon_send(watcher, dialed_atom_v, slot, joined[0].node,
                    joined[0].welcome.role_actor, incarnation);
     // A restarted process holds nothing; a paused one what it had.
     std::vector<uint32_t> held;
@@ -471,7 +471,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                                                uint32_t g) {
     restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
-  dispatcher_ = spawn_coordinator(sys, workers_, nullptr, 0, timeout, servers,
+  dispatcher_ = spawn_dispatcher(sys, workers_, nullptr, 0, timeout, servers,
                                   std::move(recovery));
   caf::anon_send(watcher_, dispatcher_);
   // Closure ids start at a random multiple of 2^40: a coordinator restarted
@@ -512,9 +512,19 @@ remote_cluster::~remote_cluster() {
 }
 
 void remote_cluster::inject(const fault_spec& f) {
-  if (inject_message_fault(dispatcher_, f))
-    return;
   std::lock_guard<std::mutex> guard{table_->mtx};
+  if (f.action == fault_spec::kind::drop
+      || f.action == fault_spec::kind::delay) {
+    // Messages to the servers: every ps node's proxy holds them back.
+    log::warn("coordinator", -1, "fault injection: {}", to_string(f));
+    bool drop = f.action == fault_spec::kind::drop;
+    for (size_t i = 0; i < members_.size(); ++i)
+      if (members_[i].role == "ps")
+        caf::anon_send(table_->nodes.at(i), chaos_atom_v,
+                       drop ? f.share : -1.0, drop ? -1.0 : f.share,
+                       static_cast<uint64_t>(f.seconds * 1000));
+    return;
+  }
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i].role != f.role || members_[i].index != f.index)
       continue;

@@ -114,7 +114,7 @@ private:
   std::shared_ptr<node_table> table_ = std::make_shared<node_table>();
   std::vector<worker_actor> workers_;
   caf::actor watcher_;
-  coordinator_actor dispatcher_;
+  dispatcher_actor dispatcher_;
   std::unique_ptr<cluster_coordinator> coordinator_;
   /// The view this coordinator's groups start at.
   uint64_t view0_ = 0;

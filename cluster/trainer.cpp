@@ -35,9 +35,9 @@ namespace actorps {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
-double seconds(clock_type::duration d) {
+double seconds(steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
@@ -225,7 +225,7 @@ private:
 train_report train_on(const job_config& cfg, const train_options& opts,
                       system_config& sys_cfg, const cluster_factory& make) {
   validate(cfg);
-  auto start = clock_type::now();
+  auto start = steady_clock::now();
   metrics_file metrics{opts.metrics_out};
   // Checked before anything runs: a missing gnuplot or a taken port is the
   // user's to fix, not something to learn after training.
@@ -343,7 +343,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   }
   report.peak_rss_bytes = peak_rss_bytes();
   print_summary(opts.out, report);
-  metrics.write_final(report, cfg, seconds(clock_type::now() - start));
+  metrics.write_final(report, cfg, seconds(steady_clock::now() - start));
   metrics.commit();
   return report;
 }

@@ -12,9 +12,6 @@
 // (rows of 4 floats, any key) and table shard 2 (rows of 2 floats, keys
 // below 100), for two workers.
 //
-// freeze_atom is left out: it blocks the server's thread for as long as it
-// asks (fault injection; see the report of issue 12).
-//
 // Properties: the server never dies (an exception in a handler would kill
 // it) and never crashes; a push, pull, install or restore it refuses with an
 // error leaves the group unchanged (values, slots, tables, clock and

@@ -21,7 +21,7 @@ struct sync_round : deterministic {
     ps = spawn(options(sgd(1.0f), sgd(1.0f), consistency::sync, 2));
     create(ps, dense_shard("w", 1, 2, {0, 0}));
     self->send(ps, push_atom_v, make_push(0, 1, {2, 4}, 0));
-    sched.run();
+    sched->run();
   }
 };
 
@@ -73,7 +73,7 @@ TEST_CASE_METHOD(sync_round,
   // its push here still waited for the round.)
   CHECK(nothing_received());
   self->send(ps, push_atom_v, make_push(0, 2, {1, 1}, 0));
-  sched.run();
+  sched->run();
   // Round 1 closed with worker 0's first push alone (its mean is itself).
   CHECK(reply<uint64_t>() == 1);
   CHECK(nothing_received());
@@ -81,7 +81,7 @@ TEST_CASE_METHOD(sync_round,
         == std::vector<float>{-2, -4});
   // Round 2: worker 0's second push and worker 1's.
   self->send(ps, push_atom_v, make_push(1, 3, {3, 3}, 1));
-  sched.run();
+  sched->run();
   CHECK(reply<uint64_t>() == 2);
   CHECK(reply<uint64_t>() == 2);
   CHECK(as_vector(pull(ps, dense_pull()).values.values)
@@ -162,7 +162,7 @@ TEST_CASE_METHOD(sync_round,
   CHECK(refusal<uint64_t>(ps, push_atom_v, make_push(0, 4, {1, 1}, 2))
         == errc::unknown_worker);
   self->send(ps, push_atom_v, make_push(0, 3, {0, 2}, 1));
-  sched.run();
+  sched->run();
   // Both pushes are acknowledged now, with the round's clock.
   CHECK(reply<uint64_t>() == 1);
   CHECK(reply<uint64_t>() == 1);
@@ -173,10 +173,10 @@ TEST_CASE_METHOD(sync_round,
   CHECK(as_vector(r.values.values) == std::vector<float>{-1, -3});
   // The next round starts empty: worker 0 may push again.
   self->send(ps, push_atom_v, make_push(1, 5, {2, 2}, 0));
-  sched.run();
+  sched->run();
   CHECK(nothing_received());
   self->send(ps, push_atom_v, make_push(1, 6, {0, 0}, 1));
-  sched.run();
+  sched->run();
   CHECK(reply<uint64_t>() == 2);
   CHECK(reply<uint64_t>() == 2);
   CHECK(as_vector(pull(ps, dense_pull()).values.values)
@@ -196,12 +196,12 @@ TEST_CASE_METHOD(deterministic,
   CHECK(pull(ps, dense_pull(1)).clock == 2);
   // The fast one is held.
   self->send(ps, pull_atom_v, dense_pull(0));
-  sched.run();
+  sched->run();
   CHECK(nothing_received());
   // The coordinator is never held back.
   CHECK(pull(ps, dense_pull(no_worker)).clock == 2);
   self->send(ps, push_atom_v, make_push(2, 3, {1}, 1));
-  sched.run();
+  sched->run();
   // The push's ack and the released pull both arrive.
   bool got_ack = false;
   bool got_pull = false;
@@ -232,14 +232,14 @@ TEST_CASE_METHOD(deterministic,
   for (uint64_t c = 1; c <= 2; ++c)
     push(ps, make_push(0, c, {1}, 0));
   self->send(ps, pull_atom_v, dense_pull(0));
-  sched.run();
+  sched->run();
   CHECK(nothing_received());
   // Worker 1 never pushes (it has no closures): after 1 s the pull goes
   // through.
-  CHECK(sched.advance_time(999ms) == 0);
+  CHECK(sched->advance_time(999ms) == 0);
   CHECK(nothing_received());
-  sched.advance_time(1ms);
-  sched.run();
+  sched->advance_time(1ms);
+  sched->run();
   CHECK(reply<pull_reply>().clock == 2);
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 
 // What the parameter-server tests share (ps_actor_test.cpp, ps_table_test.cpp):
-// a deterministic actor system (caf-0.17-notes.md, section 10) and builders
-// of the messages. Send, run, assert: a reply is already queued when
-// sched.run() returns, so no receive here ever waits.
+// a deterministic actor system (test/actor_fixture.hpp) and builders of the
+// messages. Send, run, assert: a reply is already queued when run() returns,
+// so no receive here ever waits.
 
 #include <chrono>
 #include <string>
@@ -12,13 +12,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "caf/actor_system.hpp"
-#include "caf/scheduler/test_coordinator.hpp"
-#include "caf/scoped_actor.hpp"
-#include "caf/send.hpp"
+#include "caf/after.hpp"
 
 #include "actors/ps_actor.hpp"
 #include "cluster/local_cluster.hpp"
+#include "test/actor_fixture.hpp"
 
 namespace actorps::test {
 
@@ -96,37 +94,16 @@ inline ps_options options(optimizer_config dense, optimizer_config table,
   return opts;
 }
 
-/// An actor system whose scheduler runs nothing until the test says so. The
-/// servers spawned through it are stopped when the test ends.
-struct deterministic {
-  system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  caf::scoped_actor self;
-  std::vector<ps_actor> servers;
-
-  static system_config& prep(system_config& c) {
-    c.set("scheduler.policy", caf::atom("testing"));
-    return c;
-  }
-
-  deterministic()
-    : sys(prep(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-      self(sys) {
+/// A deterministic actor system (test/actor_fixture.hpp) with parameter
+/// servers; the servers spawned through it are stopped when the test ends.
+struct deterministic : actor_fixture {
+  deterministic() : actor_fixture(true) {
     // nop
   }
 
-  ~deterministic() {
-    for (auto& ps : servers)
-      caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
-    sched.run();
-  }
-
   ps_actor spawn(ps_options opts) {
-    auto ps = spawn_ps(sys, std::move(opts));
-    sched.run();
-    servers.push_back(ps);
+    auto ps = keep(spawn_ps(sys, std::move(opts)));
+    run();
     return ps;
   }
 
@@ -139,42 +116,6 @@ struct deterministic {
                   [&](caf::error&) { empty = false; },
                   caf::after(std::chrono::seconds(0)) >> [] {});
     return empty;
-  }
-
-  /// The reply already queued for the test, which must be a T.
-  template <class T>
-  T reply() {
-    T result{};
-    self->receive([&](T& x) { result = std::move(x); },
-                  [&](caf::error& err) {
-                    FAIL("expected a reply, got " << sys.render(err));
-                  },
-                  caf::after(std::chrono::seconds(0)) >> [] {
-                    FAIL("expected a reply, got nothing");
-                  });
-    return result;
-  }
-
-  /// Sends `xs` to `ps`, runs it and returns its reply (a T).
-  template <class T, class... Ts>
-  T ask(const ps_actor& ps, Ts&&... xs) {
-    self->send(ps, std::forward<Ts>(xs)...);
-    sched.run();
-    return reply<T>();
-  }
-
-  /// Sends `xs` to `ps`, runs it and returns its error (a T reply fails).
-  template <class T, class... Ts>
-  caf::error refusal(const ps_actor& ps, Ts&&... xs) {
-    self->send(ps, std::forward<Ts>(xs)...);
-    sched.run();
-    caf::error result;
-    self->receive([&](T&) { FAIL("expected an error, got a reply"); },
-                  [&](caf::error& err) { result = std::move(err); },
-                  caf::after(std::chrono::seconds(0)) >> [] {
-                    FAIL("expected an error, got nothing");
-                  });
-    return result;
   }
 
   void create(const ps_actor& ps, create_shard shard) {

@@ -299,7 +299,7 @@ TEST_CASE_METHOD(deterministic,
   // Key 4 and the dense region are in nobody's push but the dense one.
   self->send(ps, push_atom_v,
              make_push(0, 1, {2}, 0, {rows_of(0, {1, 2}, {2, 4, 6, 8})}));
-  sched.run();
+  sched->run();
   CHECK(nothing_received());
   auto mid = pull(ps, key_pull({rows_of(0, {1, 2, 3, 4})}));
   CHECK(as_vector(mid.tables[0].values.values)
@@ -307,7 +307,7 @@ TEST_CASE_METHOD(deterministic,
   self->send(ps, push_atom_v,
              make_push(0, 2, {4}, 1,
                        {rows_of(1, {7}, {10}), rows_of(0, {3, 2}, {1, 1, 2, 2})}));
-  sched.run();
+  sched->run();
   CHECK(reply<uint64_t>() == 1);
   CHECK(reply<uint64_t>() == 1);
   auto after = pull(ps, pull_request{0, 0, no_worker, true,
@@ -342,11 +342,11 @@ TEST_CASE_METHOD(deterministic,
   for (uint64_t c = 1; c <= 2; ++c)
     push(ps, make_push(0, c, {}, 0, {rows_of(0, {5}, {1})}));
   self->send(ps, pull_atom_v, key_pull({rows_of(0, {5, 6})}, 0));
-  sched.run();
+  sched->run();
   CHECK(nothing_received());
   CHECK(stats(ps).table_rows == 1); // the held pull created nothing yet
   self->send(ps, push_atom_v, make_push(0, 3, {}, 1, {rows_of(0, {5}, {4})}));
-  sched.run();
+  sched->run();
   std::vector<float> released;
   uint64_t released_clock = 0;
   bool got_ack = false;

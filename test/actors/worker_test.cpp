@@ -16,6 +16,7 @@
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
+#include "actors/fault_injection.hpp"
 #include "actors/ps_actor.hpp"
 #include "cluster/local_cluster.hpp"
 #include "core/error.hpp"
@@ -23,12 +24,13 @@
 #include "core/placement.hpp"
 #include "models/registry.hpp"
 #include "models/step_function.hpp"
+#include "test/actor_fixture.hpp"
 
 using namespace actorps;
 
 namespace {
 
-constexpr auto patience = std::chrono::seconds(10);
+constexpr auto patience = test::reply_timeout;
 
 /// 4 uniform features, 2 classes.
 std::shared_ptr<const dataset> tiny_data() {
@@ -50,10 +52,7 @@ std::shared_ptr<const dataset> tiny_data() {
 /// One sync group of two workers on ps `a` (a push is held until the other
 /// worker's arrives: no round timeout), and an async ps `b` holding the same
 /// variables; worker 0 of the two runs closures.
-struct held_push {
-  system_config sys_cfg;
-  caf::actor_system sys{sys_cfg};
-  caf::scoped_actor self{sys};
+struct held_push : test::actor_fixture {
   job_config cfg;
   std::shared_ptr<const dataset> data = tiny_data();
   std::shared_ptr<const model> net;
@@ -62,7 +61,9 @@ struct held_push {
   ps_actor b;
   worker_actor worker;
 
-  held_push() {
+  /// With `sw`, worker 0 computes with a model that fails once armed.
+  explicit held_push(std::shared_ptr<step_error_switch> sw = nullptr)
+    : actor_fixture(false) {
     cfg.layers = {4, 2};
     cfg.ps = 1;
     cfg.workers = 2;
@@ -70,51 +71,35 @@ struct held_push {
     cfg.sync_round_timeout_ms = 0;
     net = make_model(cfg, data->schema);
     layout = std::make_shared<const placement>(job_placement(cfg, *net));
-    a = spawn_ps(sys, ps_options_of(cfg, 0));
+    a = keep(spawn_ps(sys, ps_options_of(cfg, 0)));
     create_variables(sys, *layout, {a}, cfg, *net);
     auto async_cfg = cfg;
     async_cfg.mode = "async";
-    b = spawn_ps(sys, ps_options_of(async_cfg, 1));
+    b = keep(spawn_ps(sys, ps_options_of(async_cfg, 1)));
     create_variables(sys, *layout, {b}, async_cfg, *net);
     // b serves group 0 at view 1, as a promoted backup would.
     replica_config promoted;
     promoted.view = 1;
-    self->request(b, patience, configure_atom_v, promoted)
-      .receive([](bool) {}, [&](caf::error& err) { FAIL(sys.render(err)); });
+    CHECK(ask<bool>(b, configure_atom_v, promoted));
     worker_options opts;
     opts.index = 0;
-    opts.net = net;
+    opts.net = sw ? failing_model(net, sw, 0) : net;
     opts.data = std::make_shared<batch_iterator>(data, input_context{2, 0}, 8,
                                                  1);
     opts.layout = layout;
     opts.servers = {a};
-    worker = spawn_worker(sys, std::move(opts));
-  }
-
-  ~held_push() {
-    for (auto& x : {caf::actor_cast<caf::actor>(a),
-                    caf::actor_cast<caf::actor>(b),
-                    caf::actor_cast<caf::actor>(worker)})
-      caf::anon_send_exit(x, caf::exit_reason::user_shutdown);
+    worker = keep(spawn_worker(sys, std::move(opts)));
   }
 
   /// The pushes group 0 of `ps` has applied.
   uint64_t pushes(const ps_actor& ps) {
-    uint64_t n = 0;
-    self->request(ps, patience, stats_atom_v, uint32_t{0})
-      .receive([&](ps_stats& s) { n = s.pushes; },
-               [&](caf::error& err) { FAIL(sys.render(err)); });
-    return n;
+    return ask<ps_stats>(ps, stats_atom_v, uint32_t{0}).pushes;
   }
 
   /// Waits until `ps` has a push of closure 1 (applied under async, or held
   /// in the open sync round).
   void wait_for_push(const ps_actor& ps) {
-    auto until = std::chrono::steady_clock::now() + patience;
-    while (pushes(ps) == 0) {
-      REQUIRE(std::chrono::steady_clock::now() < until);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    REQUIRE(eventually([&] { return pushes(ps) > 0; }));
   }
 };
 
@@ -180,4 +165,28 @@ TEST_CASE("a server killed while it holds a push fails the closure with "
                FAIL("closure 3 failed: " << t.sys.render(err));
              });
   CHECK(t.pushes(t.b) == 1);
+}
+
+TEST_CASE("a worker whose model throws fails that closure with step_failed "
+          "and pushes nothing; the next closure runs",
+          "[worker][faults]") {
+  auto sw = std::make_shared<step_error_switch>();
+  held_push t{sw};
+  sw->armed = true;
+  caf::error failure;
+  t.self->request(t.worker, patience, run_atom_v,
+                  closure_request{1, train_step_name})
+    .receive([&](step_result&) { FAIL("closure 1 reported success"); },
+             [&](caf::error& err) { failure = err; });
+  CHECK(failure == errc::step_failed);
+  auto text = t.sys.render(failure);
+  CHECK(text.find("the model") != std::string::npos);
+  CHECK(text.find("injected step error (fault error:worker:0)")
+        != std::string::npos);
+  CHECK(t.pushes(t.a) == 0);
+  CHECK_FALSE(sw->armed);
+  // Armed once, it fails once: closure 2 computes and pushes (its push then
+  // waits in the sync round for the other worker).
+  t.self->send(t.worker, run_atom_v, closure_request{2, train_step_name});
+  t.wait_for_push(t.a);
 }

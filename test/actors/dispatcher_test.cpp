@@ -22,7 +22,8 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "actors/cluster_coordinator.hpp"
-#include "actors/coordinator_actor.hpp"
+#include "actors/dispatcher_actor.hpp"
+#include "test/actor_fixture.hpp"
 #include "core/error.hpp"
 
 using namespace actorps;
@@ -36,27 +37,6 @@ namespace {
 /// Registers what cluster/local_cluster.cpp's system_config registers (the
 /// message types, the "actorps" error renderer), on CAF's testing scheduler
 /// or on a real one with 4 threads.
-struct test_config : caf::actor_system_config {
-  explicit test_config(bool deterministic) {
-    add_message_types<caf::id_block::actorps>();
-    add_error_category(caf::atom("actorps"), [](uint8_t code, caf::atom_value,
-                                                const caf::message& ctx) {
-      auto text = "actorps::" + to_string(static_cast<errc>(code));
-      if (!ctx.empty())
-        text += caf::deep_to_string(ctx);
-      return text;
-    });
-    if (deterministic) {
-      set("scheduler.policy", caf::atom("testing"));
-    } else {
-      // actorps' own policy (cluster/local_cluster.cpp). It hands jobs over
-      // with a mutex, which ThreadSanitizer sees even in an uninstrumented
-      // libcaf_core; work stealing's lock-free queues it does not.
-      set("scheduler.policy", caf::atom("sharing"));
-      set("scheduler.max-threads", size_t{4});
-    }
-  }
-};
 
 // -- fake workers ---------------------------------------------------------------
 
@@ -189,14 +169,10 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
       self->state.held.erase(i);
     },
     [=](seek_atom, uint64_t, uint64_t) { return true; },
-    [=](freeze_atom, uint64_t) {},
-    [=](chaos_atom, double, double, uint64_t) {},
-    [=](retry_atom, uint64_t, uint32_t, bool) {},
-    [=](caf::connect_atom, uint32_t) {},
-    [=](caf::connect_atom, uint32_t, caf::strong_actor_ptr&, uint64_t) {},
+    [=](redial_atom, uint32_t) {},
+    [=](dialed_atom, uint32_t, caf::strong_actor_ptr&, uint64_t) {},
     [=](ping_atom) { return index; },
     [=](route_atom, std::vector<group_route>&) {},
-    [=](fail_atom) {},
   };
 }
 
@@ -214,7 +190,6 @@ ps_actor::behavior_type fake_ps(ps_actor::pointer) {
     [=](save_atom, uint32_t) { return ps_snapshot{}; },
     [=](restore_atom, uint32_t, ps_snapshot&) { return uint64_t{0}; },
     [=](prune_atom, uint64_t, uint64_t) {},
-    [=](freeze_atom, uint64_t) {},
     [=](ping_atom) { return uint32_t{0}; },
     [=](caf::flush_atom, uint32_t, uint64_t) {},
   };
@@ -222,22 +197,19 @@ ps_actor::behavior_type fake_ps(ps_actor::pointer) {
 
 // -- fixtures -------------------------------------------------------------------
 
-/// An actor system with fake workers; stops every actor it knows at the end.
-struct fixture {
-  test_config cfg;
-  caf::actor_system sys;
+/// An actor system (test/actor_fixture.hpp) with fake workers; stops every
+/// actor it knows at the end.
+struct fixture : test::actor_fixture {
   std::shared_ptr<script> sc = std::make_shared<script>();
   std::vector<fake_worker_actor> fakes;
-  std::vector<caf::actor> actors; ///< stopped at the end
 
-  explicit fixture(bool deterministic) : cfg(deterministic), sys(cfg) {
+  explicit fixture(bool deterministic) : actor_fixture(deterministic) {
     // nop
   }
 
   fake_worker_actor add_worker(uint32_t index) {
-    auto w = sys.spawn(fake_worker, index, sc);
+    auto w = keep(sys.spawn(fake_worker, index, sc));
     fakes.push_back(w);
-    actors.push_back(caf::actor_cast<caf::actor>(w));
     return w;
   }
 
@@ -248,60 +220,29 @@ struct fixture {
     return result;
   }
 
-  coordinator_actor
+  dispatcher_actor
   add_dispatcher(std::vector<worker_actor> workers,
                  std::chrono::milliseconds grace = 0ms,
                  worker_respawn respawn = nullptr, uint32_t budget = 0,
                  std::vector<ps_actor> servers = {},
                  ps_recovery recover = {}) {
-    auto d = spawn_coordinator(sys, std::move(workers), std::move(respawn),
-                               budget, grace, std::move(servers),
-                               std::move(recover));
-    actors.push_back(caf::actor_cast<caf::actor>(d));
-    return d;
-  }
-
-  void stop_all() {
-    for (auto& a : actors)
-      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    return keep(spawn_dispatcher(sys, std::move(workers), std::move(respawn),
+                                 budget, grace, std::move(servers),
+                                 std::move(recover)));
   }
 };
 
 struct deterministic : fixture {
   caf::scheduler::test_coordinator& sched;
 
-  deterministic()
-    : fixture(true),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
+  deterministic() : fixture(true), sched(*fixture::sched) {
     // nop
-  }
-
-  ~deterministic() {
-    sched.run();
-    stop_all();
-    sched.run();
   }
 };
 
 struct threaded : fixture {
   threaded() : fixture(false) {
     // nop
-  }
-
-  ~threaded() {
-    stop_all();
-  }
-
-  /// Polls `pred` for up to 10 s (for events on other threads).
-  template <class Predicate>
-  static bool eventually(Predicate pred) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline)
-        return false;
-      std::this_thread::sleep_for(1ms);
-    }
-    return true;
   }
 };
 
@@ -824,7 +765,7 @@ TEST_CASE_METHOD(deterministic,
   // dispatcher is not recovering (its own link is down); worker 1 is fine.
   auto workers = add_workers(2);
   ps_actor server = sys.spawn(fake_ps);
-  actors.push_back(caf::actor_cast<caf::actor>(server));
+  keep(server);
   ps_recovery recover;
   recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
                                                  std::vector<uint32_t>> {

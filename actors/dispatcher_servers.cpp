@@ -7,7 +7,7 @@
 #include "caf/actor_system.hpp"
 #include "caf/blocking_actor.hpp"
 
-#include "actors/coordinator_state.hpp"
+#include "actors/dispatcher_state.hpp"
 #include "actors/telemetry.hpp" // metrics (issue 14)
 #include "core/log.hpp"
 
@@ -15,7 +15,7 @@ namespace actorps::detail {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using std::chrono::steady_clock;
 
 /// How long a server may take to answer a role change.
 constexpr auto configure_timeout = std::chrono::seconds(10);
@@ -23,11 +23,11 @@ constexpr auto configure_timeout = std::chrono::seconds(10);
 /// Closures completed between two watermarks sent to the servers.
 constexpr uint64_t prune_every = 256;
 
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
+double seconds_since(steady_clock::time_point t0) {
+  return std::chrono::duration<double>(steady_clock::now() - t0).count();
 }
 
-std::vector<group_route> routes_of(const coordinator_state& st) {
+std::vector<group_route> routes_of(const dispatcher_state& st) {
   std::vector<group_route> out;
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
     auto& gs = st.groups[g];
@@ -41,12 +41,12 @@ std::vector<group_route> routes_of(const coordinator_state& st) {
 }
 
 /// Logs when dispatch pauses and resumes.
-void note_pause(coordinator_ptr self) {
+void note_pause(dispatcher_ptr self) {
   auto& st = self->state;
   auto paused = dispatch_paused(st);
   if (paused && !st.paused) {
     st.paused = true;
-    st.pause_start = clock_type::now();
+    st.pause_start = steady_clock::now();
     log::warn("coordinator", -1,
               "dispatch paused: a parameter-server group has no live copy");
   } else if (!paused && st.paused) {
@@ -59,7 +59,7 @@ void note_pause(coordinator_ptr self) {
 
 /// Sets server `p`'s role in a group; calls `done` with the outcome.
 template <class F>
-void configure(coordinator_ptr self, uint32_t p, replica_config cfg, F done) {
+void configure(dispatcher_ptr self, uint32_t p, replica_config cfg, F done) {
   self->request(self->state.servers[p], configure_timeout, configure_atom_v,
                 std::move(cfg))
     .then([=](bool) { done(caf::error{}); },
@@ -67,22 +67,22 @@ void configure(coordinator_ptr self, uint32_t p, replica_config cfg, F done) {
 }
 
 /// Runs `fn(ps)` in a helper thread (it blocks), then sends the dispatcher
-/// (restore_atom, g, p, restored, error).
-void create_on(coordinator_ptr self, uint32_t p, uint32_t g, bool restore) {
+/// (replica_atom, g, p, restored, error).
+void create_on(dispatcher_ptr self, uint32_t p, uint32_t g, bool restore) {
   auto& rec = self->state.recovery;
   auto create = rec.create_group;
   auto restore_fn = rec.restore_group;
   auto ps = self->state.servers[p];
-  coordinator_actor me = self;
+  dispatcher_actor me = self;
   self->spawn<caf::detached>([=](caf::blocking_actor* helper) {
     try {
       if (create)
         create(ps, g);
       if (restore && restore_fn)
         restore_fn(ps, g);
-      helper->send(me, restore_atom_v, g, p, restore, caf::error{});
+      helper->send(me, replica_atom_v, g, p, restore, caf::error{});
     } catch (const std::exception& e) {
-      helper->send(me, restore_atom_v, g, p, restore,
+      helper->send(me, replica_atom_v, g, p, restore,
                    caf::make_error(errc::ps_lost,
                                    fmt::format("ps{} lost and not recovered: "
                                                "{}",
@@ -93,7 +93,7 @@ void create_on(coordinator_ptr self, uint32_t p, uint32_t g, bool restore) {
 
 /// Server `b` holds a replica of group `g`: makes it the group's backup
 /// (first its own role, then the primary copies its state to it).
-void add_backup(coordinator_ptr self, uint32_t g, uint32_t b) {
+void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
   auto& gs = self->state.groups[g];
   auto view = gs.view;
   configure(self, b, replica_config{g, view, false, nullptr, false},
@@ -137,7 +137,7 @@ void add_backup(coordinator_ptr self, uint32_t g, uint32_t b) {
 
 /// Gives every group without a backup one (with replication), choosing the
 /// next live server after its primary.
-void ensure_backups(coordinator_ptr self) {
+void ensure_backups(dispatcher_ptr self) {
   auto& st = self->state;
   if (st.recovery.replicas == 0 || st.fatal)
     return;
@@ -161,14 +161,14 @@ void ensure_backups(coordinator_ptr self) {
 }
 
 /// Makes backup `b` the primary of group `g` at a new view.
-void promote(coordinator_ptr self, uint32_t g, uint32_t b) {
+void promote(dispatcher_ptr self, uint32_t g, uint32_t b) {
   auto& gs = self->state.groups[g];
   ++gs.view;
   gs.primary = b;
   gs.backup = -1;
   gs.promoting = true;
   auto view = gs.view;
-  auto t0 = clock_type::now();
+  auto t0 = steady_clock::now();
   configure(self, b, replica_config{g, view, true, nullptr, false},
             [=](const caf::error& err) {
               auto& gs = self->state.groups[g];
@@ -191,26 +191,26 @@ void promote(coordinator_ptr self, uint32_t g, uint32_t b) {
             });
 }
 
-void start_bring_back(coordinator_ptr self, uint32_t p) {
+void start_bring_back(dispatcher_ptr self, uint32_t p) {
   auto& st = self->state;
   if (st.ps_returning[p])
     return;
   st.ps_returning[p] = true;
   auto fn = st.recovery.bring_back;
-  coordinator_actor me = self;
+  dispatcher_actor me = self;
   self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
     try {
       auto [ps, held] = fn(p);
-      helper->send(me, restore_atom_v, p, ps, held);
+      helper->send(me, ps_back_atom_v, p, ps, held);
     } catch (const std::exception& e) {
-      helper->send(me, restore_atom_v, p, std::string{e.what()});
+      helper->send(me, ps_gone_atom_v, p, std::string{e.what()});
     }
   });
 }
 
 } // namespace
 
-void init_servers(coordinator_ptr self, std::vector<ps_actor> servers,
+void init_servers(dispatcher_ptr self, std::vector<ps_actor> servers,
                   ps_recovery recovery) {
   auto& st = self->state;
   st.servers = std::move(servers);
@@ -235,14 +235,14 @@ void init_servers(coordinator_ptr self, std::vector<ps_actor> servers,
     self->monitor(s);
 }
 
-bool dispatch_paused(const coordinator_state& st) {
+bool dispatch_paused(const dispatcher_state& st) {
   return std::any_of(st.groups.begin(), st.groups.end(),
                      [](const group_state& g) {
                        return g.lost || g.promoting;
                      });
 }
 
-void server_lost(coordinator_ptr self, uint32_t p, const std::string& why) {
+void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
   auto& st = self->state;
   if (p >= st.servers.size() || !st.ps_alive[p] || st.fatal)
     return;
@@ -292,7 +292,7 @@ void server_lost(coordinator_ptr self, uint32_t p, const std::string& why) {
   start_bring_back(self, p);
 }
 
-void server_back(coordinator_ptr self, uint32_t p, ps_actor ps,
+void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
                  std::vector<uint32_t> held) {
   auto& st = self->state;
   st.ps_returning[p] = false;
@@ -330,7 +330,7 @@ void server_back(coordinator_ptr self, uint32_t p, ps_actor ps,
   dispatch(self);
 }
 
-void server_not_back(coordinator_ptr self, uint32_t p, const std::string& why) {
+void server_not_back(dispatcher_ptr self, uint32_t p, const std::string& why) {
   auto& st = self->state;
   st.ps_returning[p] = false;
   bool orphaned = std::any_of(st.groups.begin(), st.groups.end(),
@@ -348,7 +348,7 @@ void server_not_back(coordinator_ptr self, uint32_t p, const std::string& why) {
               p, why);
 }
 
-void group_created(coordinator_ptr self, uint32_t g, uint32_t p, bool restored,
+void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
                    const caf::error& err) {
   auto& st = self->state;
   auto& gs = st.groups[g];
@@ -391,7 +391,7 @@ void group_created(coordinator_ptr self, uint32_t g, uint32_t p, bool restored,
             });
 }
 
-void send_routes(coordinator_ptr self) {
+void send_routes(dispatcher_ptr self) {
   auto& st = self->state;
   auto routes = routes_of(st);
   for (uint32_t w = 0; w < st.workers.size(); ++w)
@@ -399,11 +399,11 @@ void send_routes(coordinator_ptr self) {
       self->send(st.workers[w], route_atom_v, routes);
 }
 
-void send_routes(coordinator_ptr self, uint32_t w) {
+void send_routes(dispatcher_ptr self, uint32_t w) {
   self->send(self->state.workers[w], route_atom_v, routes_of(self->state));
 }
 
-void reinstall_backups(coordinator_ptr self) {
+void reinstall_backups(dispatcher_ptr self) {
   auto& st = self->state;
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
     auto& gs = st.groups[g];
@@ -418,7 +418,7 @@ void reinstall_backups(coordinator_ptr self) {
   }
 }
 
-void maybe_prune(coordinator_ptr self, const detail::closure_state& c) {
+void maybe_prune(dispatcher_ptr self, const detail::closure_state& c) {
   auto& st = self->state;
   if (++st.since_prune < prune_every || !c.tracker)
     return;

@@ -1,4 +1,4 @@
-#include "actors/coordinator_actor.hpp"
+#include "actors/dispatcher_actor.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -11,7 +11,7 @@
 #include "caf/typed_event_based_actor.hpp"
 
 #include "actors/cluster_coordinator.hpp"
-#include "actors/coordinator_state.hpp"
+#include "actors/dispatcher_state.hpp"
 #include "actors/telemetry.hpp" // metrics (issue 14)
 #include "core/backoff.hpp"
 #include "core/dataset.hpp"
@@ -28,7 +28,7 @@ std::string name_of(const detail::closure_state& c) {
 
 // -- completing closures ------------------------------------------------------
 
-void cancel(coordinator_ptr self, const closure_ptr& c) {
+void cancel(dispatcher_ptr self, const closure_ptr& c) {
   auto err = caf::make_error(errc::cancelled);
   auto& cause = self->state.cancel_cause;
   c->complete(nullptr, &err,
@@ -37,13 +37,13 @@ void cancel(coordinator_ptr self, const closure_ptr& c) {
                 : fmt::format("closure {} cancelled after {}", c->id, cause));
 }
 
-void fail_fatal(coordinator_ptr self, const closure_ptr& c) {
+void fail_fatal(dispatcher_ptr self, const closure_ptr& c) {
   c->complete(nullptr, &self->state.fatal,
               fmt::format("{} failed: {}", name_of(*c), self->state.fatal_text));
 }
 
 /// Queues `c`, unless it must be cancelled or failed instead.
-void enqueue(coordinator_ptr self, closure_ptr c, bool front) {
+void enqueue(dispatcher_ptr self, closure_ptr c, bool front) {
   auto& st = self->state;
   if (st.fatal)
     fail_fatal(self, c);
@@ -56,7 +56,7 @@ void enqueue(coordinator_ptr self, closure_ptr c, bool front) {
 }
 
 /// Sends `cancel_atom, id` to every worker running a closure.
-void cancel_running(coordinator_ptr self) {
+void cancel_running(dispatcher_ptr self) {
   auto& st = self->state;
   for (uint32_t w = 0; w < st.running.size(); ++w)
     if (st.running[w] && st.alive[w])
@@ -64,7 +64,7 @@ void cancel_running(coordinator_ptr self) {
 }
 
 /// The first error of closure `c`'s epoch: cancels the rest of the epoch.
-void cancel_epoch(coordinator_ptr self, const detail::closure_state& c,
+void cancel_epoch(dispatcher_ptr self, const detail::closure_state& c,
                   const std::string& cause) {
   auto& st = self->state;
   if (c.epoch < st.cancel_below)
@@ -80,19 +80,19 @@ void cancel_epoch(coordinator_ptr self, const detail::closure_state& c,
 
 // -- workers ------------------------------------------------------------------
 
-void plan_restart(coordinator_ptr self, uint32_t w) {
+void plan_restart(dispatcher_ptr self, uint32_t w) {
   auto& st = self->state;
   if (!st.respawn || st.restarts[w] >= st.restart_budget)
     return;
   auto delay = capped_backoff(std::chrono::milliseconds(100), st.restarts[w],
                               std::chrono::seconds(10));
-  self->delayed_send(self, delay, replace_atom_v, w);
+  self->delayed_send(self, delay, respawn_atom_v, w);
   ++st.pending_restarts;
 }
 
 /// Takes worker `w` out of service; its running closure, if any, goes back
 /// to the front of the queue.
-void lose_worker(coordinator_ptr self, uint32_t w, const std::string& why) {
+void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
   auto& st = self->state;
   if (!st.alive[w])
     return;
@@ -124,7 +124,7 @@ bool worker_lost(const caf::error& err) {
 
 /// No worker in service and none restarting: starts the grace period, or
 /// fails the queue once it is over.
-void no_worker_in_service(coordinator_ptr self) {
+void no_worker_in_service(dispatcher_ptr self) {
   auto& st = self->state;
   if (!st.grace_started) {
     st.grace_started = true;
@@ -135,7 +135,7 @@ void no_worker_in_service(coordinator_ptr self) {
       log::warn("coordinator", -1,
                 "no worker left; waiting {} s for one to come back",
                 st.no_worker_grace.count() / 1000.0);
-      self->delayed_send(self, st.no_worker_grace, caf::timeout_atom_v,
+      self->delayed_send(self, st.no_worker_grace, grace_atom_v,
                          st.grace_number);
     }
   }
@@ -157,7 +157,7 @@ void no_worker_in_service(coordinator_ptr self) {
                             why));
 }
 
-void dispatch(coordinator_ptr self);
+void dispatch(dispatcher_ptr self);
 
 /// The parameter server an errc::ps_lost names ("ps", index, reason), or
 /// -1.
@@ -173,7 +173,7 @@ int64_t lost_server(const caf::error& err) {
 /// recovered (its own link is down, e.g. after it was paused): it takes no
 /// closure for a back-off (0.5 s doubling to 5 s with each closure it fails
 /// so), instead of failing every closure handed to it in a hot loop.
-void bench(coordinator_ptr self, uint32_t w, int64_t p,
+void bench(dispatcher_ptr self, uint32_t w, int64_t p,
            const std::string& why) {
   auto& st = self->state;
   auto delay = capped_backoff(std::chrono::milliseconds(500), st.strikes[w]++,
@@ -183,12 +183,12 @@ void bench(coordinator_ptr self, uint32_t w, int64_t p,
             "worker {} cannot reach ps{} ({}); it takes no closure for {:.1f} "
             "s",
             w, p, why, delay.count() / 1000.0);
-  self->delayed_send(self, delay, caf::timeout_atom_v, w,
+  self->delayed_send(self, delay, backoff_atom_v, w,
                      ++st.bench_number[w]);
 }
 
 /// Worker `w` replied to closure `c` with an error.
-void on_error(coordinator_ptr self, uint32_t w, const closure_ptr& c,
+void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
               const caf::error& err) {
   auto& st = self->state;
   if (worker_lost(err)) {
@@ -228,7 +228,7 @@ void on_error(coordinator_ptr self, uint32_t w, const closure_ptr& c,
   }
 }
 
-void dispatch(coordinator_ptr self) {
+void dispatch(dispatcher_ptr self) {
   auto& st = self->state;
   telemetry::dispatcher_sampler sample{self, st.queue, st.running}; // issue 14
   if (st.alive_count == 0 && st.pending_restarts == 0) {
@@ -280,7 +280,7 @@ void dispatch(coordinator_ptr self) {
 }
 
 /// Worker `w` is back as `worker`.
-void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
+void admit(dispatcher_ptr self, uint32_t w, worker_actor worker) {
   auto& st = self->state;
   if (w >= st.workers.size() || st.alive[w])
     return;
@@ -289,9 +289,6 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
   st.benched[w] = false;
   st.workers[w] = std::move(worker);
   self->monitor(st.workers[w]);
-  if (st.chaos_drop > 0 || st.chaos_delay > 0)
-    self->send(st.workers[w], chaos_atom_v, st.chaos_drop, st.chaos_delay,
-               st.chaos_ms);
   st.alive[w] = true;
   ++st.alive_count;
   st.grace_started = false;
@@ -303,7 +300,7 @@ void admit(coordinator_ptr self, uint32_t w, worker_actor worker) {
 
 // -- parameter servers --------------------------------------------------------
 
-void fail_job(coordinator_ptr self, const caf::error& reason) {
+void fail_job(dispatcher_ptr self, const caf::error& reason) {
   auto& st = self->state;
   if (st.fatal)
     return; // the first reason stands
@@ -320,8 +317,8 @@ void fail_job(coordinator_ptr self, const caf::error& reason) {
 
 // -- behaviour ----------------------------------------------------------------
 
-coordinator_actor::behavior_type
-coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
+dispatcher_actor::behavior_type
+dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
                      worker_respawn respawn, uint32_t restart_budget,
                      std::chrono::milliseconds no_worker_grace,
                      std::vector<ps_actor> servers, ps_recovery recovery) {
@@ -382,7 +379,7 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
         dispatch(self);
       }
     },
-    [=](cancel_atom, caf::error& reason) { fail_job(self, reason); },
+    [=](abort_atom, caf::error& reason) { fail_job(self, reason); },
     [=](replace_atom, uint32_t w, worker_actor& worker, bool restarted) {
       auto& st = self->state;
       if (w >= st.workers.size() || st.alive[w])
@@ -414,7 +411,7 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
             admit(self, w, worker);
           });
     },
-    [=](caf::timeout_atom, uint32_t w, uint64_t number) {
+    [=](backoff_atom, uint32_t w, uint64_t number) {
       auto& st = self->state;
       if (w >= st.workers.size() || !st.benched[w]
           || number != st.bench_number[w])
@@ -424,7 +421,7 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
         st.idle.push_back(w);
       dispatch(self);
     },
-    [=](replace_atom, uint32_t w) {
+    [=](respawn_atom, uint32_t w) {
       auto& st = self->state;
       if (st.pending_restarts > 0)
         --st.pending_restarts;
@@ -450,21 +447,21 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
                 st.incarnation[w], st.restarts[w], st.restart_budget);
       admit(self, w, std::move(worker));
     },
-    [=](caf::timeout_atom, uint64_t number) {
+    [=](grace_atom, uint64_t number) {
       auto& st = self->state;
       if (number != st.grace_number || !st.grace_started)
         return; // a worker came back meanwhile
       st.grace_over = true;
       dispatch(self);
     },
-    [=](restore_atom, uint32_t p, ps_actor& ps,
+    [=](ps_back_atom, uint32_t p, ps_actor& ps,
         std::vector<uint32_t>& held) {
       server_back(self, p, std::move(ps), std::move(held));
     },
-    [=](restore_atom, uint32_t p, std::string& why) {
+    [=](ps_gone_atom, uint32_t p, std::string& why) {
       server_not_back(self, p, why);
     },
-    [=](restore_atom, uint32_t g, uint32_t p, bool restored,
+    [=](replica_atom, uint32_t g, uint32_t p, bool restored,
         caf::error& err) { group_created(self, g, p, restored, err); },
     [=](install_atom) { reinstall_backups(self); },
     [=](route_atom) -> std::vector<group_route> {
@@ -479,35 +476,22 @@ coordinator_behavior(coordinator_ptr self, std::vector<worker_actor> workers,
       }
       return out;
     },
-    [=](restore_atom, uint32_t p) {
+    [=](ps_lost_atom, uint32_t p) {
       server_lost(self, p, "reported by the watcher");
-    },
-    [=](chaos_atom, double drop, double delay, uint64_t ms) {
-      auto& st = self->state;
-      if (drop >= 0)
-        st.chaos_drop = drop;
-      if (delay >= 0) {
-        st.chaos_delay = delay;
-        st.chaos_ms = ms;
-      }
-      for (uint32_t w = 0; w < st.workers.size(); ++w)
-        if (st.alive[w])
-          self->send(st.workers[w], chaos_atom_v, st.chaos_drop,
-                     st.chaos_delay, st.chaos_ms);
     },
   };
 }
 
 } // namespace detail
 
-coordinator_actor spawn_coordinator(caf::actor_system& sys,
+dispatcher_actor spawn_dispatcher(caf::actor_system& sys,
                                     std::vector<worker_actor> workers,
                                     worker_respawn respawn,
                                     uint32_t restart_budget,
                                     std::chrono::milliseconds no_worker_grace,
                                     std::vector<ps_actor> servers,
                                     ps_recovery recovery) {
-  return sys.spawn(detail::coordinator_behavior, std::move(workers),
+  return sys.spawn(detail::dispatcher_behavior, std::move(workers),
                    std::move(respawn), restart_budget, no_worker_grace,
                    std::move(servers), std::move(recovery));
 }

@@ -1,8 +1,8 @@
 #pragma once
 
 // The dispatcher's state and the functions of its two files
-// (actors/coordinator_actor.cpp: closures and workers;
-// actors/coordinator_servers.cpp: parameter servers, replica groups,
+// (actors/dispatcher_actor.cpp: closures and workers;
+// actors/dispatcher_servers.cpp: parameter servers, replica groups,
 // failover and recovery). Internal to actors/.
 
 #include <chrono>
@@ -18,7 +18,7 @@
 #include "caf/typed_event_based_actor.hpp"
 
 #include "actors/cluster_coordinator.hpp"
-#include "actors/coordinator_actor.hpp"
+#include "actors/dispatcher_actor.hpp"
 #include "core/dataset.hpp"
 
 namespace actorps::detail {
@@ -37,7 +37,7 @@ struct group_state {
   int64_t adding = -1;
 };
 
-struct coordinator_state {
+struct dispatcher_state {
   // -- closures ---------------------------------------------------------------
   std::deque<closure_ptr> queue;
   /// The closure each worker runs (null: none).
@@ -95,13 +95,9 @@ struct coordinator_state {
   bool paused = false;
   /// Completions since the servers were last told the closure-id watermark.
   uint64_t since_prune = 0;
-  // -- injected message faults ------------------------------------------------
-  double chaos_drop = 0;
-  double chaos_delay = 0;
-  uint64_t chaos_ms = 0;
 
   /// Nobody would complete what is left: cancel it.
-  ~coordinator_state() {
+  ~dispatcher_state() {
     auto err = caf::make_error(errc::cancelled);
     auto cancel = [&](const closure_ptr& c) {
       c->complete(nullptr, &err,
@@ -115,56 +111,56 @@ struct coordinator_state {
         cancel(c);
   }
 
-  static constexpr const char* name = "coordinator";
+  static constexpr const char* name = "dispatcher";
 };
 
-using coordinator_ptr = coordinator_actor::stateful_pointer<coordinator_state>;
+using dispatcher_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
-// -- coordinator_actor.cpp ----------------------------------------------------------
+// -- dispatcher_actor.cpp ----------------------------------------------------------
 
 /// Hands queued closures to idle workers (unless dispatch is paused).
-void dispatch(coordinator_ptr self);
+void dispatch(dispatcher_ptr self);
 
 /// Fails every queued, running and later closure with `reason`.
-void fail_job(coordinator_ptr self, const caf::error& reason);
+void fail_job(dispatcher_ptr self, const caf::error& reason);
 
-// -- coordinator_servers.cpp --------------------------------------------------------
+// -- dispatcher_servers.cpp --------------------------------------------------------
 
 /// Sets up the server and group tables (server p serves group p; with
 /// replicas, its backup is server (p + 1) % n) and watches the servers.
-void init_servers(coordinator_ptr self, std::vector<ps_actor> servers,
+void init_servers(dispatcher_ptr self, std::vector<ps_actor> servers,
                   ps_recovery recovery);
 
 /// Whether dispatch waits: some group has no serving primary.
-bool dispatch_paused(const coordinator_state& st);
+bool dispatch_paused(const dispatcher_state& st);
 
 /// Server `p` is lost (its actor went down, or a watcher says so): its
 /// groups fail over to their backups, groups without one wait for it to come
 /// back (dispatch pauses), and a helper brings it back.
-void server_lost(coordinator_ptr self, uint32_t p, const std::string& why);
+void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why);
 
 /// Server `p` is back as `ps`, holding replicas of `held`.
-void server_back(coordinator_ptr self, uint32_t p, ps_actor ps,
+void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
                  std::vector<uint32_t> held);
 
 /// Server `p` could not be brought back (`why`).
-void server_not_back(coordinator_ptr self, uint32_t p, const std::string& why);
+void server_not_back(dispatcher_ptr self, uint32_t p, const std::string& why);
 
 /// Group `g`'s replica on server `p` was created (and, with `restored`,
 /// restored from a checkpoint), or failed with `err`.
-void group_created(coordinator_ptr self, uint32_t g, uint32_t p, bool restored,
+void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
                    const caf::error& err);
 
 /// Sends every live worker (or worker `w`) the routes of every group.
-void send_routes(coordinator_ptr self);
-void send_routes(coordinator_ptr self, uint32_t w);
+void send_routes(dispatcher_ptr self);
+void send_routes(dispatcher_ptr self, uint32_t w);
 
 /// Copies every group's state from its primary to its backup again (after
 /// the primaries were restored from a checkpoint).
-void reinstall_backups(coordinator_ptr self);
+void reinstall_backups(dispatcher_ptr self);
 
 /// Every few completions: tells the servers the smallest closure id that
 /// may still push, so that they forget the applied ids below it.
-void maybe_prune(coordinator_ptr self, const detail::closure_state& c);
+void maybe_prune(dispatcher_ptr self, const detail::closure_state& c);
 
 } // namespace actorps::detail

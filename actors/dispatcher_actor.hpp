@@ -50,13 +50,13 @@ namespace actorps {
 /// then becomes the backup of groups that have none (their primary copies
 /// its state to it), and a group without a copy is restored on it from the
 /// newest checkpoint (or kept, if it is the same incarnation still holding
-/// it). A lost parameter server that cannot be recovered (`cancel_atom,
+/// it). A lost parameter server that cannot be recovered (`abort_atom,
 /// error`) ends the job: every queued, running and later closure fails with
 /// that error.
 ///
 /// In one process only (closures travel as closure_ptr). Closures still
 /// unfinished when the dispatcher stops are cancelled.
-using coordinator_actor = caf::typed_actor<
+using dispatcher_actor = caf::typed_actor<
   // Queues a closure. No reply: the closure state itself is completed.
   caf::reacts_to<schedule_atom, closure_ptr>,
   // Cancels every queued closure and every running one (at its next message
@@ -68,7 +68,7 @@ using coordinator_actor = caf::typed_actor<
   // The job cannot go on (e.g. a parameter server lost and not recovered):
   // fails every queued and running closure (running ones are cancelled at
   // their next message boundary first) and every later one with `reason`.
-  caf::reacts_to<cancel_atom, caf::error>,
+  caf::reacts_to<abort_atom, caf::error>,
   // Worker `index` (lost before) is back as `worker`, e.g. a process that
   // joined again; `restarted`: a new incarnation (a restarted process),
   // which is first moved to the data position of its last finished closure.
@@ -77,20 +77,20 @@ using coordinator_actor = caf::typed_actor<
   // Internal: worker `index`'s back-off number `n` is over (it sat out
   // after failing closures with errc::ps_lost for a server that was not
   // being recovered); it takes closures again.
-  caf::reacts_to<caf::timeout_atom, uint32_t, uint64_t>,
+  caf::reacts_to<backoff_atom, uint32_t, uint64_t>,
   // Internal: restart lost worker `index` with the respawn function.
-  caf::reacts_to<replace_atom, uint32_t>,
+  caf::reacts_to<respawn_atom, uint32_t>,
   // Internal: the no-worker grace period number `n` is over; if still no
   // worker is in service, queued closures fail with errc::no_workers.
-  caf::reacts_to<caf::timeout_atom, uint64_t>,
+  caf::reacts_to<grace_atom, uint64_t>,
   // Internal: parameter server `index` is back as `ps`, holding replicas of
   // the groups listed.
-  caf::reacts_to<restore_atom, uint32_t, ps_actor, std::vector<uint32_t>>,
+  caf::reacts_to<ps_back_atom, uint32_t, ps_actor, std::vector<uint32_t>>,
   // Internal: parameter server `index` could not be brought back (why).
-  caf::reacts_to<restore_atom, uint32_t, std::string>,
+  caf::reacts_to<ps_gone_atom, uint32_t, std::string>,
   // Internal: group `g`'s replica on server `p` was created (and restored
   // from a checkpoint if `restored`), or failed with the error.
-  caf::reacts_to<restore_atom, uint32_t, uint32_t, bool, caf::error>,
+  caf::reacts_to<replica_atom, uint32_t, uint32_t, bool, caf::error>,
   // Copies every group's state from its primary to its backup again (the
   // primaries were restored from a checkpoint).
   caf::reacts_to<install_atom>,
@@ -99,11 +99,7 @@ using coordinator_actor = caf::typed_actor<
   caf::replies_to<route_atom>::with<std::vector<group_route>>,
   // Parameter server `index` is lost (found by other means, e.g. a remote
   // node's silence): recover it as when its actor goes down.
-  caf::reacts_to<restore_atom, uint32_t>,
-  // Fault injection: every worker (also later restarted ones) drops the
-  // share `drop` of its pulls and pushes and delays the share `delay` by
-  // `delay_ms`; a negative share leaves that setting as it is.
-  caf::reacts_to<chaos_atom, double, double, uint64_t>>;
+  caf::reacts_to<ps_lost_atom, uint32_t>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
 /// @throws std::exception if it cannot (logged; counts as a restart).
@@ -143,7 +139,7 @@ struct ps_recovery {
 /// p and, with recovery.replicas 1, as the backup of group (p - 1) mod n):
 /// see above for what happens when one is lost; closures that failed with
 /// errc::ps_lost meanwhile run again.
-coordinator_actor spawn_coordinator(
+dispatcher_actor spawn_dispatcher(
   caf::actor_system& sys, std::vector<worker_actor> workers,
   worker_respawn respawn = nullptr, uint32_t restart_budget = 0,
   std::chrono::milliseconds no_worker_grace = std::chrono::milliseconds{0},
