@@ -19,6 +19,10 @@ packages+=(libssl-dev openssl)
 # slurm-wlm (slurmctld, slurmd, srun, ...) and munge: test/slurm_test.sh
 # starts a one-node Slurm cluster of its own (docs/slurm.md).
 packages+=(slurm-wlm munge)
+# iproute2 (ip, tc): scripts/netns-cluster.sh and test/netns_test.sh, a
+# cluster in network namespaces joined by veth pairs and a bridge (not in
+# a minimal Debian image; setpriv and unshare come with util-linux).
+packages+=(iproute2)
 if [[ ${1:-} == --fuzz ]]; then
   # clang 14 with its runtime libraries (libFuzzer, the sanitizers).
   packages+=(clang-14 libclang-rt-14-dev clang)
