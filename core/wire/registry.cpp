@@ -1,0 +1,24 @@
+// The wire-format registry: one line per format, in the order
+// wire_format_names() lists them. A new format is one file in core/wire/ plus
+// one line here (and its factory's declaration in formats.hpp).
+
+#include "core/wire/formats.hpp"
+
+namespace actorps::detail {
+
+namespace {
+
+const wire_entry registry[] = {
+  {"fp32", make_fp32_format},
+  {"bf16", make_bf16_format},
+  {"fp16", make_fp16_format},
+  {"topk", make_topk_format},
+};
+
+} // namespace
+
+wire_list registered_wire_formats() noexcept {
+  return {registry, sizeof(registry) / sizeof(registry[0])};
+}
+
+} // namespace actorps::detail
