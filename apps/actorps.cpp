@@ -25,6 +25,7 @@
 
 #include "cluster/node_actor.hpp"
 #include "apps/certs.hpp"
+#include "apps/simulate.hpp"
 #include "apps/cli.hpp"
 #include "cluster/launcher.hpp"
 #include "cluster/node_launcher.hpp"
@@ -46,6 +47,9 @@ commands:
            (see: actorps launch --help)
   certs    make a cluster CA and a certificate per node for mutual TLS
            (see: actorps certs --help)
+  simulate run a job's actors under a deterministic scheduler with a virtual
+           clock and a network model: 1000 workers on one machine (see:
+           actorps simulate --help)
 )";
 
 int run_train(const std::vector<std::string>& args) {
@@ -226,6 +230,8 @@ int main(int argc, char** argv) {
       return run_launch(args);
     if (command == "certs")
       return actorps::run_certs(args);
+    if (command == "simulate")
+      return actorps::run_simulate(args);
     fmt::print(stderr, "actorps: error: unknown command \"{}\"\n{}", command,
                usage);
     return 2;

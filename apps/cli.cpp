@@ -163,10 +163,6 @@ coordinator's status.
 )"} + job_flags;
 }
 
-namespace {
-
-/// Parses job flags plus the command's own `extra` flags (name -> takes a
-/// value), which are returned in `extras` in the order given.
 train_command parse_job_args(
   const std::vector<std::string>& args, const std::string& command,
   const std::map<std::string, bool>& extra,
@@ -348,8 +344,6 @@ train_command parse_job_args(
                       "--restore DIR");
   return cmd;
 }
-
-} // namespace
 
 train_command parse_train_args(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> extras;

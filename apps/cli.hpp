@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,15 @@ struct launch_command {
   /// The arguments as given, passed on to every node.
   std::vector<std::string> node_args;
 };
+
+/// Parses job flags (those of `actorps train`) plus the command's own
+/// `extra` flags (name -> whether it takes a value), which are returned in
+/// `extras` in the order given. `command` names the command in messages.
+/// @throws input_error as parse_train_args.
+train_command parse_job_args(
+  const std::vector<std::string>& args, const std::string& command,
+  const std::map<std::string, bool>& extra,
+  std::vector<std::pair<std::string, std::string>>& extras);
 
 /// Parses the arguments after `actorps train`: --config FILE first (or the
 /// built-in defaults), then each flag overrides its config field.

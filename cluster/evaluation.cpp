@@ -32,20 +32,35 @@ struct row_table {
 
 } // namespace
 
+group_puller blocking_puller(caf::actor_system& sys,
+                             const std::vector<server_route>& routes) {
+  return [&sys, routes](uint32_t g, pull_request req) {
+    req.view = routes.at(g).view;
+    auto what = fmt::format("{} group {} from ps {}",
+                            req.dense ? "pulling" : "reading rows of", g,
+                            routes[g].index);
+    return detail::ask<pull_reply>(sys, routes[g].ps, what, answer_timeout,
+                                   pull_atom_v, std::move(req));
+  };
+}
+
 std::vector<float> pull_dense(caf::actor_system& sys, const placement& layout,
                               const std::vector<server_route>& routes) {
+  return pull_dense(layout, blocking_puller(sys, routes));
+}
+
+std::vector<float> pull_dense(const placement& layout,
+                              const group_puller& pull) {
   std::vector<float> result(layout.model_size);
-  for (uint32_t p = 0; p < routes.size(); ++p) {
+  for (uint32_t p = 0; p < layout.ps_sizes.size(); ++p) {
     if (layout.ps_sizes[p] == 0)
       continue;
-    auto what = fmt::format("pulling group {} from ps {}", p, routes[p].index);
+    auto what = fmt::format("pulling group {}", p);
     pull_request req;
     req.group = p;
-    req.view = routes[p].view;
     req.worker = no_worker;
     req.create = false;
-    auto r = detail::ask<pull_reply>(sys, routes[p].ps, what, answer_timeout,
-                                     pull_atom_v, std::move(req));
+    auto r = pull(p, std::move(req));
     if (r.values.values.size() != layout.ps_sizes[p])
       throw runtime_failure(fmt::format("{}: expected {} floats, got {}", what,
                                         layout.ps_sizes[p],
@@ -58,24 +73,27 @@ std::vector<float> pull_dense(caf::actor_system& sys, const placement& layout,
 void pull_rows(caf::actor_system& sys, const placement& layout,
                const std::vector<server_route>& servers,
                std::vector<table_lookup>& tables) {
-  key_routes routes{layout, static_cast<uint32_t>(servers.size())};
+  pull_rows(layout, blocking_puller(sys, servers), tables);
+}
+
+void pull_rows(const placement& layout, const group_puller& pull,
+               std::vector<table_lookup>& tables) {
+  auto groups = static_cast<uint32_t>(layout.ps_sizes.size());
+  key_routes routes{layout, groups};
   routes.route(layout, tables);
-  for (uint32_t p = 0; p < servers.size(); ++p) {
+  for (uint32_t p = 0; p < groups; ++p) {
     pull_request req;
     req.group = p;
-    req.view = servers[p].view;
     req.worker = no_worker;
     req.dense = false;
     req.create = false;
     routes.fill_pull(p, req.tables);
     if (req.tables.empty())
       continue;
-    auto what = fmt::format("reading rows of group {} from ps {}", p,
-                            servers[p].index);
-    auto r = detail::ask<pull_reply>(sys, servers[p].ps, what, answer_timeout,
-                                     pull_atom_v, std::move(req));
+    auto r = pull(p, std::move(req));
     if (auto err = routes.scatter_pull(p, r.tables, tables))
-      throw runtime_failure(fmt::format("{}: {}", what, sys.render(err)));
+      throw runtime_failure(fmt::format("reading rows of group {}: {}", p,
+                                        to_string(err)));
   }
 }
 
@@ -83,7 +101,14 @@ metric_list evaluate_on_servers(caf::actor_system& sys,
                                 const placement& layout,
                                 const std::vector<server_route>& servers,
                                 const model& net, const dataset& data) {
-  auto dense = pull_dense(sys, layout, servers);
+  return evaluate_on_servers(layout, blocking_puller(sys, servers), net,
+                             data);
+}
+
+metric_list evaluate_on_servers(const placement& layout,
+                                const group_puller& pull, const model& net,
+                                const dataset& data) {
+  auto dense = pull_dense(layout, pull);
   // Every key of the test set, once per table.
   std::vector<table_lookup> all;
   for (auto v : layout.tables) {
@@ -97,7 +122,7 @@ metric_list evaluate_on_servers(caf::actor_system& sys,
     net.collect_keys(data.examples, all);
     for (auto& t : all)
       t.deduplicate();
-    pull_rows(sys, layout, servers, all);
+    pull_rows(layout, pull, all);
     for (size_t i = 0; i < all.size(); ++i) {
       auto& r = rows[i];
       r.lookup = std::move(all[i]);

@@ -4,6 +4,7 @@
 // metrics computed on them (cluster/ only: blocking calls).
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "caf/fwd.hpp"
@@ -44,5 +45,25 @@ metric_list evaluate_on_servers(caf::actor_system& sys,
                                 const placement& layout,
                                 const std::vector<server_route>& routes,
                                 const model& net, const dataset& data);
+
+/// Asks group `g`'s server for `req` (group, worker, dense, tables and
+/// create set; the puller sets the view) and returns its reply.
+/// @throws runtime_failure naming the server if it fails or refuses.
+using group_puller = std::function<pull_reply(uint32_t g, pull_request req)>;
+
+/// The blocking puller of the functions above: asks the server `routes`
+/// names, at its view, and watches it while it waits.
+group_puller blocking_puller(caf::actor_system& sys,
+                             const std::vector<server_route>& routes);
+
+/// pull_dense, pull_rows and evaluate_on_servers with another way to ask
+/// the servers (the simulator's, which runs its scheduler while it waits).
+std::vector<float> pull_dense(const placement& layout,
+                              const group_puller& pull);
+void pull_rows(const placement& layout, const group_puller& pull,
+               std::vector<table_lookup>& tables);
+metric_list evaluate_on_servers(const placement& layout,
+                                const group_puller& pull, const model& net,
+                                const dataset& data);
 
 } // namespace actorps

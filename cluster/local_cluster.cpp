@@ -233,12 +233,27 @@ void create_variables(caf::actor_system& sys, const placement& layout,
     create_shards(sys, layout, servers[p], p, cfg, net);
 }
 
-void create_shards(caf::actor_system& sys, const placement& layout,
-                   const ps_actor& server, uint32_t ps, const job_config& cfg,
-                   const model& net) {
+namespace {
+
+/// The shards `layout` places on server `ps`, in layout order (the order of
+/// shard_requests).
+std::vector<const shard_info*> layout_shards_of(const placement& layout,
+                                                uint32_t ps) {
+  std::vector<const shard_info*> result;
+  for (auto& s : layout.shards)
+    if (s.ps == ps)
+      result.push_back(&s);
+  return result;
+}
+
+} // namespace
+
+std::vector<create_shard> shard_requests(const placement& layout, uint32_t ps,
+                                         const job_config& cfg,
+                                         const model& net) {
   std::vector<float> init(layout.model_size);
   net.initialize(init.data(), cfg.init_seed);
-  caf::scoped_actor self{sys};
+  std::vector<create_shard> result;
   for (auto& s : layout.shards) {
     if (s.ps != ps)
       continue;
@@ -260,8 +275,22 @@ void create_shards(caf::actor_system& sys, const placement& layout,
       req.init_scale = var.init_scale;
       req.seed = cfg.init_seed;
     }
+    result.push_back(std::move(req));
+  }
+  return result;
+}
+
+void create_shards(caf::actor_system& sys, const placement& layout,
+                   const ps_actor& server, uint32_t ps, const job_config& cfg,
+                   const model& net) {
+  caf::scoped_actor self{sys};
+  auto shards = layout_shards_of(layout, ps);
+  auto reqs = shard_requests(layout, ps, cfg, net);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto& s = *shards[i];
+    auto& var = layout.variables[s.variable];
     caf::error failure;
-    self->request(server, setup_timeout, create_atom_v, std::move(req))
+    self->request(server, setup_timeout, create_atom_v, std::move(reqs[i]))
       .receive(
         [&](uint64_t offset) {
           if (s.kind == variable_kind::dense && offset != s.ps_offset)

@@ -145,6 +145,13 @@ std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
                                   uint32_t groups,
                                   uint64_t* newest_view = nullptr);
 
+/// The create requests of the shards `layout` places on parameter server
+/// `ps`, in layout order: dense ones with their initial values (the model
+/// initialised from cfg.init_seed), table shards with their definition.
+std::vector<create_shard> shard_requests(const placement& layout, uint32_t ps,
+                                         const job_config& cfg,
+                                         const model& net);
+
 /// Creates the shards `layout` places on parameter server `ps` (index) on
 /// `server` (dense ones with their initial values).
 /// @throws runtime_failure as create_variables.

@@ -1,0 +1,99 @@
+#include "apps/simulate.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "apps/cli.hpp"
+#include "cluster/simulator.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace actorps {
+
+namespace {
+
+constexpr const char* usage = R"(usage: actorps simulate [job flags] [simulation flags]
+
+Runs the job's real actors (parameter servers, workers, dispatcher) in one
+process under a deterministic scheduler with a virtual clock: messages take
+the time the network model gives them, steps the compute time the compute
+model gives them; gradients are real. The same flags and seed give the same
+run, bit for bit (the digest at the end says so).
+
+Simulation flags:
+  --network RATE[,LATENCY]  each node's link and the latency of a message
+                            (10gbit,50us; units bit..tbit, ns..s)
+  --compute MODEL           measured (a real step of the model, timed here),
+                            const:TIME or normal:MEAN,SD (e.g. normal:2ms,0.5ms)
+  --stragglers SHARE:FACTOR this share of the workers computes FACTOR times
+                            as long (5%:3x)
+  --seed N                  the job's seed (model.seed) and the compute
+                            model's (stragglers, normal times)
+  --record FILE             write the event order (one delivered message per
+                            line)
+  --replay FILE             check this run's event order against FILE
+  --out FILE                write the report as JSON lines
+
+Job flags: as for actorps train (see actorps train --help); --workers and
+--ps may be large (1000 workers, 32 ps). Not simulated yet: faults,
+replicas, checkpoints.
+)";
+
+} // namespace
+
+int run_simulate(const std::vector<std::string>& args) {
+  static const std::map<std::string, bool> own = {
+    {"--network", true}, {"--compute", true}, {"--stragglers", true},
+    {"--record", true},  {"--replay", true},  {"--out", true}};
+  std::vector<std::pair<std::string, std::string>> extras;
+  auto cmd = parse_job_args(args, "simulate", own, extras);
+  if (cmd.help) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  if (cmd.quiet)
+    log::set_level(log::level::warning);
+  sim_options opts;
+  opts.network = parse_network("10gbit,50us");
+  opts.seed = cmd.job.init_seed;
+  std::string out;
+  std::string stragglers;
+  for (auto& [flag, value] : extras) {
+    if (flag == "--network")
+      opts.network = parse_network(value);
+    else if (flag == "--compute")
+      opts.compute = parse_compute(value);
+    else if (flag == "--stragglers")
+      stragglers = value;
+    else if (flag == "--record")
+      opts.record = value;
+    else if (flag == "--replay")
+      opts.replay = value;
+    else if (flag == "--out")
+      out = value;
+  }
+  if (!stragglers.empty())
+    parse_stragglers(stragglers, opts.compute);
+  if (!opts.record.empty() && opts.record == opts.replay)
+    throw input_error("--record and --replay name the same file");
+  std::ofstream json;
+  if (!out.empty()) {
+    json.open(out, std::ios::out | std::ios::trunc);
+    if (!json)
+      throw input_error(fmt::format("--out {}: cannot write it", out));
+  }
+  auto report = simulate(cmd.job, opts);
+  std::fputs(to_text(report).c_str(), stdout);
+  if (json.is_open()) {
+    json << to_json_lines(report);
+    if (!json)
+      throw runtime_failure(fmt::format("--out {}: writing failed", out));
+  }
+  return 0;
+}
+
+} // namespace actorps

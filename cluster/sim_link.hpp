@@ -1,0 +1,62 @@
+#pragma once
+
+// The simulated network in front of a parameter server (issue 13): a proxy
+// that the workers of a simulation talk to instead of the server. Each pull
+// and push is held for the time the network model gives it (the worker's
+// link, the server's link, latency), then reaches the server, whose reply
+// is held again on its way back; a push also leaves the worker only after
+// its step's compute time (the worker computes in zero virtual time). Every
+// delivery is an event of the trace. Everything else (create, stats, ...)
+// passes at once. Runs under CAF's deterministic test scheduler only, whose
+// clock is the virtual one.
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "caf/actor_clock.hpp"
+#include "caf/fwd.hpp"
+#include "caf/typed_actor.hpp"
+
+#include "actors/ps_actor.hpp"
+#include "cluster/sim_model.hpp"
+#include "cluster/sim_trace.hpp"
+
+namespace actorps {
+
+/// What every link proxy of one simulation shares (one thread: the test
+/// scheduler's).
+struct sim_world {
+  sim_world(network_model net, compute_model compute, sim_trace& trace,
+            uint32_t workers, uint32_t servers);
+
+  network_model net;
+  compute_model compute;
+  sim_trace& trace;
+  uint32_t workers;
+  /// Virtual time 0 on CAF's clock.
+  caf::actor_clock::time_point origin;
+  /// Per worker: compute time charged so far (ns), and the closure charged
+  /// last (a closure's pushes to several servers charge it once).
+  std::vector<sim_time> compute_ns;
+  std::vector<uint64_t> charged;
+  /// Per server: pulls and pushes that reached it.
+  std::vector<uint64_t> pulls;
+  std::vector<uint64_t> pushes;
+
+  /// The virtual time now, in ns.
+  sim_time now(caf::actor_system& sys) const;
+};
+
+/// A parameter server as the workers of a simulation see it.
+using sim_link_actor = ps_actor::extend<
+  // Internal: held message `n` goes on now.
+  caf::reacts_to<retry_atom, uint64_t>>;
+
+/// Puts the simulated network in front of parameter server `index`.
+sim_link_actor spawn_sim_link(caf::actor_system& sys, ps_actor server,
+                              uint32_t index, std::shared_ptr<sim_world> world);
+
+} // namespace actorps

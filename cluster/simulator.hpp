@@ -1,0 +1,91 @@
+#pragma once
+
+// `actorps simulate` (issue 13): the job's real actors (parameter servers,
+// workers, dispatcher) in one process under CAF's deterministic test
+// scheduler, with a virtual clock that the simulated network and compute
+// models advance (cluster/sim_model.hpp, cluster/sim_link.hpp). Gradients
+// are real, so staleness shows in accuracy; the same seed gives the same
+// run, bit for bit (its digest says so).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/sim_model.hpp"
+#include "core/metrics.hpp"
+
+namespace actorps {
+
+struct job_config;
+
+struct sim_options {
+  network_spec network;
+  compute_spec compute;
+  /// Seeds the compute model (and the stragglers); the job's own seeds
+  /// (model, data order) come from its config.
+  uint64_t seed = 1;
+  /// Write / check the event order (cluster/sim_trace.hpp); empty: no.
+  std::string record;
+  std::string replay;
+};
+
+/// One epoch of a simulation: when it ended in virtual time and the test
+/// metrics then.
+struct sim_epoch {
+  uint64_t epoch = 0;
+  double virtual_s = 0;
+  double train_loss = 0;
+  metric_list metrics;
+};
+
+/// What a parameter server's link carried.
+struct sim_server_load {
+  uint64_t pulls = 0;
+  uint64_t pushes = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  /// Share of the virtual time its busier link direction was sending.
+  double utilization = 0;
+};
+
+struct sim_report {
+  uint32_t workers = 0;
+  uint32_t ps = 0;
+  std::string network;
+  /// The compute time per step of the model (measured or given), in ns.
+  sim_time step_ns = 0;
+  uint64_t samples = 0;
+  /// Virtual time of the whole run, and the wall time it took.
+  double virtual_s = 0;
+  double wall_s = 0;
+  double samples_per_s = 0;
+  std::vector<sim_epoch> epochs;
+  std::vector<sim_server_load> servers;
+  /// Per worker: the share of the virtual time it was not computing.
+  std::vector<double> idle;
+  /// Applied pushes per staleness bucket, all servers together
+  /// (core/staleness_histogram.hpp).
+  std::vector<uint64_t> staleness_buckets;
+  uint64_t events = 0;
+  /// SHA-256 of the event order and the final dense values, in hex.
+  std::string digest;
+  uint64_t peak_rss_bytes = 0;
+};
+
+/// Runs job `cfg` (its model, data, rules, mode, workers and ps) under
+/// simulation. Logs an epoch line per epoch (log level info).
+/// @throws input_error for a config the simulator cannot run (replicas,
+///         faults it does not model yet); runtime_failure if the simulation
+///         stalls (nothing left to run and closures unfinished) or a replay
+///         differs.
+sim_report simulate(const job_config& cfg, const sim_options& opts);
+
+/// The report as JSON lines: one "epoch" object per epoch, then one
+/// "summary" object (what the report holds).
+std::string to_json_lines(const sim_report& r);
+
+/// The report for people: samples/s, epochs, load, staleness, idle time,
+/// digest.
+std::string to_text(const sim_report& r);
+
+} // namespace actorps

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `actorps simulate` as a user runs it: the same seed twice gives the same
+# digest, another seed another; --record then --replay passes, a replay of
+# another run fails naming the event; --out writes JSON lines; bad flags are
+# refused with exit 2 and a message naming them.
+# usage: simulate_test.sh ACTORPS_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
+
+job=(--config "$src/configs/a9a.json" --data-dir "$src/data/a9a"
+     --train-limit 1024 --test-limit 300 --epochs 2 --workers 8 --ps 2
+     --network 1gbit,100us --compute normal:1ms,200us --quiet)
+digest() { grep -o 'digest [0-9a-f]*' "$1" | awk '{print $2}'; }
+
+"$bin" simulate "${job[@]}" --seed 7 --record "$tmp/events" \
+  --out "$tmp/a.jsonl" >"$tmp/a.txt" 2>&1
+rc=$?
+"$bin" simulate "${job[@]}" --seed 7 >"$tmp/b.txt" 2>&1
+rc_b=$?
+"$bin" simulate "${job[@]}" --seed 8 >"$tmp/c.txt" 2>&1
+rc_c=$?
+a=$(digest "$tmp/a.txt")
+if [[ $rc -eq 0 && $rc_b -eq 0 && $rc_c -eq 0 && ${#a} -eq 64 ]]; then
+  ok "three simulations ran: $(head -1 "$tmp/a.txt")"
+else
+  bad "simulate: exit $rc/$rc_b/$rc_c: $(tail -3 "$tmp/a.txt")"
+fi
+[[ -n $a && $a == "$(digest "$tmp/b.txt")" ]] \
+  && ok "the same seed gives the same digest ($a)" \
+  || bad "same seed, different digests: $a / $(digest "$tmp/b.txt")"
+[[ -n $a && $a != "$(digest "$tmp/c.txt")" ]] \
+  && ok "another seed gives another digest" \
+  || bad "another seed gave the same digest $a"
+events=$(grep -o '[0-9]* events' "$tmp/a.txt" | awk '{print $1}')
+if [[ -n $events && $(wc -l <"$tmp/events") -eq $events ]]; then
+  ok "--record wrote $events events"
+else
+  bad "--record: $(wc -l <"$tmp/events") lines, the report says $events"
+fi
+if [[ $(grep -c '"type":"epoch"' "$tmp/a.jsonl") -eq 2 \
+      && $(grep -c '"type":"summary"' "$tmp/a.jsonl") -eq 1 ]] \
+   && grep -q "\"digest\":\"$a\"" "$tmp/a.jsonl"; then
+  ok "--out: two epoch lines and a summary with the digest"
+else
+  bad "--out: $(cat "$tmp/a.jsonl")"
+fi
+"$bin" simulate "${job[@]}" --seed 7 --replay "$tmp/events" >"$tmp/r.txt" 2>&1
+rc=$?
+[[ $rc -eq 0 && $(digest "$tmp/r.txt") == "$a" ]] \
+  && ok "--replay of the recorded run passes" \
+  || bad "--replay: exit $rc: $(tail -2 "$tmp/r.txt")"
+"$bin" simulate "${job[@]}" --seed 8 --replay "$tmp/events" >"$tmp/x.txt" 2>&1
+rc=$?
+[[ $rc -eq 1 ]] && grep -q 'replay .*: event [0-9]* differs: recorded' "$tmp/x.txt" \
+  && ok "a replay of another run fails naming the first event that differs" \
+  || bad "replay of another seed: exit $rc: $(tail -2 "$tmp/x.txt")"
+
+refused() { # WHY EXPECTED-TEXT ARGS...
+  local why=$1 text=$2
+  shift 2
+  "$bin" simulate "${job[@]}" "$@" >"$tmp/e.txt" 2>&1
+  local rc=$?
+  if [[ $rc -eq 2 ]] && grep -qF -- "$text" "$tmp/e.txt"; then
+    ok "refused: $why"
+  else
+    bad "$why: exit $rc: $(tail -2 "$tmp/e.txt")"
+  fi
+}
+refused "a rate without a unit" 'the rate "10" has no unit' --network 10
+refused "an unknown latency unit" 'unit "parsecs"' --network 1gbit,5parsecs
+refused "a bad compute model" '--compute "fast"' --compute fast
+refused "a straggler factor below 1" '--stragglers "5%:0.5x"' --stragglers 5%:0.5x
+refused "faults" 'faults are not simulated yet' --fault kill:worker:0@5
+refused "a replay file that is missing" 'cannot read it' --replay "$tmp/none"
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 && $passed -gt 0 ]]
