@@ -22,6 +22,7 @@
 #include "caf/type_id.hpp"
 
 #include "core/float_vector.hpp"
+#include "core/wire_format.hpp"
 
 namespace actorps {
 
@@ -124,6 +125,21 @@ typename Inspector::result_type inspect(Inspector& f, float_buffer& x) {
                                "float_buffer larger than 1 GiB");
   else
     return f(caf::meta::type_name("actorps::float_buffer"), x.values);
+}
+
+/// A tensor in a wire format (core/wire_format.hpp) on the wire: its size
+/// fields, then the payload as one raw block (at most 1 GiB from a peer).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, encoded_tensor& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value
+                || std::is_same<Inspector, caf::deserializer>::value) {
+    if (auto err = f(x.n, x.k))
+      return err;
+    return detail::inspect_raw(f, x.bytes, size_t{1} << 30,
+                               "encoded tensor larger than 1 GiB");
+  } else {
+    return f(caf::meta::type_name("actorps::encoded_tensor"), x.n, x.k);
+  }
 }
 
 /// 64-bit keys (of embedding-table rows) as one contiguous block, like
@@ -256,14 +272,19 @@ struct push_request {
   uint64_t view = 0;
   uint64_t read_clock = 0;
   update_id id;
+  /// The dense gradient of the group's region: as floats, or (when
+  /// `format` names a wire format, e.g. "bf16" or "topk:0.01") encoded in
+  /// `encoded`, which the server decodes before anything else.
   float_buffer gradient;
+  std::string format;
+  encoded_tensor encoded;
   std::vector<table_rows> tables;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
   return f(caf::meta::type_name("actorps::push_request"), x.group, x.view,
-           x.read_clock, x.id, x.gradient, x.tables);
+           x.read_clock, x.id, x.gradient, x.format, x.encoded, x.tables);
 }
 
 /// ps -> anyone: counters of one parameter server.

@@ -85,6 +85,37 @@ void close_round(ps_ptr self, ps_replica& r) {
 }
 
 
+/// An encoded push (req.format set) becomes a plain one: its gradient
+/// decoded into req.gradient (the region's size). The format comes with the
+/// push, so that a server needs no setting of its own.
+caf::error decode_gradient(ps_state& st, const ps_replica& r,
+                           push_request& req) {
+  if (req.format.empty())
+    return {};
+  auto bad = [&](const std::string& why) {
+    return caf::make_error(errc::bad_message, "push to ps", st.opts.index,
+                           "group", r.group, why);
+  };
+  if (!req.gradient.values.empty())
+    return bad("a gradient both as floats and encoded");
+  try {
+    auto i = st.formats.find(req.format);
+    if (i == st.formats.end()) {
+      if (st.formats.size() >= 8)
+        return bad("more than 8 wire formats");
+      i = st.formats.emplace(req.format, make_wire_format(req.format)).first;
+    }
+    req.gradient.values.resize(r.dense.size());
+    i->second->decode(req.encoded, req.gradient.values.data(),
+                      r.dense.size());
+  } catch (const input_error& e) {
+    return bad(e.what());
+  }
+  req.format.clear();
+  req.encoded = encoded_tensor{};
+  return {};
+}
+
 caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   auto& st = self->state;
   telemetry::sample_mailbox(self, "ps", st.opts.index); // metrics (issue 14)
@@ -93,6 +124,8 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
     return found.error();
   auto& r = **found;
   auto w = req.id.worker;
+  if (auto err = decode_gradient(st, r, req))
+    return err;
   if (req.gradient.values.size() != r.dense.size())
     return caf::make_error(errc::shape_mismatch, "push to ps", st.opts.index,
                            "group", r.group, r.dense.size(),

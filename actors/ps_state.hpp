@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "caf/expected.hpp"
@@ -21,6 +22,8 @@ namespace actorps {
 
 struct ps_state {
   ps_options opts;
+  /// The wire formats pushes arrived in, by name (a few at most).
+  std::map<std::string, std::shared_ptr<const wire_format>> formats;
   std::shared_ptr<const update_rule> dense_rule;
   std::shared_ptr<const update_rule> table_rule;
   /// The replica groups this server holds, by group.

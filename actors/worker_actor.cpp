@@ -69,6 +69,12 @@ struct worker_state {
   /// must neither count twice nor be waited for.
   std::vector<uint64_t> in_flight;
   uint64_t next_token = 0;
+  /// With a push format: per group, the running closure's encoded gradient
+  /// (sent again as it is: encoding again would count a topk residual
+  /// twice) and the error-feedback residual (topk).
+  std::vector<encoded_tensor> encoded;
+  std::vector<bool> encoded_for_seq;
+  std::vector<std::vector<float>> residual;
   const step_function* step = nullptr;
   phase at = phase::idle;
   size_t pending = 0;
@@ -152,6 +158,25 @@ caf::error server_error(worker_ptr self, uint32_t p, caf::error err) {
 
 void compute(worker_ptr self);
 
+/// Puts group `p`'s dense gradient into `req` in the push format, encoded
+/// once per closure (a push sent again carries the same bytes).
+void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
+  auto& st = self->state;
+  auto& f = *st.opts.push_format;
+  if (!st.encoded_for_seq[p]) {
+    auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
+    float* residual = nullptr;
+    if (f.uses_residual()) {
+      st.residual[p].resize(grad.size(), 0.0f);
+      residual = st.residual[p].data();
+    }
+    f.encode(grad.data(), grad.size(), st.encoded[p], residual);
+    st.encoded_for_seq[p] = true;
+  }
+  req.format = f.name();
+  req.encoded = st.encoded[p];
+}
+
 /// Pushes the running closure's gradients to server `p`.
 void push_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
@@ -161,8 +186,17 @@ void push_one(worker_ptr self, uint32_t p) {
   req.view = st.opts.views[p];
   req.read_clock = st.read_clocks[p];
   req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
-  if (st.opts.layout->ps_sizes[p] > 0)
-    req.gradient.values = gather_shards(*st.opts.layout, p, st.grad.data());
+  if (st.opts.layout->ps_sizes[p] > 0) {
+    if (st.opts.push_format) {
+      try {
+        encode_gradient(self, p, req);
+      } catch (const std::exception& e) {
+        return step_error(self, "the push format", e);
+      }
+    } else
+      req.gradient.values = gather_shards(*st.opts.layout, p,
+                                          st.grad.data());
+  }
   st.routes.fill_push(p, st.tables, req.tables);
   st.result.bytes_pushed += payload_bytes(req);
   // No timeout (caf::infinite): under sync the ack waits for the round;
@@ -333,6 +367,7 @@ void start_next(worker_ptr self) {
   st.failed = false;
   ++st.seq;
   std::fill(st.in_flight.begin(), st.in_flight.end(), 0);
+  std::fill(st.encoded_for_seq.begin(), st.encoded_for_seq.end(), false);
   st.result = step_result{};
   st.result.closure = req.id;
   st.result.worker = st.opts.index;
@@ -358,6 +393,9 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
   st.read_clocks.resize(st.opts.servers.size());
   st.in_flight.assign(st.opts.servers.size(), 0);
+  st.encoded.resize(st.opts.servers.size());
+  st.encoded_for_seq.assign(st.opts.servers.size(), false);
+  st.residual.resize(st.opts.servers.size());
   st.opts.views.resize(st.opts.servers.size(), 0);
   if (st.opts.server_index.empty())
     for (uint32_t g = 0; g < st.opts.servers.size(); ++g)

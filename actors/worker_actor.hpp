@@ -90,6 +90,10 @@ struct worker_options {
   /// still this incarnation (paused or cut off, state intact); a restarted
   /// one is used only once the coordinator has restored it and says so.
   std::vector<uint64_t> server_incarnations;
+  /// The wire format of the dense gradient in pushes (core/wire_format.hpp);
+  /// null: plain floats (fp32). A format with error feedback (topk) keeps
+  /// one residual per group in the worker.
+  std::shared_ptr<const wire_format> push_format;
 };
 
 /// Spawns a worker; its behaviour lives in worker_actor.cpp.

@@ -72,6 +72,9 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          --replication-lag N updates behind (cluster.replication)
   --replication-lag N    async: updates a backup may lack (1 .. 1000000, 16;
                          cluster.replication_lag)
+  --push-format F        the dense gradient in pushes: fp32 | bf16 | fp16 |
+                         topk:K | topk:RATIO (top-k with error feedback;
+                         cluster.push_format)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -177,7 +180,7 @@ train_command parse_job_args(
     {"--optimizer", true},       {"--learning-rate", true},
     {"--table-optimizer", true}, {"--table-learning-rate", true},
     {"--replicas", true},        {"--replication", true},
-    {"--replication-lag", true},
+    {"--replication-lag", true},  {"--push-format", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
@@ -268,6 +271,8 @@ train_command parse_job_args(
     else if (flag == "--replication-lag")
       job.replication_lag =
         static_cast<uint32_t>(to_count(flag, value, 1, 1000000));
+    else if (flag == "--push-format")
+      job.push_format = value;
     else if (flag == "--table-optimizer")
       job.table_optimizer.type = value;
     else if (flag == "--table-learning-rate")

@@ -2,13 +2,10 @@
 
 #include <thread>
 
-#include <malloc.h>
-
 #include <fmt/format.h>
 
 #include "caf/actor_system.hpp"
 #include "caf/after.hpp"
-#include "caf/io/middleman.hpp"
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
@@ -35,8 +32,10 @@ worker_options worker_options_of(uint32_t index, uint32_t incarnation,
                                  std::shared_ptr<const model> net,
                                  std::shared_ptr<batch_source> data,
                                  std::shared_ptr<const placement> layout,
-                                 std::vector<ps_actor> servers) {
+                                 std::vector<ps_actor> servers,
+                                 std::shared_ptr<const wire_format> format) {
   worker_options opts;
+  opts.push_format = std::move(format);
   opts.index = index;
   opts.incarnation = incarnation;
   opts.net = std::move(net);
@@ -47,51 +46,6 @@ worker_options worker_options_of(uint32_t index, uint32_t incarnation,
 }
 
 } // namespace
-
-system_config::system_config(uint32_t threads) {
-  // Pulls and pushes allocate buffers of about a megabyte per step. glibc
-  // would serve each from fresh mmap'd pages that the kernel must fault in and
-  // zero (15% of the run time in a profile); keep them on the heap instead.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  add_message_types<caf::id_block::actorps>();
-  add_error_category(caf::atom("actorps"),
-                     [](uint8_t code, caf::atom_value, const caf::message& ctx) {
-                       auto text = "actorps::"
-                                   + to_string(static_cast<errc>(code));
-                       if (!ctx.empty())
-                         text += caf::deep_to_string(ctx);
-                       return text;
-                     });
-  if (threads == 0)
-    threads = std::max(1u, std::thread::hardware_concurrency());
-  set("scheduler.max-threads", static_cast<size_t>(threads));
-  // CAF's default, work stealing, polls and then sleeps when idle: every
-  // message to an idle system waited up to about 0.1 ms for a thread (1K
-  // pull in one process: 0.137 -> 0.049 ms, between processes 0.29 -> 0.15
-  // ms). The sharing policy wakes a thread at once. Training throughput was
-  // the same in one process (119-120k samples/s both) and higher across
-  // processes (25k -> 32k).
-  set("scheduler.policy", caf::atom("sharing"));
-}
-
-system_config::system_config(uint32_t threads, const network_options& net)
-  : system_config(threads == 0 ? 1 : threads) {
-  // A node runs one main actor (a ps, a worker, or the dispatcher), so one
-  // scheduler thread by default.
-  load<caf::io::middleman>();
-  // Deserialise incoming messages on the multiplexer thread instead of
-  // handing each to a BASP worker thread: one thread switch less per
-  // message. Between two processes (p50 of a 1M-float push): 1M floats
-  // 3.2 -> 2.5 ms, the whole model 0.7 -> 0.5 ms; training unchanged.
-  // (Larger socket buffers and more consecutive reads gave nothing.)
-  set("middleman.workers", size_t{0});
-  if (net.heartbeat_interval.count() > 0) {
-    set("middleman.heartbeat-interval",
-        caf::timespan{net.heartbeat_interval});
-    set("middleman.connection-timeout", caf::timespan{net.heartbeat_timeout});
-  }
-}
 
 cluster::~cluster() = default;
 
@@ -248,6 +202,25 @@ std::vector<const shard_info*> layout_shards_of(const placement& layout,
 
 } // namespace
 
+std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
+                                                  const placement& layout) {
+  if (cfg.push_format == "fp32")
+    return nullptr;
+  auto f = make_wire_format(cfg.push_format);
+  for (uint32_t p = 0; p < layout.ps_sizes.size(); ++p) {
+    if (layout.ps_sizes[p] == 0)
+      continue;
+    try {
+      f->encoded_bytes(layout.ps_sizes[p]);
+    } catch (const input_error& e) {
+      throw input_error(fmt::format("cluster.push_format: group {} holds {} "
+                                    "dense floats: {}",
+                                    p, layout.ps_sizes[p], e.what()));
+    }
+  }
+  return f;
+}
+
 std::vector<create_shard> shard_requests(const placement& layout, uint32_t ps,
                                          const job_config& cfg,
                                          const model& net) {
@@ -329,6 +302,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   for (uint32_t w = 0; w < cfg.workers; ++w)
     data.push_back(fn(input_context{cfg.workers, w}));
   auto faults = faults_;
+  auto format = push_format_of(cfg, *layout_);
   for (uint32_t p = 0; p < cfg.ps; ++p)
     servers_.push_back(
       faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p))));
@@ -346,7 +320,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     workers_.push_back(faults->wrap_worker(
       sys, w,
       spawn_worker(sys, worker_options_of(w, 0, faults->model_for(w, net),
-                                          data[w], layout_, servers_))));
+                                          data[w], layout_, servers_,
+                                          format))));
   shared_->workers = workers_;
   shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
@@ -355,14 +330,14 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   auto shared = shared_;
   // (It starts with group g on server g; the dispatcher sends it the
   // current routes before its first closure.)
-  worker_respawn respawn = [&sys, net, data, layout, shared,
-                            faults](uint32_t w, uint32_t incarnation) {
+  worker_respawn respawn = [&sys, net, data, layout, shared, faults,
+                            format](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
     auto worker = faults->wrap_worker(
       sys, w,
       spawn_worker(sys, worker_options_of(w, incarnation,
                                           faults->model_for(w, net), data[w],
-                                          layout, shared->servers)));
+                                          layout, shared->servers, format)));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
     return worker;

@@ -14,6 +14,7 @@
 #include "actors/messages.hpp"
 #include "actors/ps_actor.hpp"
 #include "actors/worker_actor.hpp"
+#include "cluster/system_config.hpp"
 #include "core/dataset.hpp"
 #include "core/metrics.hpp"
 #include "core/placement.hpp"
@@ -24,29 +25,6 @@ class local_faults;
 class model;
 struct fault_spec;
 struct job_config;
-
-/// How a process of a multi-process cluster uses the network.
-struct network_options {
-  /// CAF heartbeats between connected nodes; a peer silent for
-  /// `heartbeat_timeout` is reported lost (0 = no heartbeats).
-  std::chrono::milliseconds heartbeat_interval{200};
-  std::chrono::milliseconds heartbeat_timeout{1000};
-};
-
-/// The actor_system_config of every actorps process: registers the message
-/// types, renders actorps errors, uses CAF's "sharing" scheduler with the
-/// given thread count, and keeps large buffers on glibc's heap (mallopt: a
-/// process-wide setting).
-class system_config : public caf::actor_system_config {
-public:
-  /// An in-process system. @param threads scheduler threads; 0 = one per core.
-  explicit system_config(uint32_t threads = 0);
-
-  /// A system that talks to other nodes: loads CAF's middleman, turns on
-  /// heartbeats as `net` says; `threads` = 0 means one (a node runs one main
-  /// actor).
-  system_config(uint32_t threads, const network_options& net);
-};
 
 /// What train() needs of a cluster, whether its roles run in this process
 /// (local_cluster) or in others (remote_cluster).
@@ -144,6 +122,13 @@ ps_stats group_stats(caf::actor_system& sys, const ps_actor& ps, uint32_t g);
 std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
                                   uint32_t groups,
                                   uint64_t* newest_view = nullptr);
+
+/// The push format of job `cfg` (cluster.push_format) for the workers,
+/// null for plain floats (fp32).
+/// @throws input_error naming cluster.push_format if it cannot carry a
+///         group's dense region (a topk count larger than the region).
+std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
+                                                  const placement& layout);
 
 /// The create requests of the shards `layout` places on parameter server
 /// `ps`, in layout order: dense ones with their initial values (the model

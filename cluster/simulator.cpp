@@ -222,6 +222,7 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
     wo.data = data[w];
     wo.layout = layout;
     wo.servers = links;
+    wo.push_format = push_format_of(cfg, *layout);
     workers.push_back(env.keep(spawn_worker(env.sys, std::move(wo))));
   }
   auto dispatcher = env.keep(spawn_dispatcher(env.sys, workers, nullptr, 0,

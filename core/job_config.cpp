@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data_registry.hpp"
+#include "core/wire_format.hpp"
 #include "core/error.hpp"
 
 namespace actorps {
@@ -201,6 +202,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("replicas", cfg.replicas, 0, 1);
     s.get("replication", cfg.replication);
     s.get("replication_lag", cfg.replication_lag, 1, 1000000);
+    s.get("push_format", cfg.push_format);
     if (auto v = s.find("tls")) {
       if (v->is_string()) {
         if (v->get<std::string>() != "off")
@@ -355,6 +357,11 @@ void validate(const job_config& cfg) {
                      cfg.replication));
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
     fail("cluster.replication_lag", "must be in 1 .. 1000000");
+  try {
+    make_wire_format(cfg.push_format);
+  } catch (const input_error& e) {
+    fail("cluster.push_format", e.what());
+  }
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");
   for (size_t i = 0; i < cfg.faults.size(); ++i) {

@@ -131,6 +131,11 @@ struct job_config {
   /// async replication: the most forwarded updates a backup may not have
   /// applied yet; a push beyond it waits (1 .. 1000000).
   uint32_t replication_lag = 16;
+  /// The wire format of the dense gradient in pushes (core/wire_format.hpp):
+  /// "fp32" (plain floats), "bf16", "fp16", "topk:K" or "topk:RATIO" (with
+  /// error feedback on the worker). Pushes say their format, so the servers
+  /// need no setting of their own.
+  std::string push_format = "fp32";
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
 

@@ -95,5 +95,31 @@ head -c 3000 /dev/urandom >"$tmp/data/t10k-labels-idx1-ubyte.gz"
 expect_input_error "corrupt labels" "t10k-labels-idx1-ubyte.gz" --config "$cfg" \
   --data-dir "$tmp/data" "${short[@]}"
 
+# -- compressed pushes (issue 10) --------------------------------------------
+# The same short job with bf16 and with top-k pushes learns as fp32 does
+# (accuracy within 0.1 of it after one epoch of 2000 examples), and pushes
+# fewer bytes; bad formats are input errors.
+accuracy() { sed -n 's/^done:.*test_accuracy \([0-9.]*\).*/\1/p' "$1"; }
+"$bin" train --config "$cfg" "${short[@]}" >"$tmp/fp32.out" 2>&1
+for f in bf16 topk:0.05; do
+  if "$bin" train --config "$cfg" "${short[@]}" --push-format "$f" \
+       >"$tmp/f.out" 2>&1; then
+    a32=$(accuracy "$tmp/fp32.out")
+    af=$(accuracy "$tmp/f.out")
+    if [[ -n $a32 && -n $af ]] && awk -v a="$a32" -v b="$af" \
+         'BEGIN { d = a - b; exit !(d < 0.1 && b > 0.5) }'; then
+      ok "--push-format $f learns: accuracy $af (fp32 $a32)"
+    else
+      bad "--push-format $f: accuracy $af, fp32 $a32"
+    fi
+  else
+    bad "--push-format $f failed: $(tail -3 "$tmp/f.out")"
+  fi
+done
+expect_input_error "unknown push format" "cluster.push_format" --config "$cfg" \
+  --push-format fp8 "${short[@]}"
+expect_input_error "top-k larger than a group" "cluster.push_format: group 0" \
+  --config "$cfg" --push-format topk:100000000 "${short[@]}"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -78,8 +78,12 @@ inline pull_request key_pull(std::vector<table_rows> tables,
 inline push_request make_push(uint64_t read_clock, uint64_t closure,
                               std::vector<float> grad, uint32_t worker = 0,
                               std::vector<table_rows> tables = {}) {
-  return push_request{0, 0, read_clock, update_id{worker, 0, closure},
-                      floats(std::move(grad)), std::move(tables)};
+  push_request req;
+  req.read_clock = read_clock;
+  req.id = update_id{worker, 0, closure};
+  req.gradient = floats(std::move(grad));
+  req.tables = std::move(tables);
+  return req;
 }
 
 inline ps_options options(optimizer_config dense, optimizer_config table,
