@@ -8,6 +8,7 @@
 #include "caf/actor_system.hpp"
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
+#include "caf/typed_response_promise.hpp"
 
 #include "actors/key_routes.hpp"
 
@@ -85,6 +86,9 @@ caf::result<pull_reply> pull(link_ptr self, pull_request& req) {
   return rp;
 }
 
+void send_push(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+               push_request req, uint32_t worker, uint64_t closure);
+
 caf::result<uint64_t> push(link_ptr self, push_request& req) {
   auto& st = self->state;
   auto& w = *st.world;
@@ -100,10 +104,26 @@ caf::result<uint64_t> push(link_ptr self, push_request& req) {
     w.compute_ns[worker] += compute;
   }
   auto rp = self->make_response_promise<uint64_t>();
+  // The links are taken when the push leaves, not now: a link serves
+  // messages in the order they are sent in virtual time (a reservation now
+  // would hold back messages sent before the push leaves).
+  hold_until(self, w.now(self->system()) + compute,
+             [self, rp, req = std::move(req), worker, closure]() mutable {
+               send_push(self, std::move(rp), std::move(req), worker,
+                         closure);
+             });
+  return rp;
+}
+
+/// Worker `worker`'s push of `closure` leaves now: it reaches the server
+/// when the network model says, and its ack comes back the same way.
+void send_push(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+               push_request req, uint32_t worker, uint64_t closure) {
+  auto& st = self->state;
+  auto& w = *st.world;
   auto server_node = w.workers + st.index;
   auto bytes = header_bytes + payload_bytes(req);
-  auto at = w.net.send(worker, server_node, bytes,
-                       w.now(self->system()) + compute);
+  auto at = w.net.send(worker, server_node, bytes, w.now(self->system()));
   hold_until(self, at, [self, rp, req, worker, server_node, closure,
                         bytes]() mutable {
     auto& st = self->state;
@@ -126,7 +146,6 @@ caf::result<uint64_t> push(link_ptr self, push_request& req) {
         },
         [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   });
-  return rp;
 }
 
 sim_link_actor::behavior_type link(link_ptr self, ps_actor server,

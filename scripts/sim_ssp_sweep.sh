@@ -8,7 +8,8 @@
 #
 #   scripts/sim_ssp_sweep.sh [WORKERS] [TARGET] [BOUNDS...]
 #
-# WORKERS default 16, TARGET default 0.6, BOUNDS default "0 1 2 4 8 16 32".
+# WORKERS default 16, TARGET default 0.6, BOUNDS default "0 1 2 4 8 16 32";
+# NET=RATE,LATENCY sets the network (default 10gbit,50us).
 # Needs build/actorps and jq. Deterministic: the same arguments print the
 # same table.
 set -euo pipefail
@@ -24,8 +25,8 @@ command -v jq >/dev/null || { echo "sim_ssp_sweep.sh: needs jq" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 job=(--config configs/fashion_mnist.json --workers "$workers" --ps 4
-     --train-limit 30000 --epochs 40 --steps-per-epoch 4
-     --network 10gbit,50us --compute normal:2ms,0.5ms --stragglers 25%:4x
+     --train-limit 30000 --test-limit 2000 --epochs 40 --steps-per-epoch 4
+     --network "${NET:-10gbit,50us}" --compute normal:2ms,0.5ms --stragglers 25%:4x
      --seed 7 --quiet)
 printf '%-8s %-9s %-14s %-12s %s\n' mode idle time_to_loss final_loss samples/s
 run() { # NAME ARGS...
