@@ -1,4 +1,4 @@
-#include "actors/messages.hpp"
+#include "core/errc.hpp"
 
 namespace actorps {
 
