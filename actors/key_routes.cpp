@@ -93,7 +93,8 @@ void key_routes::fill_push(uint32_t p, const std::vector<table_lookup>& tables,
 }
 
 uint64_t payload_bytes(const pull_reply& x) {
-  uint64_t n = x.values.values.size() * sizeof(float);
+  // (The dense values as floats, or encoded when the pull named a format.)
+  uint64_t n = x.values.values.size() * sizeof(float) + x.encoded.bytes.size();
   for (auto& t : x.tables)
     n += t.values.values.size() * sizeof(float)
          + t.keys.keys.size() * sizeof(uint64_t);

@@ -197,12 +197,15 @@ struct pull_request {
   /// Whether rows not held yet are created (workers: yes; evaluation reads
   /// initial values without storing them).
   bool create = true;
+  /// The wire format the dense values should come back in ("bf16",
+  /// "fp16"; empty: floats). Formats with error feedback (topk) are refused.
+  std::string format;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_request& x) {
   return f(caf::meta::type_name("actorps::pull_request"), x.group, x.view,
-           x.worker, x.dense, x.tables, x.create);
+           x.worker, x.dense, x.tables, x.create, x.format);
 }
 
 /// ps -> worker: the dense region (empty unless asked for) and the rows of
@@ -212,12 +215,16 @@ struct pull_reply {
   uint64_t clock = 0;
   float_buffer values;
   std::vector<table_rows> tables;
+  /// When the request named a format: the dense values encoded in it
+  /// (`values` is then empty).
+  std::string format;
+  encoded_tensor encoded;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
   return f(caf::meta::type_name("actorps::pull_reply"), x.clock, x.values,
-           x.tables);
+           x.tables, x.format, x.encoded);
 }
 
 /// worker -> ps: one step's update of one server, computed on values read

@@ -34,12 +34,44 @@ bool may_read(const ps_state& st, const ps_replica& r, uint32_t w) {
   return r.worker_clock[w] <= slowest + st.opts.staleness;
 }
 
+/// The wire format `name` (cached), or null if it cannot carry pulled
+/// values (unknown, or with error feedback).
+const wire_format* value_format(ps_state& st, const std::string& name) {
+  auto i = st.formats.find(name);
+  if (i == st.formats.end()) {
+    if (st.formats.size() >= 8)
+      return nullptr;
+    try {
+      i = st.formats.emplace(name, make_wire_format(name)).first;
+    } catch (const input_error&) {
+      return nullptr;
+    }
+  }
+  return i->second->uses_residual() ? nullptr : i->second.get();
+}
+
+/// The reply to `req`: read_replica, its dense values encoded in the
+/// format the request names (checked when it arrived).
+pull_reply answer(ps_state& st, ps_replica& r, const pull_request& req) {
+  auto reply = read_replica(r, req);
+  if (!req.format.empty()) {
+    if (auto* f = value_format(st, req.format)) {
+      auto& v = reply.values.values;
+      f->encode(v.data(), v.size(), reply.encoded, nullptr);
+      reply.format = req.format;
+      v.clear();
+      v.shrink_to_fit();
+    }
+  }
+  return reply;
+}
+
 void release_pulls(ps_ptr self, ps_replica& r) {
   auto held = std::move(r.held_pulls);
   r.held_pulls.clear();
   for (auto& h : held) {
     if (may_read(self->state, r, h.req.worker))
-      h.promise.deliver(read_replica(r, h.req));
+      h.promise.deliver(answer(self->state, r, h.req));
     else
       r.held_pulls.push_back(std::move(h));
   }
@@ -240,8 +272,12 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
                                r.worker_clock.size());
       if (auto err = check_tables(r, req.tables, false, st.opts.index))
         return err;
+      if (!req.format.empty() && value_format(st, req.format) == nullptr)
+        return caf::make_error(errc::bad_message, "pull from ps",
+                               st.opts.index, "wire format", req.format,
+                               "cannot carry values");
       if (may_read(st, r, req.worker))
-        return read_replica(r, req);
+        return answer(st, r, req);
       auto rp = self->make_response_promise<pull_reply>();
       auto seq = r.next_hold++;
       r.held_pulls.push_back(ps_replica::held_pull{std::move(req), rp, seq});
@@ -334,7 +370,7 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
                   "worker of group {}; answered past the staleness bound",
                   held.req.worker, st.opts.round_timeout.count(), g);
         if (r.primary)
-          held.promise.deliver(read_replica(r, held.req));
+          held.promise.deliver(answer(st, r, held.req));
         else
           held.promise.deliver(caf::make_error(
             errc::stale_view, "ps", st.opts.index, "group", g, "pull", r.view,

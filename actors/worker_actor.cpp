@@ -75,6 +75,8 @@ struct worker_state {
   std::vector<encoded_tensor> encoded;
   std::vector<bool> encoded_for_seq;
   std::vector<std::vector<float>> residual;
+  /// Decoded values of an encoded pull reply.
+  std::vector<float> decoded;
   const step_function* step = nullptr;
   phase at = phase::idle;
   size_t pending = 0;
@@ -235,6 +237,8 @@ void pull_one(worker_ptr self, uint32_t p) {
   req.view = st.opts.views[p];
   req.worker = st.opts.index;
   req.dense = st.opts.layout->ps_sizes[p] > 0;
+  if (st.opts.pull_format && req.dense)
+    req.format = st.opts.pull_format->name();
   st.routes.fill_pull(p, req.tables);
   for (auto& t : req.tables)
     st.result.bytes_pulled += t.keys.keys.size() * sizeof(uint64_t);
@@ -254,12 +258,31 @@ void pull_one(worker_ptr self, uint32_t p) {
         st.in_flight[p] = 0;
         auto& pl = *st.opts.layout;
         auto dense = pl.ps_sizes[p];
-        if (reply.values.values.size() != dense)
+        const float* values = reply.values.values.data();
+        auto got = reply.values.values.size();
+        if (!reply.format.empty()) {
+          if (!st.opts.pull_format || reply.format != st.opts.pull_format->name())
+            return fail(self, caf::make_error(errc::bad_message,
+                                              "pull from ps", p,
+                                              "unexpected format",
+                                              reply.format));
+          st.decoded.resize(dense);
+          try {
+            st.opts.pull_format->decode(reply.encoded, st.decoded.data(),
+                                        dense);
+          } catch (const std::exception& e) {
+            return fail(self, caf::make_error(errc::bad_message,
+                                              "pull from ps", p,
+                                              std::string{e.what()}));
+          }
+          values = st.decoded.data();
+          got = dense;
+        }
+        if (got != dense)
           return fail(self, caf::make_error(errc::shape_mismatch,
-                                            "pull from ps", p, dense,
-                                            reply.values.values.size()));
+                                            "pull from ps", p, dense, got));
         if (dense > 0)
-          scatter_shards(pl, p, reply.values.values.data(), st.params.data());
+          scatter_shards(pl, p, values, st.params.data());
         if (auto err = st.routes.scatter_pull(p, reply.tables, st.tables))
           return fail(self, std::move(err));
         st.result.bytes_pulled += payload_bytes(reply);

@@ -94,6 +94,9 @@ struct worker_options {
   /// null: plain floats (fp32). A format with error feedback (topk) keeps
   /// one residual per group in the worker.
   std::shared_ptr<const wire_format> push_format;
+  /// The wire format the servers send dense values in (bf16, fp16); null:
+  /// plain floats.
+  std::shared_ptr<const wire_format> pull_format;
 };
 
 /// Spawns a worker; its behaviour lives in worker_actor.cpp.

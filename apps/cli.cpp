@@ -75,6 +75,8 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --push-format F        the dense gradient in pushes: fp32 | bf16 | fp16 |
                          topk:K | topk:RATIO (top-k with error feedback;
                          cluster.push_format)
+  --pull-format F        the dense values in pull replies: fp32 | bf16 | fp16
+                         (cluster.pull_format)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -181,6 +183,7 @@ train_command parse_job_args(
     {"--table-optimizer", true}, {"--table-learning-rate", true},
     {"--replicas", true},        {"--replication", true},
     {"--replication-lag", true},  {"--push-format", true},
+    {"--pull-format", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
@@ -273,6 +276,8 @@ train_command parse_job_args(
         static_cast<uint32_t>(to_count(flag, value, 1, 1000000));
     else if (flag == "--push-format")
       job.push_format = value;
+    else if (flag == "--pull-format")
+      job.pull_format = value;
     else if (flag == "--table-optimizer")
       job.table_optimizer.type = value;
     else if (flag == "--table-learning-rate")

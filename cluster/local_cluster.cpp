@@ -33,9 +33,11 @@ worker_options worker_options_of(uint32_t index, uint32_t incarnation,
                                  std::shared_ptr<batch_source> data,
                                  std::shared_ptr<const placement> layout,
                                  std::vector<ps_actor> servers,
-                                 std::shared_ptr<const wire_format> format) {
+                                 std::shared_ptr<const wire_format> format,
+                                 std::shared_ptr<const wire_format> pull) {
   worker_options opts;
   opts.push_format = std::move(format);
+  opts.pull_format = std::move(pull);
   opts.index = index;
   opts.incarnation = incarnation;
   opts.net = std::move(net);
@@ -221,6 +223,12 @@ std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
   return f;
 }
 
+std::shared_ptr<const wire_format> pull_format_of(const job_config& cfg) {
+  if (cfg.pull_format == "fp32")
+    return nullptr;
+  return make_wire_format(cfg.pull_format);
+}
+
 std::vector<create_shard> shard_requests(const placement& layout, uint32_t ps,
                                          const job_config& cfg,
                                          const model& net) {
@@ -303,6 +311,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     data.push_back(fn(input_context{cfg.workers, w}));
   auto faults = faults_;
   auto format = push_format_of(cfg, *layout_);
+  auto pull = pull_format_of(cfg);
   for (uint32_t p = 0; p < cfg.ps; ++p)
     servers_.push_back(
       faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p))));
@@ -321,7 +330,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
       sys, w,
       spawn_worker(sys, worker_options_of(w, 0, faults->model_for(w, net),
                                           data[w], layout_, servers_,
-                                          format))));
+                                          format, pull))));
   shared_->workers = workers_;
   shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
@@ -330,14 +339,15 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   auto shared = shared_;
   // (It starts with group g on server g; the dispatcher sends it the
   // current routes before its first closure.)
-  worker_respawn respawn = [&sys, net, data, layout, shared, faults,
-                            format](uint32_t w, uint32_t incarnation) {
+  worker_respawn respawn = [&sys, net, data, layout, shared, faults, format,
+                            pull](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
     auto worker = faults->wrap_worker(
       sys, w,
       spawn_worker(sys, worker_options_of(w, incarnation,
                                           faults->model_for(w, net), data[w],
-                                          layout, shared->servers, format)));
+                                          layout, shared->servers, format,
+                                          pull)));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
     return worker;

@@ -130,6 +130,9 @@ std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
 std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
                                                   const placement& layout);
 
+/// The pull format of job `cfg` (cluster.pull_format), null for fp32.
+std::shared_ptr<const wire_format> pull_format_of(const job_config& cfg);
+
 /// The create requests of the shards `layout` places on parameter server
 /// `ps`, in layout order: dense ones with their initial values (the model
 /// initialised from cfg.init_seed), table shards with their definition.

@@ -176,6 +176,7 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   opts.data = data;
   opts.layout = layout;
   opts.push_format = push_format_of(cfg, *layout);
+  opts.pull_format = pull_format_of(cfg);
   for (auto& j : joined) {
     opts.servers.push_back(caf::actor_cast<ps_actor>(j.welcome.role_actor));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);

@@ -223,6 +223,7 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
     wo.layout = layout;
     wo.servers = links;
     wo.push_format = push_format_of(cfg, *layout);
+    wo.pull_format = pull_format_of(cfg);
     workers.push_back(env.keep(spawn_worker(env.sys, std::move(wo))));
   }
   auto dispatcher = env.keep(spawn_dispatcher(env.sys, workers, nullptr, 0,

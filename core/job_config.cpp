@@ -203,6 +203,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("replication", cfg.replication);
     s.get("replication_lag", cfg.replication_lag, 1, 1000000);
     s.get("push_format", cfg.push_format);
+    s.get("pull_format", cfg.pull_format);
     if (auto v = s.find("tls")) {
       if (v->is_string()) {
         if (v->get<std::string>() != "off")
@@ -362,6 +363,17 @@ void validate(const job_config& cfg) {
   } catch (const input_error& e) {
     fail("cluster.push_format", e.what());
   }
+  std::shared_ptr<const wire_format> pull_format;
+  try {
+    pull_format = make_wire_format(cfg.pull_format);
+  } catch (const input_error& e) {
+    fail("cluster.pull_format", e.what());
+  }
+  if (pull_format->uses_residual())
+    fail("cluster.pull_format",
+         fmt::format("\"{}\": values are pulled whole (fp32, bf16 or fp16), "
+                     "not with error feedback",
+                     cfg.pull_format));
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");
   for (size_t i = 0; i < cfg.faults.size(); ++i) {

@@ -136,6 +136,9 @@ struct job_config {
   /// error feedback on the worker). Pushes say their format, so the servers
   /// need no setting of their own.
   std::string push_format = "fp32";
+  /// The wire format of the dense values in pull replies: "fp32", "bf16" or
+  /// "fp16" (no error feedback for values).
+  std::string pull_format = "fp32";
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
 

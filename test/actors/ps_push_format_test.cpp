@@ -80,3 +80,27 @@ TEST_CASE_METHOD(deterministic,
         == std::vector<float>{1, 2, 3, 4});
   CHECK(stats(ps).pushes == 0);
 }
+
+TEST_CASE_METHOD(deterministic,
+                 "a pull that names a format gets its dense values encoded; "
+                 "one with error feedback is refused",
+                 "[actors][ps][wire]") {
+  auto ps = spawn(options(plain_sgd(), plain_sgd()));
+  create(ps, dense_shard("w", 1, 4, {1.0f, -2.0f, 0.1f, 65536.0f}));
+  auto req = dense_pull();
+  req.format = "fp16";
+  auto r = pull(ps, req);
+  CHECK(r.values.values.empty());
+  CHECK(r.format == "fp16");
+  CHECK(r.encoded.bytes.size() == 4 * 2);
+  std::vector<float> v(4);
+  make_wire_format("fp16")->decode(r.encoded, v.data(), v.size());
+  CHECK(v[0] == 1.0f);
+  CHECK(v[1] == -2.0f);
+  CHECK(v[2] == Approx(0.1f).epsilon(1.0 / 2048));
+  CHECK(v[3] == 65504.0f); // fp16 saturates
+  req.format = "topk:1";
+  CHECK(refusal<pull_reply>(ps, pull_atom_v, req) == errc::bad_message);
+  req.format = "fp8";
+  CHECK(refusal<pull_reply>(ps, pull_atom_v, req) == errc::bad_message);
+}
