@@ -13,6 +13,7 @@
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
 
+#include "actors/ps_forwarding.hpp"
 #include "core/log.hpp"
 #include "models/model.hpp"
 
@@ -87,35 +88,10 @@ faulty_ps_actor::behavior_type ps_proxy(ps_proxy_ptr self, ps_actor server,
                 counts->first, counts->second);
   });
   auto to = [self] { return self->state.server; };
-  return {
-    [=](create_atom a, create_shard& x) {
-      return self->delegate(to(), a, std::move(x));
-    },
-    [=](pull_atom a, pull_request& x) {
-      return pass<pull_reply>(self, a, x);
-    },
+  return ps_forwarding_behavior<faulty_ps_actor>(
+    self, to,
+    [=](pull_atom a, pull_request& x) { return pass<pull_reply>(self, a, x); },
     [=](push_atom a, push_request& x) { return pass<uint64_t>(self, a, x); },
-    [=](replicate_atom a, replicate_request& x) {
-      return self->delegate(to(), a, std::move(x));
-    },
-    [=](configure_atom a, replica_config& x) {
-      return self->delegate(to(), a, std::move(x));
-    },
-    [=](install_atom a, uint32_t g, uint64_t view, ps_snapshot& x) {
-      return self->delegate(to(), a, g, view, std::move(x));
-    },
-    [=](stats_atom a, uint32_t g) { return self->delegate(to(), a, g); },
-    [=](save_atom a, uint32_t g) { return self->delegate(to(), a, g); },
-    [=](restore_atom a, uint32_t g, ps_snapshot& x) {
-      return self->delegate(to(), a, g, std::move(x));
-    },
-    [=](prune_atom a, uint64_t first, uint64_t watermark) {
-      return self->delegate(to(), a, first, watermark);
-    },
-    [=](ping_atom a) { return self->delegate(to(), a); },
-    [=](caf::flush_atom a, uint32_t g, uint64_t round) {
-      return self->delegate(to(), a, g, round);
-    },
     [=](freeze_atom, uint64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     },
@@ -135,8 +111,7 @@ faulty_ps_actor::behavior_type ps_proxy(ps_proxy_ptr self, ps_actor server,
       auto forward = std::move(i->second);
       self->state.held.erase(i);
       forward();
-    },
-  };
+    });
 }
 
 faulty_worker_actor::behavior_type

@@ -11,6 +11,7 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "actors/key_routes.hpp"
+#include "actors/ps_forwarding.hpp"
 
 namespace actorps {
 
@@ -156,33 +157,9 @@ sim_link_actor::behavior_type link(link_ptr self, ps_actor server,
   self->state.world = std::move(world);
   self->link_to(server);
   auto to = [self] { return self->state.server; };
-  return {
-    [=](create_atom a, create_shard& x) {
-      return self->delegate(to(), a, std::move(x));
-    },
-    [=](pull_atom, pull_request& x) { return pull(self, x); },
+  return ps_forwarding_behavior<sim_link_actor>(
+    self, to, [=](pull_atom, pull_request& x) { return pull(self, x); },
     [=](push_atom, push_request& x) { return push(self, x); },
-    [=](replicate_atom a, replicate_request& x) {
-      return self->delegate(to(), a, std::move(x));
-    },
-    [=](configure_atom a, replica_config& x) {
-      return self->delegate(to(), a, std::move(x));
-    },
-    [=](install_atom a, uint32_t g, uint64_t view, ps_snapshot& x) {
-      return self->delegate(to(), a, g, view, std::move(x));
-    },
-    [=](stats_atom a, uint32_t g) { return self->delegate(to(), a, g); },
-    [=](save_atom a, uint32_t g) { return self->delegate(to(), a, g); },
-    [=](restore_atom a, uint32_t g, ps_snapshot& x) {
-      return self->delegate(to(), a, g, std::move(x));
-    },
-    [=](prune_atom a, uint64_t first, uint64_t watermark) {
-      return self->delegate(to(), a, first, watermark);
-    },
-    [=](ping_atom a) { return self->delegate(to(), a); },
-    [=](caf::flush_atom a, uint32_t g, uint64_t round) {
-      return self->delegate(to(), a, g, round);
-    },
     [=](retry_atom, uint64_t n) {
       auto i = self->state.held.find(n);
       if (i == self->state.held.end())
@@ -190,8 +167,7 @@ sim_link_actor::behavior_type link(link_ptr self, ps_actor server,
       auto go = std::move(i->second);
       self->state.held.erase(i);
       go();
-    },
-  };
+    });
 }
 
 } // namespace
