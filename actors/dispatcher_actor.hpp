@@ -107,8 +107,9 @@ using worker_respawn = std::function<worker_actor(uint32_t index,
                                                   uint32_t incarnation)>;
 
 /// How the dispatcher brings lost parameter servers back and rebuilds their
-/// replicas. Every function blocks; the dispatcher runs them in helper
-/// threads. Without `bring_back`, a lost server ends the job.
+/// replicas. The functions block, and the dispatcher runs them in helper
+/// threads, unless `blocking` is false. Without `bring_back`, a lost server
+/// ends the job.
 struct ps_recovery {
   /// Brings server `index` back: a new actor in one process, or the process
   /// that joined again (the same incarnation, still holding its replicas, if
@@ -126,6 +127,12 @@ struct ps_recovery {
   uint32_t replicas = 0;
   /// The view every group starts at (see replica_config).
   uint64_t initial_view = 0;
+  /// True: the functions block (they ask actors and wait), so the
+  /// dispatcher runs them in helper threads. False: they only spawn actors
+  /// and send messages (a simulation, where every actor runs on one thread
+  /// in virtual time, cluster/simulator.hpp); the dispatcher calls them
+  /// itself, so their messages reach a server before its own later ones.
+  bool blocking = true;
 };
 
 /// Spawns the dispatcher over `workers`. With `respawn`, a lost worker is

@@ -73,22 +73,28 @@ void create_on(dispatcher_ptr self, uint32_t p, uint32_t g, bool restore) {
   auto create = rec.create_group;
   auto restore_fn = rec.restore_group;
   auto ps = self->state.servers[p];
-  dispatcher_actor me = self;
-  self->spawn<caf::detached>([=](caf::blocking_actor* helper) {
+  auto run = [=](auto* sender, const dispatcher_actor& me) {
     try {
       if (create)
         create(ps, g);
       if (restore && restore_fn)
         restore_fn(ps, g);
-      helper->send(me, replica_atom_v, g, p, restore, caf::error{});
+      sender->send(me, replica_atom_v, g, p, restore, caf::error{});
     } catch (const std::exception& e) {
-      helper->send(me, replica_atom_v, g, p, restore,
+      sender->send(me, replica_atom_v, g, p, restore,
                    caf::make_error(errc::ps_lost,
                                    fmt::format("ps{} lost and not recovered: "
                                                "{}",
                                                p, e.what())));
     }
-  });
+  };
+  dispatcher_actor me = self;
+  if (!rec.blocking) {
+    run(self, me);
+    return;
+  }
+  self->spawn<caf::detached>(
+    [=](caf::blocking_actor* helper) { run(helper, me); });
 }
 
 /// Server `b` holds a replica of group `g`: makes it the group's backup
@@ -197,15 +203,21 @@ void start_bring_back(dispatcher_ptr self, uint32_t p) {
     return;
   st.ps_returning[p] = true;
   auto fn = st.recovery.bring_back;
-  dispatcher_actor me = self;
-  self->spawn<caf::detached>([fn, p, me](caf::blocking_actor* helper) {
+  auto run = [fn, p](auto* sender, const dispatcher_actor& me) {
     try {
       auto [ps, held] = fn(p);
-      helper->send(me, ps_back_atom_v, p, ps, held);
+      sender->send(me, ps_back_atom_v, p, ps, held);
     } catch (const std::exception& e) {
-      helper->send(me, ps_gone_atom_v, p, std::string{e.what()});
+      sender->send(me, ps_gone_atom_v, p, std::string{e.what()});
     }
-  });
+  };
+  dispatcher_actor me = self;
+  if (!st.recovery.blocking) {
+    run(self, me);
+    return;
+  }
+  self->spawn<caf::detached>(
+    [run, me](caf::blocking_actor* helper) { run(helper, me); });
 }
 
 } // namespace

@@ -39,8 +39,9 @@ Simulation flags:
   --out FILE                write the report as JSON lines
 
 Job flags: as for actorps train (see actorps train --help); --workers and
---ps may be large (1000 workers, 32 ps). Not simulated yet: faults,
-replicas, checkpoints.
+--ps may be large (1000 workers, 32 ps). The fault plan (--fault), replicas
+(--replicas) and checkpoints (--checkpoint-dir, --checkpoint-every: kept in
+memory, never written) run as in one process, in virtual time.
 )";
 
 } // namespace

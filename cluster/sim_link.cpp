@@ -1,5 +1,6 @@
 #include "cluster/sim_link.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -20,6 +21,10 @@ namespace {
 /// Bytes of a message beyond its payload (CAF's BASP header, the message's
 /// type ids and fixed fields), about what a small message costs on the wire.
 constexpr uint64_t header_bytes = 128;
+
+/// How long a worker waits for a dropped pull or push before it sends it
+/// again (as actors/fault_injection.cpp holds a dropped one in one process).
+constexpr sim_time retry_ns = 200'000'000;
 
 uint64_t wire_bytes(const pull_request& x) {
   uint64_t keys = 0;
@@ -51,19 +56,76 @@ void hold_until(link_ptr self, sim_time at, std::function<void()> go) {
                      retry_atom_v, n);
 }
 
-caf::result<pull_reply> pull(link_ptr self, pull_request& req) {
-  auto& st = self->state;
-  auto& w = *st.world;
-  if (req.worker == no_worker || req.worker >= w.workers)
-    return self->delegate(st.server, pull_atom_v, std::move(req));
-  auto rp = self->make_response_promise<pull_reply>();
+/// Runs `go` now if node `n` is not stopped, else when its stop ends.
+void when_awake(link_ptr self, uint32_t n, std::function<void()> go) {
+  auto& w = *self->state.world;
+  auto now = w.now(self->system());
+  auto t = w.awake(n, now);
+  if (t <= now)
+    go();
+  else
+    hold_until(self, t, std::move(go));
+}
+
+/// A pull or push that reached the server's side of the network at `sent`
+/// (when it left the worker): dropped ones leave again after the retry
+/// timeout (`again`), delayed ones arrive later; then `arrive` runs.
+void through_chaos(link_ptr self, sim_time sent, std::function<void()> again,
+                   std::function<void()> arrive) {
+  auto& w = *self->state.world;
+  auto now = w.now(self->system());
+  switch (w.chaos()) {
+    case 1:
+      hold_until(self, std::max(now, sent + retry_ns), std::move(again));
+      return;
+    case 2:
+      hold_until(self, now + w.delay_ns, std::move(arrive));
+      return;
+    default:
+      arrive();
+  }
+}
+
+void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
+                  pull_request req, uint64_t bytes);
+
+/// Worker `req.worker`'s pull leaves it now (or when its stop ends).
+void pull_leaves(link_ptr self, caf::typed_response_promise<pull_reply> rp,
+                 pull_request req) {
   auto worker = req.worker;
-  auto server_node = w.workers + st.index;
-  auto bytes = wire_bytes(req);
-  auto at = w.net.send(worker, server_node, bytes, w.now(self->system()));
-  hold_until(self, at, [self, rp, req, worker, server_node, bytes]() mutable {
+  when_awake(self, worker, [self, rp, req = std::move(req)]() mutable {
+    auto& w = *self->state.world;
+    auto worker = req.worker;
+    auto server_node = w.workers + self->state.index;
+    auto bytes = wire_bytes(req);
+    auto sent = w.now(self->system());
+    auto at = w.net.send(worker, server_node, bytes, sent);
+    hold_until(self, at, [self, rp, req = std::move(req), sent,
+                          bytes]() mutable {
+      auto copy = req;
+      through_chaos(
+        self, sent,
+        [self, rp, req = std::move(copy)]() mutable {
+          pull_leaves(self, std::move(rp), std::move(req));
+        },
+        [self, rp, req = std::move(req), bytes]() mutable {
+          pull_arrives(self, std::move(rp), std::move(req), bytes);
+        });
+    });
+  });
+}
+
+/// The pull is at the server's link: the server answers once awake, and
+/// the reply travels back.
+void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
+                  pull_request req, uint64_t bytes) {
+  auto server_node = self->state.world->workers + self->state.index;
+  when_awake(self, server_node, [self, rp, req = std::move(req),
+                                 bytes]() mutable {
     auto& st = self->state;
     auto& w = *st.world;
+    auto worker = req.worker;
+    auto server_node = w.workers + st.index;
     w.trace.event(w.now(self->system()), "pull>", worker, st.index, 0, bytes);
     ++w.pulls[st.index];
     self->request(st.server, caf::infinite, pull_atom_v, std::move(req))
@@ -73,22 +135,53 @@ caf::result<pull_reply> pull(link_ptr self, pull_request& req) {
           auto back_bytes = header_bytes + payload_bytes(r);
           auto back = w.net.send(server_node, worker, back_bytes,
                                  w.now(self->system()));
-          hold_until(self, back,
-                     [self, rp, r = std::move(r), worker,
-                      back_bytes]() mutable {
-                       auto& w = *self->state.world;
-                       w.trace.event(w.now(self->system()), "<pull", worker,
-                                     self->state.index, 0, back_bytes);
-                       rp.deliver(std::move(r));
-                     });
+          hold_until(self, back, [self, rp, r = std::move(r), worker,
+                                  back_bytes]() mutable {
+            when_awake(self, worker, [self, rp, r = std::move(r), worker,
+                                      back_bytes]() mutable {
+              auto& w = *self->state.world;
+              w.trace.event(w.now(self->system()), "<pull", worker,
+                            self->state.index, 0, back_bytes);
+              rp.deliver(std::move(r));
+            });
+          });
         },
         [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   });
+}
+
+caf::result<pull_reply> pull(link_ptr self, pull_request& req) {
+  auto& st = self->state;
+  auto& w = *st.world;
+  if (req.worker == no_worker || req.worker >= w.workers)
+    return self->delegate(st.server, pull_atom_v, std::move(req));
+  auto rp = self->make_response_promise<pull_reply>();
+  pull_leaves(self, rp, std::move(req));
   return rp;
 }
 
-void send_push(link_ptr self, caf::typed_response_promise<uint64_t> rp,
-               push_request req, uint32_t worker, uint64_t closure);
+void push_leaves(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+                 push_request req);
+
+/// The step of worker `worker` that started at `start` and takes `compute`
+/// ns ends: its push leaves, unless a stop lengthened the step or the
+/// worker was killed meanwhile (then the push dies with it).
+void step_done(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+               push_request req, sim_time start, sim_time compute,
+               uint64_t life) {
+  auto& w = *self->state.world;
+  auto worker = req.id.worker;
+  if (w.lives[worker] != life)
+    return;
+  auto end = w.step_end(worker, start, compute);
+  if (end > w.now(self->system())) {
+    hold_until(self, end, [=, req = std::move(req)]() mutable {
+      step_done(self, std::move(rp), std::move(req), start, compute, life);
+    });
+    return;
+  }
+  push_leaves(self, std::move(rp), std::move(req));
+}
 
 caf::result<uint64_t> push(link_ptr self, push_request& req) {
   auto& st = self->state;
@@ -108,27 +201,58 @@ caf::result<uint64_t> push(link_ptr self, push_request& req) {
   // The links are taken when the push leaves, not now: a link serves
   // messages in the order they are sent in virtual time (a reservation now
   // would hold back messages sent before the push leaves).
-  hold_until(self, w.now(self->system()) + compute,
-             [self, rp, req = std::move(req), worker, closure]() mutable {
-               send_push(self, std::move(rp), std::move(req), worker,
-                         closure);
+  auto now = w.now(self->system());
+  auto life = w.lives[worker];
+  hold_until(self, w.step_end(worker, now, compute),
+             [=, req = std::move(req)]() mutable {
+               step_done(self, std::move(rp), std::move(req), now, compute,
+                         life);
              });
   return rp;
 }
 
-/// Worker `worker`'s push of `closure` leaves now: it reaches the server
-/// when the network model says, and its ack comes back the same way.
-void send_push(link_ptr self, caf::typed_response_promise<uint64_t> rp,
-               push_request req, uint32_t worker, uint64_t closure) {
-  auto& st = self->state;
-  auto& w = *st.world;
-  auto server_node = w.workers + st.index;
-  auto bytes = header_bytes + payload_bytes(req);
-  auto at = w.net.send(worker, server_node, bytes, w.now(self->system()));
-  hold_until(self, at, [self, rp, req, worker, server_node, closure,
-                        bytes]() mutable {
+void push_arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+                  push_request req, uint64_t bytes);
+
+/// Worker `req.id.worker`'s push leaves it now (or when its stop ends): it
+/// reaches the server when the network model says.
+void push_leaves(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+                 push_request req) {
+  auto worker = req.id.worker;
+  when_awake(self, worker, [self, rp, req = std::move(req)]() mutable {
+    auto& w = *self->state.world;
+    auto worker = req.id.worker;
+    auto server_node = w.workers + self->state.index;
+    auto bytes = header_bytes + payload_bytes(req);
+    auto sent = w.now(self->system());
+    auto at = w.net.send(worker, server_node, bytes, sent);
+    hold_until(self, at, [self, rp, req = std::move(req), sent,
+                          bytes]() mutable {
+      auto copy = req;
+      through_chaos(
+        self, sent,
+        [self, rp, req = std::move(copy)]() mutable {
+          push_leaves(self, std::move(rp), std::move(req));
+        },
+        [self, rp, req = std::move(req), bytes]() mutable {
+          push_arrives(self, std::move(rp), std::move(req), bytes);
+        });
+    });
+  });
+}
+
+/// The push is at the server's link: applied once the server is awake; the
+/// acknowledgement travels back.
+void push_arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+                  push_request req, uint64_t bytes) {
+  auto server_node = self->state.world->workers + self->state.index;
+  when_awake(self, server_node, [self, rp, req = std::move(req),
+                                 bytes]() mutable {
     auto& st = self->state;
     auto& w = *st.world;
+    auto worker = req.id.worker;
+    auto closure = req.id.closure;
+    auto server_node = w.workers + st.index;
     w.trace.event(w.now(self->system()), "push>", worker, st.index, closure,
                   bytes);
     ++w.pushes[st.index];
@@ -139,10 +263,13 @@ void send_push(link_ptr self, caf::typed_response_promise<uint64_t> rp,
           auto back = w.net.send(server_node, worker, header_bytes,
                                  w.now(self->system()));
           hold_until(self, back, [self, rp, worker, closure, clock]() mutable {
-            auto& w = *self->state.world;
-            w.trace.event(w.now(self->system()), "<push", worker,
-                          self->state.index, closure, header_bytes);
-            rp.deliver(clock);
+            when_awake(self, worker, [self, rp, worker, closure,
+                                      clock]() mutable {
+              auto& w = *self->state.world;
+              w.trace.event(w.now(self->system()), "<push", worker,
+                            self->state.index, closure, header_bytes);
+              rp.deliver(clock);
+            });
           });
         },
         [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -181,8 +308,45 @@ sim_world::sim_world(network_model net, compute_model compute,
     compute_ns(workers, 0),
     charged(workers, 0),
     pulls(servers, 0),
-    pushes(servers, 0) {
+    pushes(servers, 0),
+    stopped(workers + servers, std::make_pair(sim_time{0}, sim_time{0})),
+    lives(workers, 0) {
   // nop
+}
+
+sim_time sim_world::awake(uint32_t n, sim_time t) const {
+  auto [from, until] = stopped.at(n);
+  return t >= from && t < until ? until : t;
+}
+
+sim_time sim_world::step_end(uint32_t w, sim_time t, sim_time duration) const {
+  auto end = t + duration;
+  auto [from, until] = stopped.at(w);
+  auto a = std::max(from, t);
+  auto b = std::min(until, end);
+  return b > a ? end + (until - a) : end;
+}
+
+int sim_world::chaos() {
+  if (drop <= 0 && delay <= 0)
+    return 0;
+  auto draw = [this] {
+    // splitmix64 (Steele, Lea and Flood, OOPSLA 2014): a fixed sequence.
+    uint64_t z = (chaos_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+  };
+  if (drop > 0 && draw() < drop) {
+    ++dropped;
+    return 1;
+  }
+  if (delay > 0 && draw() < delay) {
+    ++delayed;
+    return 2;
+  }
+  return 0;
 }
 
 sim_time sim_world::now(caf::actor_system& sys) const {

@@ -46,8 +46,40 @@ struct sim_world {
   std::vector<uint64_t> pulls;
   std::vector<uint64_t> pushes;
 
+  // -- faults (cluster/sim_faults.hpp) ----------------------------------------
+
+  /// Per node (workers, then servers): the stop in effect, [from, until)
+  /// in virtual ns (until 0: none). A stopped node neither computes, sends
+  /// nor takes in messages, as a process under SIGSTOP.
+  std::vector<std::pair<sim_time, sim_time>> stopped;
+  /// Per worker: its incarnation, bumped when it is killed. A push the
+  /// killed worker had not sent yet (still computing) dies with it.
+  std::vector<uint64_t> lives;
+  /// Shares of the workers' pulls and pushes that are dropped (the worker
+  /// sends them again after the retry timeout, 200 ms) and delayed (by
+  /// `delay_ns` on the way to the server).
+  double drop = 0;
+  double delay = 0;
+  sim_time delay_ns = 0;
+  /// Draws for drop and delay: seeded by the simulation's seed.
+  uint64_t chaos_state = 0;
+  uint64_t dropped = 0;
+  uint64_t delayed = 0;
+
   /// The virtual time now, in ns.
   sim_time now(caf::actor_system& sys) const;
+
+  /// The earliest time at or after `t` at which node `n` is not stopped.
+  sim_time awake(uint32_t n, sim_time t) const;
+
+  /// When a step of `duration` ns that worker `w` starts at `t` ends: later
+  /// by the part of a stop that falls into it.
+  sim_time step_end(uint32_t w, sim_time t, sim_time duration) const;
+
+  /// How a pull or push fares on its way to a server under the drop and
+  /// delay faults: 0 passes, 1 is dropped, 2 is delayed. Draws from
+  /// chaos_state (a deterministic sequence) only while a fault is on.
+  int chaos();
 };
 
 /// A parameter server as the workers of a simulation see it.

@@ -60,6 +60,12 @@ std::string to_json_lines(const sim_report& r) {
   s["servers"] = servers;
   s["idle"] = r.idle;
   s["staleness_buckets"] = r.staleness_buckets;
+  s["closures"] = r.closures;
+  s["reexecuted"] = r.reexecuted;
+  s["pushes_applied"] = r.pushes_applied;
+  s["duplicates"] = r.duplicates;
+  s["dropped"] = r.dropped;
+  s["delayed"] = r.delayed;
   s["events"] = r.events;
   s["digest"] = r.digest;
   s["peak_rss_bytes"] = r.peak_rss_bytes;
@@ -95,6 +101,15 @@ std::string to_text(const sim_report& r) {
                        *std::max_element(r.idle.begin(), r.idle.end()) * 100);
   if (!r.staleness_buckets.empty())
     out += "  staleness: " + describe_staleness(r.staleness_buckets) + "\n";
+  out += fmt::format("  closures: {} finished, {} re-executed; pushes: {} "
+                     "applied, {} discarded as duplicates",
+                     r.closures, r.reexecuted, r.pushes_applied,
+                     r.duplicates);
+  if (r.dropped + r.delayed > 0)
+    out += fmt::format("; faults: {} pulls and pushes dropped (sent again "
+                       "after 200 ms), {} delayed",
+                       r.dropped, r.delayed);
+  out += "\n";
   out += fmt::format("  {} events, digest {}\n", r.events, r.digest);
   return out;
 }

@@ -8,17 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "caf/actor_system.hpp"
-#include "caf/after.hpp"
-#include "caf/scheduler/test_coordinator.hpp"
-#include "caf/scoped_actor.hpp"
-#include "caf/send.hpp"
-
 #include "actors/cluster_coordinator.hpp"
-#include "actors/dispatcher_actor.hpp"
-#include "actors/worker_actor.hpp"
 #include "cluster/evaluation.hpp"
 #include "cluster/local_cluster.hpp"
+#include "cluster/sim_cluster.hpp"
+#include "cluster/sim_env.hpp"
 #include "cluster/sim_link.hpp"
 #include "cluster/sim_trace.hpp"
 #include "core/data_registry.hpp"
@@ -36,84 +30,6 @@ namespace actorps {
 namespace {
 
 using std::chrono::steady_clock;
-
-/// The deterministic actor system of a simulation.
-struct sim_env {
-  system_config cfg;
-  caf::actor_system sys;
-  caf::scheduler::test_coordinator& sched;
-  caf::scoped_actor self;
-
-  static system_config& prep(system_config& c) {
-    c.set("scheduler.policy", caf::atom("testing"));
-    return c;
-  }
-
-  /// Every actor of the simulation: stopped by the destructor, also when
-  /// the simulation throws (a test scheduler has no threads, and the actor
-  /// system's destructor would wait for live actors forever).
-  std::vector<caf::actor> actors;
-  /// Checked after every step (the replay's mismatch).
-  const sim_trace* trace = nullptr;
-
-  sim_env()
-    : cfg(1),
-      sys(prep(cfg)),
-      sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-      self(sys) {
-    // nop
-  }
-
-  ~sim_env() {
-    for (auto& a : actors)
-      caf::anon_send_exit(a, caf::exit_reason::kill);
-    sched.run();
-  }
-
-  template <class Handle>
-  Handle keep(Handle x) {
-    actors.push_back(caf::actor_cast<caf::actor>(x));
-    return x;
-  }
-
-  /// Runs messages, and moves virtual time to the next timeout whenever
-  /// none is left, until `done()`.
-  /// @throws runtime_failure if nothing is left to run before that, or a
-  ///         replay differs.
-  template <class Predicate>
-  void run_until(Predicate done, const char* waiting_for) {
-    for (;;) {
-      sched.run();
-      if (trace != nullptr && !trace->mismatch().empty())
-        throw runtime_failure(trace->mismatch());
-      if (done())
-        return;
-      if (!sched.trigger_timeout())
-        throw runtime_failure(fmt::format(
-          "simulate: stalled waiting for {}: no message and no timer left",
-          waiting_for));
-    }
-  }
-
-  /// Sends `xs` to `dest`, runs the system and returns its reply (a T).
-  /// @throws runtime_failure "`what`: <error>" if it refuses or does not
-  ///         answer before the system is idle.
-  template <class T, class Handle, class... Ts>
-  T ask(const Handle& dest, const std::string& what, Ts&&... xs) {
-    self->send(dest, std::forward<Ts>(xs)...);
-    sched.run();
-    T result{};
-    std::string failure;
-    self->receive([&](T& x) { result = std::move(x); },
-                  [&](caf::error& err) { failure = sys.render(err); },
-                  caf::after(std::chrono::seconds(0)) >> [&] {
-                    failure = "no answer";
-                  });
-    if (!failure.empty())
-      throw runtime_failure(fmt::format("simulate: {}: {}", what, failure));
-    return result;
-  }
-};
 
 /// The median wall time of a few real steps of the model on this machine.
 sim_time measure_step(const job_config& cfg, const model& net,
@@ -154,22 +70,9 @@ sim_time measure_step(const job_config& cfg, const model& net,
   return times[3];
 }
 
-void check_supported(const job_config& cfg) {
-  if (cfg.replicas > 0)
-    throw input_error("simulate: cluster.replicas > 0 is not simulated yet "
-                      "(run it with actorps train or launch)");
-  if (!cfg.faults.empty())
-    throw input_error("simulate: faults are not simulated yet (run them with "
-                      "actorps train or launch)");
-  if (!cfg.checkpoint_dir.empty())
-    throw input_error("simulate: checkpoints are not written under "
-                      "simulation (leave checkpoint_dir empty)");
-}
-
 } // namespace
 
 sim_report simulate(const job_config& cfg, const sim_options& opts) {
-  check_supported(cfg);
   auto wall0 = steady_clock::now();
   auto provider = open_dataset(cfg);
   auto net = make_model(cfg, provider->schema());
@@ -202,53 +105,72 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
     network_model{opts.network, W + P}, compute_model{compute, W, opts.seed},
     trace, W, P);
   world->origin = env.sys.clock().now();
+  world->chaos_state = opts.seed ^ 0x6a09e667f3bcc908ULL;
   // -- the cluster ------------------------------------------------------------
-  std::vector<ps_actor> servers;
-  std::vector<ps_actor> links;
-  for (uint32_t p = 0; p < P; ++p) {
-    auto ps = env.keep(spawn_ps(env.sys, ps_options_of(cfg, p)));
-    for (auto& req : shard_requests(*layout, p, cfg, *net))
-      env.ask<uint64_t>(ps, fmt::format("creating {} on ps {}", req.variable,
-                                        p),
-                        create_atom_v, std::move(req));
-    servers.push_back(ps);
-    links.push_back(env.keep(spawn_sim_link(env.sys, ps, p, world)));
-  }
-  std::vector<worker_actor> workers;
-  for (uint32_t w = 0; w < W; ++w) {
-    worker_options wo;
-    wo.index = w;
-    wo.net = net;
-    wo.data = data[w];
-    wo.layout = layout;
-    wo.servers = links;
-    wo.push_format = push_format_of(cfg, *layout);
-    wo.pull_format = pull_format_of(cfg);
-    workers.push_back(env.keep(spawn_worker(env.sys, std::move(wo))));
-  }
-  auto dispatcher = env.keep(spawn_dispatcher(env.sys, workers, nullptr, 0,
-                                     std::chrono::milliseconds(0), links,
-                                     ps_recovery{}));
+  sim_cluster cl{env, cfg, net, layout, data, world};
+  // The evaluation reads the servers directly (no simulated network).
+  std::vector<group_route> routes;
   auto puller = [&](uint32_t g, pull_request req) {
-    req.view = 0;
-    return env.ask<pull_reply>(servers.at(g),
+    auto& r = routes.at(g);
+    req.view = r.view;
+    return env.ask<pull_reply>(caf::actor_cast<ps_actor>(r.actor),
                                fmt::format("reading group {}", g), pull_atom_v,
                                std::move(req));
   };
   // -- epochs -----------------------------------------------------------------
+  // The fault plan fires when the number of finished closures reaches a
+  // fault's step (as in fit); checkpoints (in memory) split an epoch into
+  // chunks, as fit pauses for them.
+  auto faults = cfg.faults;
+  std::stable_sort(faults.begin(), faults.end(),
+                   [](const fault_spec& x, const fault_spec& y) {
+                     return x.step < y.step;
+                   });
+  size_t next_fault = 0;
+  uint64_t finished_before = 0; // closures of earlier chunks
+  uint64_t every = cfg.checkpoint_dir.empty() ? 0 : cfg.checkpoint_every_steps;
   {
-    cluster_coordinator coord{env.sys, dispatcher,
+    cluster_coordinator coord{env.sys, cl.dispatcher(),
                               steps * uint64_t{W} + 1};
     for (uint64_t e = 1; e <= cfg.epochs; ++e) {
       std::vector<remote_value> values;
-      for (uint64_t i = 0; i < steps * W; ++i)
-        values.push_back(coord.schedule(train_step_name));
-      env.run_until(
-        [&] {
-          return std::all_of(values.begin(), values.end(),
+      uint64_t per_epoch = steps * W;
+      while (values.size() < per_epoch) {
+        auto chunk = per_epoch - values.size();
+        if (every > 0)
+          chunk = std::min(chunk, every - finished_before % every);
+        auto begin = values.size();
+        for (uint64_t i = 0; i < chunk; ++i)
+          values.push_back(coord.schedule(train_step_name));
+        auto chunk_done = [&] {
+          return std::all_of(values.begin() + begin, values.end(),
                              [](const remote_value& v) { return v.done(); });
-        },
-        "the closures of an epoch");
+        };
+        auto fire = [&] {
+          if (next_fault == faults.size())
+            return false;
+          auto done = finished_before
+                      + static_cast<uint64_t>(std::count_if(
+                        values.begin() + begin, values.end(),
+                        [](const remote_value& v) { return v.done(); }));
+          bool fired = false;
+          while (next_fault < faults.size() && faults[next_fault].step <= done) {
+            cl.inject(faults[next_fault++]);
+            fired = true;
+          }
+          return fired;
+        };
+        env.run_until(chunk_done, "the closures of an epoch", fire);
+        finished_before += chunk;
+        if (every > 0 && finished_before % every == 0) {
+          cl.checkpoint();
+          log::info("simulate", -1,
+                    "checkpoint at step {} (kept in memory, not written)",
+                    finished_before);
+        }
+      }
+      if (every == 0 && !cfg.checkpoint_dir.empty())
+        cl.checkpoint(); // at each epoch's end
       sim_epoch ep;
       ep.epoch = e;
       ep.virtual_s = static_cast<double>(world->now(env.sys)) / 1e9;
@@ -258,6 +180,7 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
         report.samples += r.samples;
       }
       ep.train_loss /= static_cast<double>(std::max<size_t>(values.size(), 1));
+      routes = cl.routes();
       ep.metrics = evaluate_on_servers(*layout, puller, *net, *test_data);
       std::string metrics;
       for (auto& [name, value] : ep.metrics)
@@ -267,6 +190,9 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
                 e, cfg.epochs, ep.virtual_s, ep.train_loss, metrics);
       report.epochs.push_back(std::move(ep));
     }
+    auto counts = coord.counts();
+    report.closures = counts.finished;
+    report.reexecuted = counts.reexecuted;
   }
   // -- the report -------------------------------------------------------------
   auto end = world->now(env.sys);
@@ -287,8 +213,10 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
                                    / static_cast<double>(end)
                                : 0;
     report.servers.push_back(load);
-    auto s = env.ask<ps_stats>(servers[p], fmt::format("counters of ps {}", p),
-                               stats_atom_v, p);
+  }
+  for (auto& s : cl.stats()) {
+    report.pushes_applied += s.pushes;
+    report.duplicates += s.duplicates;
     if (report.staleness_buckets.size() < s.staleness_buckets.size())
       report.staleness_buckets.resize(s.staleness_buckets.size(), 0);
     for (size_t b = 0; b < s.staleness_buckets.size(); ++b)
@@ -300,8 +228,11 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
                                           world->compute_ns[w])
                                           / static_cast<double>(end)
                                   : 0);
+  routes = cl.routes();
   auto final_values = pull_dense(*layout, puller);
   trace.add(final_values.data(), final_values.size() * sizeof(float));
+  report.dropped = world->dropped;
+  report.delayed = world->delayed;
   report.events = trace.events();
   report.digest = trace.finish();
   report.wall_s = std::chrono::duration<double>(steady_clock::now() - wall0)

@@ -66,6 +66,17 @@ struct sim_report {
   /// Applied pushes per staleness bucket, all servers together
   /// (core/staleness_histogram.hpp).
   std::vector<uint64_t> staleness_buckets;
+  /// Closures finished and re-run after a lost worker; pushes applied by
+  /// the servers serving each group at the end and those discarded as
+  /// duplicates (with every closure applied once per group, applied =
+  /// closures x groups; fewer: updates lost to a ps restored from a
+  /// checkpoint); pulls and pushes the drop and delay faults held back.
+  uint64_t closures = 0;
+  uint64_t reexecuted = 0;
+  uint64_t pushes_applied = 0;
+  uint64_t duplicates = 0;
+  uint64_t dropped = 0;
+  uint64_t delayed = 0;
   uint64_t events = 0;
   /// SHA-256 of the event order and the final dense values, in hex.
   std::string digest;
@@ -74,10 +85,13 @@ struct sim_report {
 
 /// Runs job `cfg` (its model, data, rules, mode, workers and ps) under
 /// simulation. Logs an epoch line per epoch (log level info).
-/// @throws input_error for a config the simulator cannot run (replicas,
-///         faults it does not model yet); runtime_failure if the simulation
-///         stalls (nothing left to run and closures unfinished) or a replay
-///         differs.
+/// Runs the job's fault plan (cluster/sim_cluster.hpp), with the replicas
+/// and checkpoints (kept in memory) of its config.
+/// @throws input_error for a fault naming a node the job lacks;
+///         runtime_failure if the simulation stalls (nothing left to run and
+///         closures unfinished), a replay differs, or a closure fails (its
+///         error, as in real runs: a step's own error, a ps lost without a
+///         copy or checkpoint).
 sim_report simulate(const job_config& cfg, const sim_options& opts);
 
 /// The report as JSON lines: one "epoch" object per epoch, then one

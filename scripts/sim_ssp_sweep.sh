@@ -9,9 +9,32 @@
 #   scripts/sim_ssp_sweep.sh [WORKERS] [TARGET] [BOUNDS...]
 #
 # WORKERS default 16, TARGET default 0.6, BOUNDS default "0 1 2 4 8 16 32";
-# NET=RATE,LATENCY sets the network (default 10gbit,50us).
-# Needs build/actorps and jq. Deterministic: the same arguments print the
-# same table.
+# async is always run last (ASYNC=0: not). Environment (defaults in
+# brackets; the defaults are the setup of docs/simulation.md's first tables):
+#   ACTORPS      the binary [build/actorps]
+#   CONFIG       the job [configs/fashion_mnist.json]
+#   PS [4]  NET [10gbit,50us]  COMPUTE [normal:2ms,0.5ms]  STRAGGLERS [25%:4x]
+#   TRAIN_LIMIT [30000]  TEST_LIMIT [2000]
+#   EPOCHS [40]  STEPS [4]: the test loss is evaluated after every STEPS
+#                steps per worker (an epoch; an epoch's end waits for all
+#                of its steps), EPOCHS times
+#   OPTIMIZER, LR, BATCH  --optimizer, --learning-rate, --batch-size [the
+#                config's]
+#   EXTRA        more flags for every run (e.g. --staleness-aware)
+#   GUARD [on]   GUARD=0: --divergence-factor 0 (a diverged run otherwise
+#                stops, and counts as never reaching TARGET)
+#   SEEDS [7]    several ("7 8 9"): each bound runs once per seed; the
+#                columns are means over the seeds (time to loss over the
+#                seeds that reached it, "never" if none did), and the last
+#                column lists each seed's time to loss
+#   SMOOTH [1]   the criterion uses the mean of the last SMOOTH evaluations
+#   STAY [0]     STAY=1: the time from which the (smoothed) test loss stays
+#                at or below TARGET to the end (not the first time it is)
+#   KEEP=DIR     keep each run's report there (MODE.sSEED.jsonl)
+# "p90 stale" is the staleness bucket that holds the 90th percentile of the
+# applied pushes. Needs jq. Deterministic: the same arguments print the same
+# table (with the same binary path and environment: see "Float rounding" in
+# docs/simulation.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${1:-16}
@@ -19,30 +42,78 @@ target=${2:-0.6}
 shift 2 || shift $# || true
 bounds=("$@")
 ((${#bounds[@]} > 0)) || bounds=(0 1 2 4 8 16 32)
-bin=build/actorps
-[[ -x $bin ]] || { echo "sim_ssp_sweep.sh: build first (scripts/build.sh)" >&2; exit 1; }
+bin=${ACTORPS:-build/actorps}
+[[ -x $bin ]] || { echo "sim_ssp_sweep.sh: no $bin (build first: scripts/build.sh, or set ACTORPS)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "sim_ssp_sweep.sh: needs jq" >&2; exit 1; }
+read -r -a seeds <<<"${SEEDS:-7}"
+smooth=${SMOOTH:-1}
+stay=${STAY:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-job=(--config configs/fashion_mnist.json --workers "$workers" --ps 4
-     --train-limit 30000 --test-limit 2000 --epochs 40 --steps-per-epoch 4
-     --network "${NET:-10gbit,50us}" --compute normal:2ms,0.5ms --stragglers 25%:4x
-     --seed 7 --quiet)
-printf '%-8s %-9s %-14s %-12s %s\n' mode idle time_to_loss final_loss samples/s
+job=(--config "${CONFIG:-configs/fashion_mnist.json}" --workers "$workers" --ps "${PS:-4}"
+     --train-limit "${TRAIN_LIMIT:-30000}" --test-limit "${TEST_LIMIT:-2000}"
+     --epochs "${EPOCHS:-40}" --steps-per-epoch "${STEPS:-4}"
+     --network "${NET:-10gbit,50us}" --compute "${COMPUTE:-normal:2ms,0.5ms}"
+     --stragglers "${STRAGGLERS:-25%:4x}" --quiet)
+[[ -n ${OPTIMIZER:-} ]] && job+=(--optimizer "$OPTIMIZER")
+[[ -n ${LR:-} ]] && job+=(--learning-rate "$LR")
+[[ -n ${BATCH:-} ]] && job+=(--batch-size "$BATCH")
+[[ -n ${EXTRA:-} ]] && { read -r -a extra <<<"$EXTRA"; job+=("${extra[@]}"); }
+[[ ${GUARD:-1} == 0 ]] && job+=(--divergence-factor 0)
+buckets='["0","1","2","3-4","5-8","9-16","17-32","33-64","65-128",">128"]'
+[[ -n ${KEEP:-} ]] && mkdir -p "$KEEP"
+# One run's line: ttl idle final_loss samples/s p90_bucket (ttl "never",
+# final "diverged" when the run failed or its loss is NaN; a NaN loss, null
+# in the report, never counts as reaching TARGET).
+one() { # NAME SEED ARGS...
+  local name=$1 seed=$2
+  shift 2
+  rm -f "$tmp/r.jsonl"
+  "$bin" simulate "${job[@]}" --seed "$seed" "$@" --out "$tmp/r.jsonl" >"$tmp/out" 2>&1 || true
+  [[ -n ${KEEP:-} && -f $tmp/r.jsonl ]] && cp "$tmp/r.jsonl" "$KEEP/${name// /}.s$seed.jsonl"
+  if ! jq -e 'select(.type=="summary")' "$tmp/r.jsonl" >/dev/null 2>&1; then
+    echo "never nan diverged nan -"
+    return
+  fi
+  jq -s -r --argjson t "$target" --argjson k "$smooth" --argjson stay "$stay" --argjson b "$buckets" '
+    [.[] | select(.type=="epoch")] as $e
+    | [range(0; $e | length) as $i
+       | ($e[([0, $i - $k + 1] | max):$i + 1] | map(.metrics.test_loss // 1e308) | add / length) as $m
+       | {t: $e[$i].virtual_s, ok: ($m <= $t)}] as $c
+    | (if $stay == 1 then
+         ([$c | to_entries[] | select(.value.ok | not) | .key] | max) as $last
+         | (if $last == null then $c[0].t
+            elif $last + 1 < ($c | length) then $c[$last + 1].t else null end)
+       else ([$c[] | select(.ok) | .t] | first) end) as $ttl
+    | (.[] | select(.type=="summary")) as $s
+    | ($s.staleness_buckets | add) as $n
+    | ([foreach $s.staleness_buckets[] as $x (0; . + $x; .)] | map(. >= 0.9 * $n) | index(true)) as $p90
+    | "\($ttl // "never") \($s.idle | add / length) \($e | last | .metrics.test_loss // "diverged") \($s.samples_per_s) \($b[$p90])"' \
+    "$tmp/r.jsonl"
+}
+printf '%-8s %-9s %-14s %-12s %-10s %-10s %s\n' mode idle time_to_loss final_loss samples/s "p90 stale" \
+  "$( ((${#seeds[@]} > 1)) && echo "per seed")"
 run() { # NAME ARGS...
   local name=$1
   shift
-  "$bin" simulate "${job[@]}" "$@" --out "$tmp/r.jsonl" >/dev/null
-  local idle ttl final sps
-  idle=$(jq -r 'select(.type=="summary") | (.idle | add / length)' "$tmp/r.jsonl")
-  ttl=$(jq -s -r --argjson t "$target" \
-    '[.[] | select(.type=="epoch" and .metrics.test_loss <= $t) | .virtual_s] | if length > 0 then (.[0] | tostring) else "never" end' \
-    "$tmp/r.jsonl")
-  final=$(jq -s -r '[.[] | select(.type=="epoch")] | last | .metrics.test_loss' "$tmp/r.jsonl")
-  sps=$(jq -r 'select(.type=="summary") | .samples_per_s | floor' "$tmp/r.jsonl")
-  printf '%-8s %-9.3f %-14s %-12.4f %s\n' "$name" "$idle" "$ttl" "$final" "$sps"
+  local lines=() seed
+  for seed in "${seeds[@]}"; do
+    lines+=("$(one "$name" "$seed" "$@")")
+  done
+  printf '%s\n' "${lines[@]}" | awk -v name="$name" -v many=$((${#seeds[@]} > 1)) '
+    { if ($1 != "never") { ttl += $1; reached++ }
+      per = per (NR > 1 ? "/" : "") ($1 == "never" ? "never" : sprintf("%.3f", $1))
+      if ($3 == "diverged") { div++ } else { idle += $2; fin += $3; sps += $4; ok++ }
+      p90 = $5 }
+    END {
+      t = reached ? sprintf("%.3f", ttl / reached) : "never"
+      if (many && reached && reached < NR) t = t " (" reached "/" NR ")"
+      f = ok ? sprintf("%.4f", fin / ok) : "diverged"
+      if (div && ok) f = f " (" div " div.)"
+      printf "%-8s %-9s %-14s %-12s %-10s %-10s %s\n", name, ok ? sprintf("%.3f", idle / ok) : "-", t, f,
+        ok ? sprintf("%d", sps / ok) : "-", p90, many ? per : "" }'
 }
 for s in "${bounds[@]}"; do
   run "ssp $s" --mode ssp --staleness "$s"
 done
-run async --mode async
+[[ ${ASYNC:-1} == 0 ]] || run async --mode async

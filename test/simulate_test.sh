@@ -2,7 +2,8 @@
 # `actorps simulate` as a user runs it: the same seed twice gives the same
 # digest, another seed another; --record then --replay passes, a replay of
 # another run fails naming the event; --out writes JSON lines; bad flags are
-# refused with exit 2 and a message naming them.
+# refused with exit 2 and a message naming them; a fault plan runs
+# (deterministically).
 # usage: simulate_test.sh ACTORPS_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -77,7 +78,23 @@ refused "a rate without a unit" 'the rate "10" has no unit' --network 10
 refused "an unknown latency unit" 'unit "parsecs"' --network 1gbit,5parsecs
 refused "a bad compute model" '--compute "fast"' --compute fast
 refused "a straggler factor below 1" '--stragglers "5%:0.5x"' --stragglers 5%:0.5x
-refused "faults" 'faults are not simulated yet' --fault kill:worker:0@5
+refused "a fault naming a worker the job lacks" 'the job has 8 workers' \
+  --fault kill:worker:8@5
+# The fault plan runs in virtual time: ps0 killed, its backup takes over,
+# every closure applied once per group, and the run is deterministic.
+faulty=(--fault kill:ps:0@20 --fault stop:worker:1@10:0.1 --replicas 1
+        --seed 7)
+"$bin" simulate "${job[@]}" "${faulty[@]}" >"$tmp/f1.txt" 2>&1
+rc_f=$?
+"$bin" simulate "${job[@]}" "${faulty[@]}" >"$tmp/f2.txt" 2>&1
+if [[ $rc_f -eq 0 ]] && grep -q 'ps 0 lost' "$tmp/f1.txt" \
+   && grep -q 'closures: 32 finished, [0-9]* re-executed; pushes: 64 applied' \
+     "$tmp/f1.txt" \
+   && [[ "$(digest "$tmp/f1.txt")" == "$(digest "$tmp/f2.txt")" ]]; then
+  ok "faults: $(grep -o 'closures: .*' "$tmp/f1.txt")"
+else
+  bad "faults: exit $rc_f: $(grep -E 'fault|lost|closures|digest' "$tmp/f1.txt" | tail -6)"
+fi
 refused "a replay file that is missing" 'cannot read it' --replay "$tmp/none"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 && $passed -gt 0 ]]
