@@ -242,9 +242,13 @@ train_command parse_job_args(
     if (flag == "--config")
       cmd.job = load_job_config(value);
   auto& job = cmd.job;
+  // Real jobs: at most 1024 workers; a simulation runs more (issue 13:
+  // 10,000 with --timing-only).
+  uint64_t max_workers = command == "simulate" ? 100000 : 1024;
   for (auto& [flag, value] : flags) {
     if (flag == "--workers")
-      job.workers = static_cast<uint32_t>(to_count(flag, value, 1, 1024));
+      job.workers = static_cast<uint32_t>(to_count(flag, value, 1,
+                                                   max_workers));
     else if (flag == "--ps")
       job.ps = static_cast<uint32_t>(to_count(flag, value, 1, 1024));
     else if (flag == "--epochs")

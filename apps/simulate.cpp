@@ -37,6 +37,10 @@ Simulation flags:
                             line)
   --replay FILE             check this run's event order against FILE
   --out FILE                write the report as JSON lines
+  --timing-only             no arithmetic: the workers run a stand-in of a
+                            few floats, the network is charged the real
+                            model's bytes and the compute model its step
+                            time; no test metrics (for 10,000 workers)
 
 Job flags: as for actorps train (see actorps train --help); --workers and
 --ps may be large (1000 workers, 32 ps). The fault plan (--fault), replicas
@@ -49,7 +53,8 @@ memory, never written) run as in one process, in virtual time.
 int run_simulate(const std::vector<std::string>& args) {
   static const std::map<std::string, bool> own = {
     {"--network", true}, {"--compute", true}, {"--stragglers", true},
-    {"--record", true},  {"--replay", true},  {"--out", true}};
+    {"--record", true},  {"--replay", true},  {"--out", true},
+    {"--timing-only", false}};
   std::vector<std::pair<std::string, std::string>> extras;
   auto cmd = parse_job_args(args, "simulate", own, extras);
   if (cmd.help) {
@@ -76,6 +81,8 @@ int run_simulate(const std::vector<std::string>& args) {
       opts.replay = value;
     else if (flag == "--out")
       out = value;
+    else if (flag == "--timing-only")
+      opts.timing_only = true;
   }
   if (!stragglers.empty())
     parse_stragglers(stragglers, opts.compute);

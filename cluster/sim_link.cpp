@@ -33,6 +33,24 @@ uint64_t wire_bytes(const pull_request& x) {
   return header_bytes + keys * sizeof(uint64_t);
 }
 
+/// The bytes a pull reply or push from or to server `p` takes on the wire.
+uint64_t wire_bytes(const sim_world& w, uint32_t p, const pull_reply& x) {
+  auto n = header_bytes + payload_bytes(x);
+  if (w.dense_pull_bytes.empty())
+    return n;
+  auto dense = x.values.values.size() * sizeof(float) + x.encoded.bytes.size();
+  return n - dense + (dense > 0 ? w.dense_pull_bytes.at(p) : 0);
+}
+
+uint64_t wire_bytes(const sim_world& w, uint32_t p, const push_request& x) {
+  auto n = header_bytes + payload_bytes(x);
+  if (w.dense_push_bytes.empty())
+    return n;
+  auto dense = x.gradient.values.size() * sizeof(float)
+               + x.encoded.bytes.size();
+  return n - dense + (dense > 0 ? w.dense_push_bytes.at(p) : 0);
+}
+
 struct link_state {
   ps_actor server;
   uint32_t index = 0;
@@ -132,7 +150,7 @@ void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
       .then(
         [self, rp, worker, server_node](pull_reply& r) mutable {
           auto& w = *self->state.world;
-          auto back_bytes = header_bytes + payload_bytes(r);
+          auto back_bytes = wire_bytes(w, self->state.index, r);
           auto back = w.net.send(server_node, worker, back_bytes,
                                  w.now(self->system()));
           hold_until(self, back, [self, rp, r = std::move(r), worker,
@@ -223,7 +241,7 @@ void push_leaves(link_ptr self, caf::typed_response_promise<uint64_t> rp,
     auto& w = *self->state.world;
     auto worker = req.id.worker;
     auto server_node = w.workers + self->state.index;
-    auto bytes = header_bytes + payload_bytes(req);
+    auto bytes = wire_bytes(w, self->state.index, req);
     auto sent = w.now(self->system());
     auto at = w.net.send(worker, server_node, bytes, sent);
     hold_until(self, at, [self, rp, req = std::move(req), sent,

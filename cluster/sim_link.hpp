@@ -46,7 +46,13 @@ struct sim_world {
   std::vector<uint64_t> pulls;
   std::vector<uint64_t> pushes;
 
-  // -- faults (cluster/sim_faults.hpp) ----------------------------------------
+  /// --timing-only (cluster/sim_timing.hpp): per server, the bytes the real
+  /// model's dense values take in a pull reply and a push, charged instead
+  /// of the stand-in's (empty: charge what the messages hold).
+  std::vector<uint64_t> dense_pull_bytes;
+  std::vector<uint64_t> dense_push_bytes;
+
+  // -- faults (cluster/sim_cluster.hpp) ----------------------------------------
 
   /// Per node (workers, then servers): the stop in effect, [from, until)
   /// in virtual ns (until 0: none). A stopped node neither computes, sends

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "cluster/sim_cluster.hpp"
 #include "cluster/sim_env.hpp"
 #include "cluster/sim_link.hpp"
+#include "cluster/sim_timing.hpp"
 #include "cluster/sim_trace.hpp"
 #include "core/data_registry.hpp"
 #include "core/error.hpp"
@@ -72,8 +74,10 @@ sim_time measure_step(const job_config& cfg, const model& net,
 
 } // namespace
 
-sim_report simulate(const job_config& cfg, const sim_options& opts) {
+sim_report simulate(const job_config& job, const sim_options& opts) {
   auto wall0 = steady_clock::now();
+  const job_config* job_cfg = &job; // the stand-in's with --timing-only
+  const auto& cfg = job;
   auto provider = open_dataset(cfg);
   auto net = make_model(cfg, provider->schema());
   auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
@@ -98,6 +102,15 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
     compute.mean_ns = measure_step(cfg, *net, *layout, *probe);
   }
   report.step_ns = compute.mean_ns;
+  std::optional<timing_job> timing;
+  if (opts.timing_only) {
+    timing = make_timing_job(cfg, net, *layout);
+    job_cfg = &timing->cfg;
+    net = timing->net;
+    layout = timing->layout;
+    for (auto& d : data)
+      d = timing_source(std::move(d));
+  }
   sim_trace trace{opts.record, opts.replay};
   sim_env env;
   env.trace = &trace;
@@ -106,8 +119,12 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
     trace, W, P);
   world->origin = env.sys.clock().now();
   world->chaos_state = opts.seed ^ 0x6a09e667f3bcc908ULL;
+  if (timing) {
+    world->dense_pull_bytes = timing->pull_bytes;
+    world->dense_push_bytes = timing->push_bytes;
+  }
   // -- the cluster ------------------------------------------------------------
-  sim_cluster cl{env, cfg, net, layout, data, world};
+  sim_cluster cl{env, *job_cfg, net, layout, data, world};
   // The evaluation reads the servers directly (no simulated network).
   std::vector<group_route> routes;
   auto puller = [&](uint32_t g, pull_request req) {
@@ -181,7 +198,8 @@ sim_report simulate(const job_config& cfg, const sim_options& opts) {
       }
       ep.train_loss /= static_cast<double>(std::max<size_t>(values.size(), 1));
       routes = cl.routes();
-      ep.metrics = evaluate_on_servers(*layout, puller, *net, *test_data);
+      if (!timing)
+        ep.metrics = evaluate_on_servers(*layout, puller, *net, *test_data);
       std::string metrics;
       for (auto& [name, value] : ep.metrics)
         metrics += fmt::format(", {} {:.4f}", name, value);

@@ -24,6 +24,9 @@ struct sim_options {
   /// Seeds the compute model (and the stragglers); the job's own seeds
   /// (model, data order) come from its config.
   uint64_t seed = 1;
+  /// Timing without arithmetic (cluster/sim_timing.hpp): no gradients, no
+  /// test metrics, a few bytes per worker instead of the model.
+  bool timing_only = false;
   /// Write / check the event order (cluster/sim_trace.hpp); empty: no.
   std::string record;
   std::string replay;

@@ -78,6 +78,17 @@ refused "a rate without a unit" 'the rate "10" has no unit' --network 10
 refused "an unknown latency unit" 'unit "parsecs"' --network 1gbit,5parsecs
 refused "a bad compute model" '--compute "fast"' --compute fast
 refused "a straggler factor below 1" '--stragglers "5%:0.5x"' --stragglers 5%:0.5x
+# --timing-only: the same virtual time as the real run, no test metrics.
+"$bin" simulate "${job[@]}" --seed 7 --timing-only >"$tmp/t.txt" 2>&1
+rc_t=$?
+vt() { grep -o 'samples in [0-9.]* s virtual' "$1"; }
+if [[ $rc_t -eq 0 && -n "$(vt "$tmp/t.txt")" \
+      && "$(vt "$tmp/t.txt")" == "$(vt "$tmp/a.txt")" ]] \
+   && ! grep -q test_auc "$tmp/t.txt"; then
+  ok "--timing-only: $(vt "$tmp/t.txt"), as the real run, no metrics"
+else
+  bad "--timing-only: exit $rc_t: $(vt "$tmp/t.txt") against $(vt "$tmp/a.txt")"
+fi
 refused "a fault naming a worker the job lacks" 'the job has 8 workers' \
   --fault kill:worker:8@5
 # The fault plan runs in virtual time: ps0 killed, its backup takes over,
