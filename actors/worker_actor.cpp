@@ -116,8 +116,17 @@ void use_server(worker_ptr self, uint32_t p, ps_actor ps) {
 }
 
 /// Ends the running closure with its result or `err` and starts the next one.
+/// Frees `xs` (worker_options::lean).
+void release(std::vector<float>& xs) {
+  std::vector<float>{}.swap(xs);
+}
+
 void finish(worker_ptr self, const caf::error& err) {
   auto& st = self->state;
+  if (st.opts.lean) {
+    release(st.params);
+    release(st.grad);
+  }
   auto j = std::move(st.queue.front());
   st.queue.pop_front();
   st.busy = false;
@@ -333,6 +342,8 @@ void compute(worker_ptr self) {
   auto t0 = steady_clock::now();
   for (auto& t : st.tables)
     std::fill(t.grad.begin(), t.grad.end(), 0.0f);
+  if (st.opts.lean)
+    st.grad.resize(st.opts.layout->model_size);
   model_inputs in{st.params.data(), &st.tables};
   try {
     st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
@@ -340,6 +351,8 @@ void compute(worker_ptr self) {
   } catch (const std::exception& e) {
     return step_error(self, "the model", e);
   }
+  if (st.opts.lean)
+    release(st.params);
   st.result.compute_s = seconds_since(t0);
   if (!st.step->pushes)
     return finish(self, caf::error{});
@@ -349,6 +362,8 @@ void compute(worker_ptr self) {
 /// Takes the next batch, lets the model name its keys, and pulls.
 void begin_step(worker_ptr self) {
   auto& st = self->state;
+  if (st.opts.lean)
+    st.params.resize(st.opts.layout->model_size);
   telemetry::sample_mailbox(self, "worker", st.opts.index); // issue 14
   try {
     st.opts.data->next(st.batch);
@@ -405,8 +420,10 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   auto rows = st.opts.data->batch_size();
   auto& layout = *st.opts.layout;
   st.ws = st.opts.net->make_workspace(rows);
-  st.params.resize(layout.model_size);
-  st.grad.resize(layout.model_size);
+  if (!st.opts.lean) {
+    st.params.resize(layout.model_size);
+    st.grad.resize(layout.model_size);
+  }
   for (auto v : layout.tables) {
     table_lookup t;
     t.variable = v;

@@ -97,6 +97,11 @@ struct worker_options {
   /// The wire format the servers send dense values in (bf16, fp16); null:
   /// plain floats.
   std::shared_ptr<const wire_format> pull_format;
+  /// Holds the pulled values only from a step's start to its compute, and
+  /// the gradient only from its compute to the step's end, instead of both
+  /// for the worker's life: for a thousand simulated workers in one process
+  /// (cluster/simulator.hpp), at the cost of two allocations per step.
+  bool lean = false;
 };
 
 /// Spawns a worker; its behaviour lives in worker_actor.cpp.

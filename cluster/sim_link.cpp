@@ -33,7 +33,8 @@ uint64_t wire_bytes(const pull_request& x) {
   return header_bytes + keys * sizeof(uint64_t);
 }
 
-/// The bytes a pull reply or push from or to server `p` takes on the wire.
+/// The bytes a pull reply or push of replica group `p` takes on the wire
+/// (the group, not the server: after a failover a server serves two).
 uint64_t wire_bytes(const sim_world& w, uint32_t p, const pull_reply& x) {
   auto n = header_bytes + payload_bytes(x);
   if (w.dense_pull_bytes.empty())
@@ -49,6 +50,19 @@ uint64_t wire_bytes(const sim_world& w, uint32_t p, const push_request& x) {
   auto dense = x.gradient.values.size() * sizeof(float)
                + x.encoded.bytes.size();
   return n - dense + (dense > 0 ? w.dense_push_bytes.at(p) : 0);
+}
+
+/// The bytes of the reply to `x` (of group `p`), before the server answers
+/// (lazy replies): the dense values in the pull format, and per table
+/// shard the rows of its keys (a reply does not repeat the keys).
+uint64_t reply_estimate(const sim_world& w, uint32_t p, const pull_request& x) {
+  uint64_t n = header_bytes + (x.dense ? w.reply_dense_bytes.at(p) : 0);
+  for (auto& t : x.tables) {
+    auto dim = w.layout->variables.at(w.layout->shards.at(t.shard).variable)
+                 .cols;
+    n += t.keys.keys.size() * dim * sizeof(float); // rows, not the keys
+  }
+  return n;
 }
 
 struct link_state {
@@ -133,6 +147,42 @@ void pull_leaves(link_ptr self, caf::typed_response_promise<pull_reply> rp,
   });
 }
 
+/// The pull reached the server: its reply queues on the links now, and
+/// the server reads the values when the reply's transmission starts.
+void lazy_reply(link_ptr self, caf::typed_response_promise<pull_reply> rp,
+                pull_request req) {
+  auto& st = self->state;
+  auto& w = *st.world;
+  auto worker = req.worker;
+  auto server_node = w.workers + st.index;
+  auto group = req.group;
+  auto estimate = reply_estimate(w, group, req);
+  auto at = w.net.send(server_node, worker, estimate, w.now(self->system()));
+  auto start = at - w.net.spec().latency_ns - w.net.transmission(estimate);
+  hold_until(self, start, [self, rp, req = std::move(req), worker, at,
+                           estimate, group]() mutable {
+    self->request(self->state.server, caf::infinite, pull_atom_v,
+                  std::move(req))
+      .then(
+        [self, rp, worker, at, estimate, group](pull_reply& r) mutable {
+          auto& w = *self->state.world;
+          if (wire_bytes(w, group, r) != estimate)
+            ++w.estimate_misses;
+          hold_until(self, at, [self, rp, r = std::move(r), worker,
+                                estimate]() mutable {
+            when_awake(self, worker, [self, rp, r = std::move(r), worker,
+                                      estimate]() mutable {
+              auto& w = *self->state.world;
+              w.trace.event(w.now(self->system()), "<pull", worker,
+                            self->state.index, 0, estimate);
+              rp.deliver(std::move(r));
+            });
+          });
+        },
+        [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  });
+}
+
 /// The pull is at the server's link: the server answers once awake, and
 /// the reply travels back.
 void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
@@ -143,14 +193,17 @@ void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
     auto& st = self->state;
     auto& w = *st.world;
     auto worker = req.worker;
+    auto group = req.group;
     auto server_node = w.workers + st.index;
     w.trace.event(w.now(self->system()), "pull>", worker, st.index, 0, bytes);
     ++w.pulls[st.index];
+    if (w.lazy_replies)
+      return lazy_reply(self, std::move(rp), std::move(req));
     self->request(st.server, caf::infinite, pull_atom_v, std::move(req))
       .then(
-        [self, rp, worker, server_node](pull_reply& r) mutable {
+        [self, rp, worker, server_node, group](pull_reply& r) mutable {
           auto& w = *self->state.world;
-          auto back_bytes = wire_bytes(w, self->state.index, r);
+          auto back_bytes = wire_bytes(w, group, r);
           auto back = w.net.send(server_node, worker, back_bytes,
                                  w.now(self->system()));
           hold_until(self, back, [self, rp, r = std::move(r), worker,
@@ -241,7 +294,7 @@ void push_leaves(link_ptr self, caf::typed_response_promise<uint64_t> rp,
     auto& w = *self->state.world;
     auto worker = req.id.worker;
     auto server_node = w.workers + self->state.index;
-    auto bytes = wire_bytes(w, self->state.index, req);
+    auto bytes = wire_bytes(w, req.group, req);
     auto sent = w.now(self->system());
     auto at = w.net.send(worker, server_node, bytes, sent);
     hold_until(self, at, [self, rp, req = std::move(req), sent,

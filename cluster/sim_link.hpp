@@ -26,6 +26,8 @@
 
 namespace actorps {
 
+struct placement;
+
 /// What every link proxy of one simulation shares (one thread: the test
 /// scheduler's).
 struct sim_world {
@@ -46,11 +48,26 @@ struct sim_world {
   std::vector<uint64_t> pulls;
   std::vector<uint64_t> pushes;
 
-  /// --timing-only (cluster/sim_timing.hpp): per server, the bytes the real
-  /// model's dense values take in a pull reply and a push, charged instead
-  /// of the stand-in's (empty: charge what the messages hold).
+  /// --timing-only (cluster/sim_timing.hpp): per replica group (a
+  /// server's own group has its index), the bytes the real model's dense
+  /// values take in a pull reply and a push, charged instead of the
+  /// stand-in's (empty: charge what the messages hold).
   std::vector<uint64_t> dense_pull_bytes;
   std::vector<uint64_t> dense_push_bytes;
+
+  /// Lazy pull replies (async mode only, where a server answers a pull at
+  /// once): a reply takes its place in the server's link queue when the
+  /// pull arrives, but the server reads its values only when the reply's
+  /// transmission starts, so that a queue of a thousand replies holds no
+  /// values (issue 13's memory aim). Needs the reply's size beforehand:
+  /// `reply_dense_bytes` (per server, the dense values in the pull format)
+  /// and the tables' row widths from `layout`. A reply of another size than
+  /// estimated is counted in `estimate_misses` (a bug: the simulation
+  /// fails with it). `reply_dense_bytes` is per replica group.
+  bool lazy_replies = false;
+  std::vector<uint64_t> reply_dense_bytes;
+  std::shared_ptr<const placement> layout;
+  uint64_t estimate_misses = 0;
 
   // -- faults (cluster/sim_cluster.hpp) ----------------------------------------
 

@@ -110,16 +110,15 @@ private:
   std::shared_ptr<batch_source> real_;
 };
 
-/// Bytes of `floats` dense values in wire format `name` ("fp32": floats).
-uint64_t encoded(const std::string& name, uint64_t floats) {
+} // namespace
+
+uint64_t dense_wire_bytes(const std::string& format, uint64_t floats) {
   if (floats == 0)
     return 0;
-  if (name.empty() || name == "fp32")
+  if (format.empty() || format == "fp32")
     return floats * sizeof(float);
-  return make_wire_format(name)->encoded_bytes(floats);
+  return make_wire_format(format)->encoded_bytes(floats);
 }
-
-} // namespace
 
 timing_job make_timing_job(const job_config& cfg,
                            std::shared_ptr<const model> real,
@@ -135,8 +134,8 @@ timing_job make_timing_job(const job_config& cfg,
   for (uint32_t p = 0; p < cfg.ps; ++p) {
     auto floats = p < real_layout.ps_sizes.size() ? real_layout.ps_sizes[p]
                                                    : 0;
-    job.pull_bytes.push_back(encoded(cfg.pull_format, floats));
-    job.push_bytes.push_back(encoded(cfg.push_format, floats));
+    job.pull_bytes.push_back(dense_wire_bytes(cfg.pull_format, floats));
+    job.push_bytes.push_back(dense_wire_bytes(cfg.push_format, floats));
   }
   return job;
 }

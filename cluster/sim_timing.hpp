@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/job_config.hpp"
@@ -33,6 +34,11 @@ struct timing_job {
   std::vector<uint64_t> pull_bytes;
   std::vector<uint64_t> push_bytes;
 };
+
+/// Bytes of `floats` dense values in wire format `format` ("fp32" or
+/// empty: plain floats).
+/// @throws input_error for a format that cannot encode that many.
+uint64_t dense_wire_bytes(const std::string& format, uint64_t floats);
 
 /// The stand-in for `real` (placed as `real_layout`) in job `cfg`.
 /// @throws input_error if the push or pull format cannot encode a server's

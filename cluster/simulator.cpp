@@ -122,7 +122,14 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
   if (timing) {
     world->dense_pull_bytes = timing->pull_bytes;
     world->dense_push_bytes = timing->push_bytes;
+    world->reply_dense_bytes = timing->pull_bytes;
+  } else {
+    for (auto floats : layout->ps_sizes)
+      world->reply_dense_bytes.push_back(
+        dense_wire_bytes(cfg.pull_format, floats));
   }
+  world->layout = layout;
+  world->lazy_replies = cfg.mode == "async";
   // -- the cluster ------------------------------------------------------------
   sim_cluster cl{env, *job_cfg, net, layout, data, world};
   // The evaluation reads the servers directly (no simulated network).
@@ -249,6 +256,11 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
   routes = cl.routes();
   auto final_values = pull_dense(*layout, puller);
   trace.add(final_values.data(), final_values.size() * sizeof(float));
+  if (world->estimate_misses > 0)
+    throw runtime_failure(fmt::format(
+      "simulate: {} pull replies were not of the size their link reserved "
+      "(a bug of the simulator: its timing is off)",
+      world->estimate_misses));
   report.dropped = world->dropped;
   report.delayed = world->delayed;
   report.events = trace.events();

@@ -190,3 +190,42 @@ TEST_CASE("a worker whose model throws fails that closure with step_failed "
   t.self->send(t.worker, run_atom_v, closure_request{2, train_step_name});
   t.wait_for_push(t.a);
 }
+
+TEST_CASE("a lean worker (buffers freed between steps) pushes the same "
+          "updates as one that keeps them",
+          "[worker]") {
+  test::actor_fixture t{false};
+  job_config cfg;
+  cfg.layers = {4, 3, 2};
+  cfg.ps = 1;
+  cfg.workers = 1;
+  auto data = tiny_data();
+  auto net = make_model(cfg, data->schema);
+  auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
+  std::vector<float> values[2];
+  for (int lean = 0; lean < 2; ++lean) {
+    auto ps = t.keep(spawn_ps(t.sys, ps_options_of(cfg, 0)));
+    create_variables(t.sys, *layout, {ps}, cfg, *net);
+    worker_options opts;
+    opts.net = net;
+    opts.data = std::make_shared<batch_iterator>(data, input_context{1, 0}, 8,
+                                                 1);
+    opts.layout = layout;
+    opts.servers = {ps};
+    opts.lean = lean == 1;
+    auto worker = t.keep(spawn_worker(t.sys, std::move(opts)));
+    for (uint64_t c = 1; c <= 3; ++c)
+      t.self->request(worker, patience, run_atom_v,
+                      closure_request{c, train_step_name})
+        .receive([&](step_result& r) { CHECK(r.closure == c); },
+                 [&](caf::error& err) {
+                   FAIL("closure failed: " << t.sys.render(err));
+                 });
+    pull_request req;
+    req.worker = no_worker;
+    auto r = t.ask<pull_reply>(ps, pull_atom_v, req);
+    values[lean].assign(r.values.values.begin(), r.values.values.end());
+  }
+  REQUIRE(values[0].size() == layout->model_size);
+  CHECK(values[0] == values[1]);
+}
