@@ -99,6 +99,32 @@ void when_awake(link_ptr self, uint32_t n, std::function<void()> go) {
     hold_until(self, t, std::move(go));
 }
 
+/// Sends `bytes` from node `from` to node `to` now; `next` runs when they
+/// have arrived. With a host model (cluster/sim_host.hpp) the sender first
+/// spends CPU on them, and the receiver after they arrived.
+void transfer(link_ptr self, uint32_t from, uint32_t to, uint64_t bytes,
+              std::function<void()> next) {
+  auto& w = *self->state.world;
+  auto now = w.now(self->system());
+  if (!w.host.enabled()) {
+    hold_until(self, w.net.send(from, to, bytes, now), std::move(next));
+    return;
+  }
+  auto sent = w.host.run(from, w.host.message_cost(bytes), now);
+  hold_until(self, sent, [self, from, to, bytes,
+                          next = std::move(next)]() mutable {
+    auto& w = *self->state.world;
+    auto at = w.net.send(from, to, bytes, w.now(self->system()));
+    hold_until(self, at, [self, to, bytes, next = std::move(next)]() mutable {
+      auto& w = *self->state.world;
+      hold_until(self,
+                 w.host.run(to, w.host.message_cost(bytes),
+                            w.now(self->system())),
+                 std::move(next));
+    });
+  });
+}
+
 /// A pull or push that reached the server's side of the network at `sent`
 /// (when it left the worker): dropped ones leave again after the retry
 /// timeout (`again`), delayed ones arrive later; then `arrive` runs.
@@ -131,9 +157,8 @@ void pull_leaves(link_ptr self, caf::typed_response_promise<pull_reply> rp,
     auto server_node = w.workers + self->state.index;
     auto bytes = wire_bytes(req);
     auto sent = w.now(self->system());
-    auto at = w.net.send(worker, server_node, bytes, sent);
-    hold_until(self, at, [self, rp, req = std::move(req), sent,
-                          bytes]() mutable {
+    transfer(self, worker, server_node, bytes, [self, rp, req = std::move(req),
+                                                sent, bytes]() mutable {
       auto copy = req;
       through_chaos(
         self, sent,
@@ -204,10 +229,9 @@ void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
         [self, rp, worker, server_node, group](pull_reply& r) mutable {
           auto& w = *self->state.world;
           auto back_bytes = wire_bytes(w, group, r);
-          auto back = w.net.send(server_node, worker, back_bytes,
-                                 w.now(self->system()));
-          hold_until(self, back, [self, rp, r = std::move(r), worker,
-                                  back_bytes]() mutable {
+          transfer(self, server_node, worker, back_bytes,
+                   [self, rp, r = std::move(r), worker,
+                    back_bytes]() mutable {
             when_awake(self, worker, [self, rp, r = std::move(r), worker,
                                       back_bytes]() mutable {
               auto& w = *self->state.world;
@@ -274,9 +298,13 @@ caf::result<uint64_t> push(link_ptr self, push_request& req) {
   // would hold back messages sent before the push leaves).
   auto now = w.now(self->system());
   auto life = w.lives[worker];
-  hold_until(self, w.step_end(worker, now, compute),
+  // With a host model the step also waits for a core.
+  auto start = w.host.enabled()
+                 ? w.host.run(worker, compute, now) - compute
+                 : now;
+  hold_until(self, w.step_end(worker, start, compute),
              [=, req = std::move(req)]() mutable {
-               step_done(self, std::move(rp), std::move(req), now, compute,
+               step_done(self, std::move(rp), std::move(req), start, compute,
                          life);
              });
   return rp;
@@ -296,9 +324,8 @@ void push_leaves(link_ptr self, caf::typed_response_promise<uint64_t> rp,
     auto server_node = w.workers + self->state.index;
     auto bytes = wire_bytes(w, req.group, req);
     auto sent = w.now(self->system());
-    auto at = w.net.send(worker, server_node, bytes, sent);
-    hold_until(self, at, [self, rp, req = std::move(req), sent,
-                          bytes]() mutable {
+    transfer(self, worker, server_node, bytes, [self, rp, req = std::move(req),
+                                                sent, bytes]() mutable {
       auto copy = req;
       through_chaos(
         self, sent,
@@ -327,21 +354,38 @@ void push_arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
     w.trace.event(w.now(self->system()), "push>", worker, st.index, closure,
                   bytes);
     ++w.pushes[st.index];
+    // With a host model, the server's update takes CPU time before the ack.
+    uint64_t floats = 0;
+    if (w.host.enabled()) {
+      if (!req.gradient.values.empty() || !req.encoded.bytes.empty())
+        floats = w.layout->ps_sizes.at(req.group);
+      for (auto& t : req.tables)
+        floats += t.values.values.size();
+    }
     self->request(st.server, caf::infinite, push_atom_v, std::move(req))
       .then(
-        [self, rp, worker, server_node, closure](uint64_t clock) mutable {
+        [self, rp, worker, server_node, closure,
+         floats](uint64_t clock) mutable {
           auto& w = *self->state.world;
-          auto back = w.net.send(server_node, worker, header_bytes,
-                                 w.now(self->system()));
-          hold_until(self, back, [self, rp, worker, closure, clock]() mutable {
-            when_awake(self, worker, [self, rp, worker, closure,
-                                      clock]() mutable {
-              auto& w = *self->state.world;
-              w.trace.event(w.now(self->system()), "<push", worker,
-                            self->state.index, closure, header_bytes);
-              rp.deliver(clock);
+          auto ack = [self, rp, worker, server_node, closure,
+                      clock]() mutable {
+            transfer(self, server_node, worker, header_bytes,
+                     [self, rp, worker, closure, clock]() mutable {
+              when_awake(self, worker, [self, rp, worker, closure,
+                                        clock]() mutable {
+                auto& w = *self->state.world;
+                w.trace.event(w.now(self->system()), "<push", worker,
+                              self->state.index, closure, header_bytes);
+                rp.deliver(clock);
+              });
             });
-          });
+          };
+          if (!w.host.enabled())
+            return ack();
+          hold_until(self,
+                     w.host.run(server_node, w.host.apply_cost(floats),
+                                w.now(self->system())),
+                     std::move(ack));
         },
         [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   });

@@ -21,6 +21,7 @@
 #include "caf/typed_actor.hpp"
 
 #include "actors/ps_actor.hpp"
+#include "cluster/sim_host.hpp"
 #include "cluster/sim_model.hpp"
 #include "cluster/sim_trace.hpp"
 
@@ -36,6 +37,8 @@ struct sim_world {
 
   network_model net;
   compute_model compute;
+  /// One host shared by all nodes (off unless asked for).
+  host_model host{host_spec{}, 0};
   sim_trace& trace;
   uint32_t workers;
   /// Virtual time 0 on CAF's clock.

@@ -49,6 +49,7 @@ std::string to_json_lines(const sim_report& r) {
   s["samples"] = r.samples;
   s["virtual_s"] = r.virtual_s;
   s["wall_s"] = r.wall_s;
+  s["host"] = r.host;
   s["samples_per_s"] = r.samples_per_s;
   auto servers = nlohmann::json::array();
   for (auto& l : r.servers)
@@ -79,6 +80,8 @@ std::string to_text(const sim_report& r) {
     "in {:.3f} s virtual ({:.0f} samples/s), {:.2f} s wall\n",
     r.workers, r.ps, r.network, static_cast<double>(r.step_ns) / 1e6,
     r.samples, r.virtual_s, r.samples_per_s, r.wall_s);
+  if (!r.host.empty())
+    out += "  host: " + r.host + "\n";
   for (auto& e : r.epochs) {
     out += fmt::format("  epoch {} at {:.3f} s: train loss {:.4f}", e.epoch,
                        e.virtual_s, e.train_loss);

@@ -129,7 +129,12 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
         dense_wire_bytes(cfg.pull_format, floats));
   }
   world->layout = layout;
-  world->lazy_replies = cfg.mode == "async";
+  auto host = opts.measure_host ? measure_host(cfg, layout->model_size)
+                                : opts.host;
+  world->host = host_model{host, W + P};
+  report.host = to_string(host);
+  // Lazy replies assume a server answers in no time.
+  world->lazy_replies = cfg.mode == "async" && !world->host.enabled();
   // -- the cluster ------------------------------------------------------------
   sim_cluster cl{env, *job_cfg, net, layout, data, world};
   // The evaluation reads the servers directly (no simulated network).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/sim_host.hpp"
 #include "cluster/sim_model.hpp"
 #include "core/metrics.hpp"
 
@@ -24,6 +25,10 @@ struct sim_options {
   /// Seeds the compute model (and the stragglers); the job's own seeds
   /// (model, data order) come from its config.
   uint64_t seed = 1;
+  /// One host for all nodes (cluster/sim_host.hpp); `measure_host`: its
+  /// costs measured on this machine (then `host` is ignored).
+  host_spec host;
+  bool measure_host = false;
   /// Timing without arithmetic (cluster/sim_timing.hpp): no gradients, no
   /// test metrics, a few bytes per worker instead of the model.
   bool timing_only = false;
@@ -55,6 +60,8 @@ struct sim_report {
   uint32_t workers = 0;
   uint32_t ps = 0;
   std::string network;
+  /// The host model (to_string(host_spec)).
+  std::string host;
   /// The compute time per step of the model (measured or given), in ns.
   sim_time step_ns = 0;
   uint64_t samples = 0;

@@ -106,7 +106,15 @@ void dense_tower::backward(const float* params, workspace& ws,
     matrix_map gw{grad + offsets_[i], in, out};
     row_map gb{grad + offsets_[i] + in * out, out};
     gw.noalias() = ws.act[i].topRows(rows).transpose() * d_out;
-    gb = d_out.colwise().sum();
+    // The bias gradient adds the rows in order, the same order for every
+    // column. Not d_out.colwise().sum(): Eigen sums the columns that fall
+    // into whole packets of `gb` as a tree and the others one row after
+    // another, so which columns round which way depended on the address of
+    // `grad` (the caller's buffer), and a run's results on where the heap
+    // had put it (a simulated run changed with the length of --out).
+    gb.setZero();
+    for (Eigen::Index r = 0; r < rows; ++r)
+      gb += d_out.row(r);
     if (i > 0 || input_grad) {
       const_matrix_map w{params + offsets_[i], in, out};
       auto d_in = ws.delta[i].topRows(rows);

@@ -1,0 +1,79 @@
+#pragma once
+
+// One host under simulation (issue 13, validation against `launch` on
+// loopback): every node of the job runs on the same machine, which has a
+// few cores, and CPU work besides the workers' steps takes time: a message
+// costs its sender and its receiver CPU per byte (serialization and the
+// kernel's copy through the socket), a push costs its server the update
+// rule's step. A node is one thread (one task at a time); a task also needs
+// one of the host's cores; both are served first come, first served, with
+// no preemption. Off by default: every node on a machine of its own, and
+// only the workers' steps take CPU time.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/sim_model.hpp"
+
+namespace actorps {
+
+struct job_config;
+
+struct host_spec {
+  /// Cores of the host (0: no host model).
+  uint32_t cores = 0;
+  /// CPU per byte a node sends, and again per byte it receives, in ns.
+  double ns_per_byte = 0;
+  /// A server's update of one dense float of a push, in ns.
+  double apply_ns_per_float = 0;
+};
+
+/// This machine: its cores (std::thread::hardware_concurrency), the time
+/// CAF's binary serializer takes to write and read a push of `floats`
+/// floats plus one copy of its bytes into and out of a socket buffer (the
+/// median of 7), and the job's update rule over `floats` floats (median
+/// of 7).
+host_spec measure_host(const job_config& cfg, uint64_t floats);
+
+std::string to_string(const host_spec& h);
+
+/// Parses "2:0.35:1.2": cores, ns per byte, ns per float.
+/// @throws input_error quoting `text` and what is wrong.
+host_spec parse_host(const std::string& text);
+
+class host_model {
+public:
+  host_model(host_spec spec, uint32_t nodes);
+
+  bool enabled() const noexcept {
+    return spec_.cores > 0;
+  }
+
+  const host_spec& spec() const noexcept {
+    return spec_;
+  }
+
+  /// When a task of node `n` that takes `duration` ns and is ready at `now`
+  /// ends: it starts once node `n` and a core are free.
+  sim_time run(uint32_t n, sim_time duration, sim_time now);
+
+  /// CPU time of sending (or of receiving) `bytes`.
+  sim_time message_cost(uint64_t bytes) const;
+
+  /// CPU time of a server's update of `floats` dense floats.
+  sim_time apply_cost(uint64_t floats) const;
+
+  /// CPU time each node has used so far.
+  const std::vector<sim_time>& busy() const noexcept {
+    return busy_;
+  }
+
+private:
+  host_spec spec_;
+  std::vector<sim_time> node_free_;
+  std::vector<sim_time> core_free_;
+  std::vector<sim_time> busy_;
+};
+
+} // namespace actorps
