@@ -5,14 +5,21 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "caf/binary_deserializer.hpp"
-#include "caf/binary_serializer.hpp"
+#include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
+#include "caf/send.hpp"
+#include "caf/typed_event_based_actor.hpp"
 
 #include "actors/messages.hpp"
+#include "actors/ps_actor.hpp"
+#include "cluster/gate.hpp"
+#include "cluster/local_cluster.hpp"
+#include "cluster/system_config.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/update_rule.hpp"
@@ -37,76 +44,162 @@ double median_ns(F f) {
   return t[3];
 }
 
+/// Two parameter servers behind one handle (--host measured): index 0 and
+/// 1 (a small and a large one); each request is delegated to the server,
+/// which answers the remote requester directly.
+using probe_pair = caf::typed_actor<
+  caf::replies_to<create_atom, uint32_t, uint64_t>::with<uint64_t>,
+  caf::replies_to<pull_atom, uint32_t>::with<pull_reply>,
+  caf::replies_to<push_atom, uint32_t, push_request>::with<uint64_t>>;
+
+probe_pair::behavior_type serve_pair(probe_pair::pointer self, ps_actor a,
+                                     ps_actor b) {
+  self->link_to(a);
+  self->link_to(b);
+  auto next = std::make_shared<uint64_t>(0);
+  auto of = [a, b](uint32_t i) { return i == 0 ? a : b; };
+  return {
+    [=](create_atom x, uint32_t i, uint64_t n) {
+      create_shard shard;
+      shard.variable = "probe";
+      shard.row_end = n;
+      shard.cols = 1;
+      shard.values.values.assign(n, 0.5f);
+      return self->delegate(of(i), x, std::move(shard));
+    },
+    [=](pull_atom x, uint32_t i) {
+      pull_request req;
+      req.worker = 0;
+      return self->delegate(of(i), x, std::move(req));
+    },
+    [=](push_atom x, uint32_t i, push_request& req) {
+      req.id = update_id{0, 0, ++*next}; // each one applied
+      return self->delegate(of(i), x, std::move(req));
+    },
+  };
+}
+
 } // namespace
 
 host_spec measure_host(const job_config& cfg, uint64_t floats) {
   host_spec h;
   h.cores = std::max(1u, std::thread::hardware_concurrency());
   floats = std::max<uint64_t>(floats, 1024);
-  push_request req;
-  req.gradient.values.assign(floats, 0.5f);
-  // Write and read the message once each (both ends' serialization), and
-  // copy its bytes into and out of a socket buffer.
-  auto both_ends = median_ns([&] {
-    std::vector<char> buf;
-    caf::binary_serializer sink{nullptr, buf};
-    if (auto err = sink(req))
-      return;
-    std::vector<char> kernel(buf.size());
-    std::memcpy(kernel.data(), buf.data(), buf.size());
-    std::vector<char> received(kernel.size());
-    std::memcpy(received.data(), kernel.data(), kernel.size());
-    push_request out;
-    caf::binary_deserializer source{nullptr, received};
-    if (auto err = source(out))
-      return;
-  });
-  h.ns_per_byte = both_ends / 2 / static_cast<double>(floats * sizeof(float));
-  std::shared_ptr<const update_rule> rule = make_update_rule(cfg.optimizer);
-  dense_region region{rule};
-  std::vector<float> init(floats, 0.1f);
-  region.append(init.data(), init.size());
-  std::vector<float> g(floats, 0.01f);
-  h.apply_ns_per_float = median_ns([&] { region.apply(g.data()); })
-                         / static_cast<double>(floats);
+  // Two actor systems of this process, one serving a small and a large
+  // server (of the job's update rule) behind a gate on loopback, the other
+  // dialling it: the real path of a message (serialization, BASP, the
+  // kernel's socket copies, allocation), on this machine.
+  system_config server_cfg{2, network_options{}};
+  caf::actor_system server_sys{server_cfg};
+  system_config client_cfg{2, network_options{}};
+  caf::actor_system client_sys{client_cfg};
+  auto options = [&](uint32_t index) {
+    auto o = ps_options_of(cfg, index);
+    o.mode = consistency::async;
+    return o;
+  };
+  auto small = server_sys.spawn(serve_pair, spawn_ps(server_sys, options(0)),
+                                spawn_ps(server_sys, options(1)));
+  gate g{server_sys, host_port{"127.0.0.1", 0},
+         caf::actor_cast<caf::strong_actor_ptr>(small),
+         server_sys.message_types(small), "host probe"};
+  auto r = dial(client_sys, host_port{"127.0.0.1", g.port()},
+                std::chrono::seconds(10));
+  if (!r.actor) {
+    caf::anon_send_exit(small, caf::exit_reason::user_shutdown);
+    throw runtime_failure("--host measured: cannot reach a server on "
+                          "loopback: "
+                          + r.error);
+  }
+  auto pair = caf::actor_cast<probe_pair>(r.actor);
+  caf::scoped_actor self{client_sys};
+  auto fail = [&](const caf::error& err) {
+    caf::anon_send_exit(small, caf::exit_reason::user_shutdown);
+    throw runtime_failure("--host measured: "
+                          + client_sys.render(err));
+  };
+  // Index 0 holds 1 float, index 1 `floats` floats.
+  for (uint32_t i = 0; i < 2; ++i)
+    self->request(pair, std::chrono::seconds(30), create_atom_v, i,
+                  i == 0 ? uint64_t{1} : floats)
+      .receive([](uint64_t) {}, fail);
+  auto pull = [&](uint32_t i) {
+    return median_ns([&] {
+      for (int k = 0; k < 5; ++k)
+        self->request(pair, std::chrono::seconds(30), pull_atom_v, i)
+          .receive([](pull_reply&) {}, fail);
+    }) / 5;
+  };
+  auto push = [&](uint32_t i, uint64_t n) {
+    return median_ns([&] {
+      for (int k = 0; k < 5; ++k) {
+        push_request req;
+        req.gradient.values.assign(n, 1e-6f);
+        self->request(pair, std::chrono::seconds(30), push_atom_v, i,
+                      std::move(req))
+          .receive([](uint64_t) {}, fail);
+      }
+    }) / 5;
+  };
+  auto small_rtt = pull(0);
+  auto large_rtt = pull(1);
+  auto large_push = push(1, floats);
+  caf::anon_send_exit(small, caf::exit_reason::user_shutdown);
+  // A round trip is two messages, each costing its sender and receiver
+  // the fixed cost and the per-byte cost; a push of the large server
+  // also its update.
+  auto bytes = static_cast<double>(floats * sizeof(float));
+  h.ns_per_message = std::max(0.0, small_rtt / 4);
+  h.ns_per_byte = std::max(0.0, (large_rtt - small_rtt) / (2 * bytes));
+  h.apply_ns_per_float = std::max(0.0, (large_push - large_rtt)
+                                         / static_cast<double>(floats));
   return h;
 }
 
 std::string to_string(const host_spec& h) {
   if (h.cores == 0)
     return "a machine per node";
-  return fmt::format("one host of {} cores, {:.3f} ns per byte sent or "
-                     "received, {:.3f} ns per float updated",
-                     h.cores, h.ns_per_byte, h.apply_ns_per_float);
+  return fmt::format("one host of {} cores; a message costs its sender and "
+                     "its receiver {:.1f} us + {:.3f} ns per byte; an update "
+                     "{:.3f} ns per float",
+                     h.cores, h.ns_per_message / 1e3, h.ns_per_byte,
+                     h.apply_ns_per_float);
 }
 
 host_spec parse_host(const std::string& text) {
   auto bad = [&](const char* why) {
-    return input_error(fmt::format("--host: \"{}\" {} (expected measured "
-                                   "or CORES:NS_PER_BYTE:NS_PER_FLOAT, e.g. "
-                                   "2:0.35:1.2)",
+    return input_error(fmt::format("--host: \"{}\" {} (expected measured, "
+                                   "CORES:NS_PER_BYTE:NS_PER_FLOAT or "
+                                   "CORES:NS_PER_MESSAGE:NS_PER_BYTE:"
+                                   "NS_PER_FLOAT, e.g. 2:0.35:1.2)",
                                    text, why));
   };
-  auto a = text.find(':');
-  auto b = a == std::string::npos ? a : text.find(':', a + 1);
-  if (b == std::string::npos)
-    throw bad("has not three fields");
+  std::vector<std::string> parts{""};
+  for (auto c : text)
+    if (c == ':')
+      parts.emplace_back();
+    else
+      parts.back() += c;
+  if (parts.size() != 3 && parts.size() != 4)
+    throw bad("has not three or four fields");
   host_spec h;
   char* end = nullptr;
-  auto cores = std::strtoul(text.c_str(), &end, 10);
-  if (end != text.c_str() + a || cores == 0 || cores > 4096)
+  auto cores = std::strtoul(parts[0].c_str(), &end, 10);
+  if (parts[0].empty() || *end != '\0' || cores == 0 || cores > 4096)
     throw bad("does not start with a number of cores in [1, 4096]");
   h.cores = static_cast<uint32_t>(cores);
-  auto number = [&](size_t from, size_t to, double& x) {
-    auto part = text.substr(from, to - from);
+  auto number = [&](const std::string& part) {
     char* e = nullptr;
-    x = std::strtod(part.c_str(), &e);
-    if (part.empty() || e != part.c_str() + part.size() || !std::isfinite(x)
-        || x < 0)
+    auto x = std::strtod(part.c_str(), &e);
+    if (part.empty() || *e != '\0' || !std::isfinite(x) || x < 0)
       throw bad("has a cost that is not a non-negative number");
+    return x;
   };
-  number(a + 1, b, h.ns_per_byte);
-  number(b + 1, text.size(), h.apply_ns_per_float);
+  size_t i = 1;
+  if (parts.size() == 4)
+    h.ns_per_message = number(parts[i++]);
+  h.ns_per_byte = number(parts[i++]);
+  h.apply_ns_per_float = number(parts[i]);
   return h;
 }
 
@@ -129,8 +222,8 @@ sim_time host_model::run(uint32_t n, sim_time duration, sim_time now) {
 }
 
 sim_time host_model::message_cost(uint64_t bytes) const {
-  return static_cast<sim_time>(
-    std::ceil(spec_.ns_per_byte * static_cast<double>(bytes)));
+  return static_cast<sim_time>(std::ceil(
+    spec_.ns_per_message + spec_.ns_per_byte * static_cast<double>(bytes)));
 }
 
 sim_time host_model::apply_cost(uint64_t floats) const {

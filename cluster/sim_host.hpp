@@ -23,22 +23,28 @@ struct job_config;
 struct host_spec {
   /// Cores of the host (0: no host model).
   uint32_t cores = 0;
+  /// CPU per message a node sends, and again per message it receives
+  /// (system calls, framing, scheduling), in ns.
+  double ns_per_message = 0;
   /// CPU per byte a node sends, and again per byte it receives, in ns.
   double ns_per_byte = 0;
   /// A server's update of one dense float of a push, in ns.
   double apply_ns_per_float = 0;
 };
 
-/// This machine: its cores (std::thread::hardware_concurrency), the time
-/// CAF's binary serializer takes to write and read a push of `floats`
-/// floats plus one copy of its bytes into and out of a socket buffer (the
-/// median of 7), and the job's update rule over `floats` floats (median
-/// of 7).
+/// This machine: its cores (std::thread::hardware_concurrency), and the
+/// costs from round trips over loopback between two actor systems of this
+/// process (a gate and a dial, as between nodes): the pull of 1 float (4
+/// message ends: the fixed cost), the pull of `floats` floats (the cost per
+/// byte) and their push to a server of the job's update rule (the update
+/// per float); medians of 7 runs of 5.
+/// @throws runtime_failure if loopback cannot be used.
 host_spec measure_host(const job_config& cfg, uint64_t floats);
 
 std::string to_string(const host_spec& h);
 
-/// Parses "2:0.35:1.2": cores, ns per byte, ns per float.
+/// Parses "2:0.35:1.2" (cores, ns per byte, ns per float) or
+/// "2:20000:0.35:1.2" (cores, ns per message, ns per byte, ns per float).
 /// @throws input_error quoting `text` and what is wrong.
 host_spec parse_host(const std::string& text);
 

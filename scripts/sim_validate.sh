@@ -2,7 +2,7 @@
 # The simulator against reality (issue 13): the Fashion-MNIST job with 2 ps
 # and 1, 2 and 4 workers, run for real under `actorps launch` (processes on
 # this machine, loopback, --tls off) and simulated with this machine's
-# loopback (`--network 1000gbit,20us --host measured --compute measured`:
+# loopback (`--network 1000gbit,1us --host measured --compute measured`:
 # every node on one host of this machine's cores, the CPU costs of
 # messages and updates and the model's step measured here), alternating
 # (A B A B) so that both see the same load. Prints, per worker count, the
@@ -33,7 +33,7 @@ for ((r = 1; r <= rounds; ++r)); do
       || { echo "launch with $w workers failed:"; tail -5 "$tmp/l"; exit 1; }
     grep -o 'samples/s [0-9]*' "$tmp/l" | tail -1 | awk '{print $2}' \
       >>"$tmp/launch.$w"
-    "$bin" simulate "${job[@]}" --workers "$w" --network 1000gbit,20us \
+    "$bin" simulate "${job[@]}" --workers "$w" --network 1000gbit,1us \
       --host measured --compute measured --quiet >"$tmp/s" 2>&1 \
       || { echo "simulate with $w workers failed:"; tail -5 "$tmp/s"; exit 1; }
     grep -o '([0-9]* samples/s)' "$tmp/s" | tr -d '(' | awk '{print $1}' \
