@@ -107,11 +107,12 @@ void dense_tower::backward(const float* params, workspace& ws,
     row_map gb{grad + offsets_[i] + in * out, out};
     gw.noalias() = ws.act[i].topRows(rows).transpose() * d_out;
     // The bias gradient adds the rows in order, the same order for every
-    // column. Not d_out.colwise().sum(): Eigen sums the columns that fall
-    // into whole packets of `gb` as a tree and the others one row after
-    // another, so which columns round which way depended on the address of
-    // `grad` (the caller's buffer), and a run's results on where the heap
-    // had put it (a simulated run changed with the length of --out).
+    // column. Not d_out.colwise().sum(): Eigen sums the columns that land
+    // in whole packets of `gb` four rows at a time ((a + b) + (c + d) added
+    // to the sum) and the others row after row, so which columns rounded
+    // which way followed the address of `grad` (the caller's buffer), and a
+    // run's results where the heap had put it (a simulated run changed
+    // with the length of --out). Costs one pass over d_out, as the sum did.
     gb.setZero();
     for (Eigen::Index r = 0; r < rows; ++r)
       gb += d_out.row(r);

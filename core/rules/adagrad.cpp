@@ -39,18 +39,19 @@ public:
   void apply(float* w_ptr, float* const* slots, const float* g_ptr, size_t n,
              uint64_t) const override {
     ensure_flush_denormals();
-    // Settings as locals captured by value (kept in registers, see
-    // sgd.cpp).
+    // Settings and pointers as locals captured by value (kept in registers,
+    // see sgd.cpp).
     const float lr = lr_;
     const float eps = eps_;
-    for_each_block<1>(w_ptr, slots, g_ptr, n,
-                      [=](float* wb, float* const* sb, const float* gb) {
-                        block_map w{wb};
-                        block_map a{sb[0]};
-                        const_block_map g{gb};
-                        a += g.square();
-                        w -= lr * g / (a.sqrt() + eps);
-                      });
+    float* a_ptr = slots[0];
+    for_each_block(w_ptr, n, [=](size_t off, Eigen::Index len, auto size) {
+      constexpr int s = decltype(size)::value;
+      block_map<s> w{w_ptr + off, len};
+      block_map<s> a{a_ptr + off, len};
+      const_block_map<s> g{g_ptr + off, len};
+      a += g.square();
+      w -= lr * g / (a.sqrt() + eps);
+    });
   }
 
   std::string describe() const override {

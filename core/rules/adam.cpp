@@ -53,22 +53,24 @@ public:
     const auto alpha = static_cast<float>(
       double{lr_} * std::sqrt(-std::expm1(td * log_b2_))
       / -std::expm1(td * log_b1_));
-    // Settings as locals captured by value (kept in registers, see
-    // sgd.cpp). The decays' complements in float, as Keras computes them
+    // Settings and pointers as locals captured by value (kept in registers,
+    // see sgd.cpp). The decays' complements in float, as Keras computes them
     // in the variable's dtype.
     const float b1 = b1_, c1 = 1.0f - b1_;
     const float b2 = b2_, c2 = 1.0f - b2_;
     const float eps = eps_;
-    for_each_block<2>(w_ptr, slots, g_ptr, n,
-                      [=](float* wb, float* const* sb, const float* gb) {
-                        block_map w{wb};
-                        block_map m{sb[0]};
-                        block_map v{sb[1]};
-                        const_block_map g{gb};
-                        m = b1 * m + c1 * g;
-                        v = b2 * v + c2 * g.square();
-                        w -= alpha * m / (v.sqrt() + eps);
-                      });
+    float* m_ptr = slots[0];
+    float* v_ptr = slots[1];
+    for_each_block(w_ptr, n, [=](size_t off, Eigen::Index len, auto size) {
+      constexpr int s = decltype(size)::value;
+      block_map<s> w{w_ptr + off, len};
+      block_map<s> m{m_ptr + off, len};
+      block_map<s> v{v_ptr + off, len};
+      const_block_map<s> g{g_ptr + off, len};
+      m = b1 * m + c1 * g;
+      v = b2 * v + c2 * g.square();
+      w -= alpha * m / (v.sqrt() + eps);
+    });
   }
 
   std::string describe() const override {

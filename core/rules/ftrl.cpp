@@ -60,24 +60,26 @@ public:
     // 0. The denominator is 0 only where n = 0 and beta = l2 = 0, so every
     // gradient so far was 0 and z = 0; max(.., FLT_MIN) makes that
     // 0 / FLT_MIN = 0 instead of Keras' 0 / 0 = NaN.
-    // Settings as locals captured by value (kept in registers, see
-    // sgd.cpp).
+    // Settings and pointers as locals captured by value (kept in registers,
+    // see sgd.cpp).
     const float lr = lr_, l1 = l1_, l2x2 = 2.0f * l2_, beta = beta_;
     const float tiny = std::numeric_limits<float>::min();
-    for_each_block<2>(w_ptr, slots, g_ptr, n,
-                      [=](float* wb, float* const* sb, const float* gb) {
-                        block_map w{wb};
-                        block_map acc{sb[0]};
-                        block_map z{sb[1]};
-                        const_block_map g{gb};
-                        // Stack temporaries (16 floats): each root once.
-                        block root_old = acc.sqrt();
-                        acc += g.square();
-                        block root_new = acc.sqrt();
-                        z += g - (root_new - root_old) / lr * w;
-                        w = (z.min(l1).max(-l1) - z)
-                            / ((root_new + beta) / lr + l2x2).max(tiny);
-                      });
+    float* n_ptr = slots[0];
+    float* z_ptr = slots[1];
+    for_each_block(w_ptr, n, [=](size_t off, Eigen::Index len, auto size) {
+      constexpr int s = decltype(size)::value;
+      block_map<s> w{w_ptr + off, len};
+      block_map<s> acc{n_ptr + off, len};
+      block_map<s> z{z_ptr + off, len};
+      const_block_map<s> g{g_ptr + off, len};
+      // Stack temporaries (at most 16 floats): each root once.
+      block<s> root_old = acc.sqrt();
+      acc += g.square();
+      block<s> root_new = acc.sqrt();
+      z += g - (root_new - root_old) / lr * w;
+      w = (z.min(l1).max(-l1) - z)
+          / ((root_new + beta) / lr + l2x2).max(tiny);
+    });
   }
 
   std::string describe() const override {

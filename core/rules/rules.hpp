@@ -10,12 +10,11 @@
 // declare it below, and add one line {"NAME", make_NAME} to the table in
 // core/rules/registry.cpp.
 
-#include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -123,34 +122,11 @@ inline void ensure_flush_denormals() noexcept {
 #  define ACTORPS_FLATTEN
 #endif
 
-/// The floats for_each_block hands a kernel at once.
-constexpr size_t block_size = 16;
-
-/// A block of floats for for_each_block's kernels (16 floats: a temporary
-/// lives on the stack, no allocation).
-using block = Eigen::Array<float, static_cast<int>(block_size), 1>;
-
-/// Maps of blocks: parameters and slots (written), gradients (read).
-using block_map = Eigen::Map<block>;
-using const_block_map = Eigen::Map<const block>;
-
-/// Runs a rule's elementwise kernel over its n parameters in blocks of 16:
-/// `kernel(w, s, g)` updates the 16 floats at `w` and at each slot `s[k]`
-/// (k < Slots) in place, given the 16 gradients at `g`. Every float goes
-/// through this one fixed-size kernel, whatever n is and wherever the
-/// arrays lie: a shorter head or tail is copied into zero-padded 16-float
-/// buffers, computed whole, and its first floats copied back.
-///
-/// Why one kernel for every float: a float's new value must not depend on
-/// its address. A dynamic-size Eigen::Map takes scalar steps until its
-/// destination is aligned to a whole packet, and Eigen's scalar and packet
-/// code round differently (sqrt: exact in scalar code, rsqrt and a Newton
-/// step in AVX packets under EIGEN_FAST_MATH; GCC fuses a * b + c into one
-/// FMA in one path and not the other). With head and tail as dynamic-size
-/// blocks, adagrad, adam and ftrl changed some floats with the alignment of
-/// their buffers, and a simulated run with the length of an unrelated
-/// argument (which moved the heap). The padded copy costs a few ns on the
-/// head and tail only; 16-float rows take no copy.
+/// Runs an elementwise kernel over n floats in blocks of 16, so that every
+/// rule takes one code path for embedding rows and dense regions alike:
+/// `kernel(offset, len, size)` for the floats [offset, offset + len), with
+/// `size` a std::integral_constant holding the block's compile-time length
+/// (16, or Eigen::Dynamic for a shorter head or tail) for block_map<Size>.
 ///
 /// Why blocks: a dynamic-size Eigen::Map takes scalar steps until its
 /// destination is aligned to a whole packet (64 bytes with AVX-512), which
@@ -159,61 +135,59 @@ using const_block_map = Eigen::Map<const block>;
 /// take 9, 10, 12 ns as one fixed-size block (unaligned loads and stores,
 /// fully unrolled). Why the head: on a long range, unaligned 64-byte stores
 /// split cache lines, so a range of more than 64 floats first takes a short
-/// head up to the next 64-byte boundary of `w` (malloc'ed buffers this
-/// large share their offset modulo 64, so the slots usually align too).
-/// 235k floats: sgd 23 -> 18 us, adam 69-82 -> 59 us (the old dynamic-Map
-/// optimizer_state: 18 and 75 us).
+/// head up to the next 64-byte boundary of `align_to` (the parameters;
+/// malloc'ed buffers this large share their offset modulo 64, so the slots
+/// usually align too). 235k floats: sgd 23 -> 18 us, adam 69-82 -> 59 us
+/// (the old dynamic-Map optimizer_state: 18 and 75 us).
+///
+/// Same value wherever a float lies: which floats take the head, the tail
+/// or the scalar steps inside a dynamic-size block depends on the address,
+/// so a kernel may use only operations that Eigen's scalar and packet code
+/// round alike: + - * /, min, max and sqrt (exact in packets too with
+/// EIGEN_FAST_MATH=0, see CMakeLists.txt); not exp, log, pow or tanh, whose
+/// packet versions are approximations. With Eigen's default rsqrt-based
+/// packet sqrt, adagrad, adam and ftrl changed a few floats with the
+/// alignment of their buffers, and a simulated run changed with the length
+/// of an unrelated argument (which moved the heap).
 ///
 /// Flattened (GCC, Clang): every call inside is inlined, the kernel above
 /// all; GCC 12 otherwise calls the kernel out of line once per block (a
-/// dense momentum step went from 50 to 87 us). The kernel is called from
-/// one place, so it is inlined once: whole and padded blocks run the same
-/// instructions. Kernels should capture settings by value, as locals: a
-/// float store may alias a float member, so members are reloaded after
-/// every block.
-template <size_t Slots, class Kernel>
-ACTORPS_FLATTEN inline void for_each_block(float* w, float* const* slots,
-                                           const float* g, size_t n,
+/// dense momentum step went from 50 to 87 us). Kernels should capture
+/// settings and pointers by value, as locals: a float store may alias a
+/// float member, so members are reloaded after every block.
+template <class Kernel>
+ACTORPS_FLATTEN inline void for_each_block(const float* align_to, size_t n,
                                            Kernel&& kernel) {
+  constexpr size_t block_size = 16;
   constexpr size_t align_bytes = 64;
-  size_t head = 0;
+  using dynamic = std::integral_constant<int, Eigen::Dynamic>;
+  using fixed = std::integral_constant<int, static_cast<int>(block_size)>;
+  size_t i = 0;
   if (n > 4 * block_size) {
-    auto addr = reinterpret_cast<uintptr_t>(w);
-    if (addr % sizeof(float) == 0)
-      head = ((align_bytes - addr % align_bytes) % align_bytes)
-             / sizeof(float);
-  }
-  // Zero-padded copies of a short block (slot k at pad[1 + k], the
-  // gradient last).
-  alignas(align_bytes) float pad[Slots + 2][block_size];
-  std::array<float*, Slots> s;
-  for (size_t i = 0, len = 0; i < n; i += len) {
-    len = i == 0 && head > 0 ? head : std::min(block_size, n - i);
-    float* bw = w + i;
-    const float* bg = g + i;
-    for (size_t k = 0; k < Slots; ++k)
-      s[k] = slots[k] + i;
-    if (len < block_size) {
-      auto load = [len](const float* from, float* to) {
-        std::copy(from, from + len, to);
-        std::fill(to + len, to + block_size, 0.0f);
-      };
-      load(bw, pad[0]);
-      bw = pad[0];
-      for (size_t k = 0; k < Slots; ++k) {
-        load(s[k], pad[1 + k]);
-        s[k] = pad[1 + k];
-      }
-      load(bg, pad[Slots + 1]);
-      bg = pad[Slots + 1];
-    }
-    kernel(bw, s.data(), bg);
-    if (len < block_size) {
-      std::copy(pad[0], pad[0] + len, w + i);
-      for (size_t k = 0; k < Slots; ++k)
-        std::copy(pad[1 + k], pad[1 + k] + len, slots[k] + i);
+    auto addr = reinterpret_cast<uintptr_t>(align_to);
+    auto head = ((align_bytes - addr % align_bytes) % align_bytes)
+                / sizeof(float);
+    if (addr % sizeof(float) == 0 && head > 0) {
+      kernel(size_t{0}, static_cast<Eigen::Index>(head), dynamic{});
+      i = head;
     }
   }
+  for (; i + block_size <= n; i += block_size)
+    kernel(i, static_cast<Eigen::Index>(block_size), fixed{});
+  if (i < n)
+    kernel(i, static_cast<Eigen::Index>(n - i), dynamic{});
 }
+
+/// A block of floats for for_each_block's kernels. At most 16 floats, so a
+/// temporary block (also the Dynamic one) lives on the stack: no allocation.
+template <int Size>
+using block = Eigen::Array<float, Size, 1, Eigen::ColMajor, 16, 1>;
+
+/// Maps of blocks: parameters and slots (written), gradients (read).
+template <int Size>
+using block_map = Eigen::Map<block<Size>>;
+
+template <int Size>
+using const_block_map = Eigen::Map<const block<Size>>;
 
 } // namespace actorps::detail

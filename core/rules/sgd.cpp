@@ -31,12 +31,12 @@ public:
     // registers instead of reloading them after every store (a float store
     // may alias a float member).
     const float lr = lr_;
-    for_each_block<0>(w_ptr, nullptr, g_ptr, n,
-                      [=](float* wb, float* const*, const float* gb) {
-                        block_map w{wb};
-                        const_block_map g{gb};
-                        w -= lr * g;
-                      });
+    for_each_block(w_ptr, n, [=](size_t off, Eigen::Index len, auto size) {
+      constexpr int s = decltype(size)::value;
+      block_map<s> w{w_ptr + off, len};
+      const_block_map<s> g{g_ptr + off, len};
+      w -= lr * g;
+    });
   }
 
   std::string describe() const override {
