@@ -144,18 +144,38 @@ void through_chaos(link_ptr self, sim_time sent, std::function<void()> again,
   }
 }
 
-void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
-                  pull_request req, uint64_t bytes);
+void arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
+             pull_request req, uint64_t bytes);
+void arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+             push_request req, uint64_t bytes);
 
-/// Worker `req.worker`'s pull leaves it now (or when its stop ends).
-void pull_leaves(link_ptr self, caf::typed_response_promise<pull_reply> rp,
-                 pull_request req) {
-  auto worker = req.worker;
+uint32_t sender_of(const pull_request& x) {
+  return x.worker;
+}
+
+uint32_t sender_of(const push_request& x) {
+  return x.id.worker;
+}
+
+uint64_t request_bytes(const sim_world&, const pull_request& x) {
+  return wire_bytes(x);
+}
+
+uint64_t request_bytes(const sim_world& w, const push_request& x) {
+  return wire_bytes(w, x.group, x);
+}
+
+/// A worker's pull or push leaves it now (or when its stop ends) and
+/// reaches the server when the network model says (dropped: sent again).
+template <class Reply, class Request>
+void leaves(link_ptr self, caf::typed_response_promise<Reply> rp,
+            Request req) {
+  auto worker = sender_of(req);
   when_awake(self, worker, [self, rp, req = std::move(req)]() mutable {
     auto& w = *self->state.world;
-    auto worker = req.worker;
+    auto worker = sender_of(req);
     auto server_node = w.workers + self->state.index;
-    auto bytes = wire_bytes(req);
+    auto bytes = request_bytes(w, req);
     auto sent = w.now(self->system());
     transfer(self, worker, server_node, bytes, [self, rp, req = std::move(req),
                                                 sent, bytes]() mutable {
@@ -163,12 +183,25 @@ void pull_leaves(link_ptr self, caf::typed_response_promise<pull_reply> rp,
       through_chaos(
         self, sent,
         [self, rp, req = std::move(copy)]() mutable {
-          pull_leaves(self, std::move(rp), std::move(req));
+          leaves(self, std::move(rp), std::move(req));
         },
         [self, rp, req = std::move(req), bytes]() mutable {
-          pull_arrives(self, std::move(rp), std::move(req), bytes);
+          arrives(self, std::move(rp), std::move(req), bytes);
         });
     });
+  });
+}
+
+/// A pull reply of `bytes` reached worker `worker`: delivered once the
+/// worker is awake.
+void deliver_pull(link_ptr self, caf::typed_response_promise<pull_reply> rp,
+                  pull_reply r, uint32_t worker, uint64_t bytes) {
+  when_awake(self, worker, [self, rp, r = std::move(r), worker,
+                            bytes]() mutable {
+    auto& w = *self->state.world;
+    w.trace.event(w.now(self->system()), "<pull", worker, self->state.index,
+                  0, bytes);
+    rp.deliver(std::move(r));
   });
 }
 
@@ -195,13 +228,7 @@ void lazy_reply(link_ptr self, caf::typed_response_promise<pull_reply> rp,
             ++w.estimate_misses;
           hold_until(self, at, [self, rp, r = std::move(r), worker,
                                 estimate]() mutable {
-            when_awake(self, worker, [self, rp, r = std::move(r), worker,
-                                      estimate]() mutable {
-              auto& w = *self->state.world;
-              w.trace.event(w.now(self->system()), "<pull", worker,
-                            self->state.index, 0, estimate);
-              rp.deliver(std::move(r));
-            });
+            deliver_pull(self, std::move(rp), std::move(r), worker, estimate);
           });
         },
         [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -210,8 +237,8 @@ void lazy_reply(link_ptr self, caf::typed_response_promise<pull_reply> rp,
 
 /// The pull is at the server's link: the server answers once awake, and
 /// the reply travels back.
-void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
-                  pull_request req, uint64_t bytes) {
+void arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
+             pull_request req, uint64_t bytes) {
   auto server_node = self->state.world->workers + self->state.index;
   when_awake(self, server_node, [self, rp, req = std::move(req),
                                  bytes]() mutable {
@@ -232,14 +259,9 @@ void pull_arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
           transfer(self, server_node, worker, back_bytes,
                    [self, rp, r = std::move(r), worker,
                     back_bytes]() mutable {
-            when_awake(self, worker, [self, rp, r = std::move(r), worker,
-                                      back_bytes]() mutable {
-              auto& w = *self->state.world;
-              w.trace.event(w.now(self->system()), "<pull", worker,
-                            self->state.index, 0, back_bytes);
-              rp.deliver(std::move(r));
-            });
-          });
+                     deliver_pull(self, std::move(rp), std::move(r), worker,
+                                  back_bytes);
+                   });
         },
         [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
   });
@@ -251,12 +273,10 @@ caf::result<pull_reply> pull(link_ptr self, pull_request& req) {
   if (req.worker == no_worker || req.worker >= w.workers)
     return self->delegate(st.server, pull_atom_v, std::move(req));
   auto rp = self->make_response_promise<pull_reply>();
-  pull_leaves(self, rp, std::move(req));
+  leaves(self, rp, std::move(req));
   return rp;
 }
 
-void push_leaves(link_ptr self, caf::typed_response_promise<uint64_t> rp,
-                 push_request req);
 
 /// The step of worker `worker` that started at `start` and takes `compute`
 /// ns ends: its push leaves, unless a stop lengthened the step or the
@@ -275,7 +295,7 @@ void step_done(link_ptr self, caf::typed_response_promise<uint64_t> rp,
     });
     return;
   }
-  push_leaves(self, std::move(rp), std::move(req));
+  leaves(self, std::move(rp), std::move(req));
 }
 
 caf::result<uint64_t> push(link_ptr self, push_request& req) {
@@ -310,39 +330,10 @@ caf::result<uint64_t> push(link_ptr self, push_request& req) {
   return rp;
 }
 
-void push_arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
-                  push_request req, uint64_t bytes);
-
-/// Worker `req.id.worker`'s push leaves it now (or when its stop ends): it
-/// reaches the server when the network model says.
-void push_leaves(link_ptr self, caf::typed_response_promise<uint64_t> rp,
-                 push_request req) {
-  auto worker = req.id.worker;
-  when_awake(self, worker, [self, rp, req = std::move(req)]() mutable {
-    auto& w = *self->state.world;
-    auto worker = req.id.worker;
-    auto server_node = w.workers + self->state.index;
-    auto bytes = wire_bytes(w, req.group, req);
-    auto sent = w.now(self->system());
-    transfer(self, worker, server_node, bytes, [self, rp, req = std::move(req),
-                                                sent, bytes]() mutable {
-      auto copy = req;
-      through_chaos(
-        self, sent,
-        [self, rp, req = std::move(copy)]() mutable {
-          push_leaves(self, std::move(rp), std::move(req));
-        },
-        [self, rp, req = std::move(req), bytes]() mutable {
-          push_arrives(self, std::move(rp), std::move(req), bytes);
-        });
-    });
-  });
-}
-
 /// The push is at the server's link: applied once the server is awake; the
 /// acknowledgement travels back.
-void push_arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
-                  push_request req, uint64_t bytes) {
+void arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
+             push_request req, uint64_t bytes) {
   auto server_node = self->state.world->workers + self->state.index;
   when_awake(self, server_node, [self, rp, req = std::move(req),
                                  bytes]() mutable {
