@@ -134,6 +134,9 @@ worker_proxy(faulty_worker_actor::pointer self, worker_actor worker) {
     [=](route_atom a, std::vector<group_route>& routes) {
       return self->delegate(worker, a, std::move(routes));
     },
+    [=](formats_atom a, std::string& name) {
+      return self->delegate(worker, a, std::move(name));
+    },
     [=](freeze_atom, uint64_t ms) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     },

@@ -30,6 +30,11 @@ public:
   ///      table), and the keys of each lookup are unique (deduplicate()).
   void route(const placement& pl, const std::vector<table_lookup>& tables);
 
+  /// True if the batch touches a table shard of server `p`.
+  bool has_keys(uint32_t p) const {
+    return used_[p] > 0;
+  }
+
   /// The table part of server `p`'s pull request: per shard, its keys.
   void fill_pull(uint32_t p, std::vector<table_rows>& out) const;
 

@@ -1,92 +1,22 @@
 #include "actors/worker_actor.hpp"
 
-#include <chrono>
 #include <algorithm>
-#include <deque>
+#include <chrono>
 
 #include "caf/actor_system.hpp"
-#include "caf/stateful_actor.hpp"
-#include "caf/typed_event_based_actor.hpp"
-#include "caf/typed_response_promise.hpp"
-
-#include "actors/key_routes.hpp"
-#include "actors/telemetry.hpp" // metrics (issue 14)
 #include "caf/blocking_actor.hpp"
 
+#include "actors/format_probe.hpp"
+#include "actors/worker_state.hpp"
 #include "core/backoff.hpp"
 #include "core/dataset.hpp"
 #include "core/log.hpp"
-#include "core/placement.hpp"
-#include "core/process.hpp"
-#include "models/model.hpp"
 
 namespace actorps {
 
+namespace detail {
+
 namespace {
-
-using std::chrono::steady_clock;
-
-double seconds_since(steady_clock::time_point t0) {
-  return std::chrono::duration<double>(steady_clock::now() - t0).count();
-}
-
-/// One closure waiting to run or running.
-struct job {
-  closure_request req;
-  caf::typed_response_promise<step_result> promise;
-};
-
-/// Where the running closure is.
-enum class phase { idle, pulling, pushing };
-
-struct worker_state {
-  worker_options opts;
-  std::unique_ptr<model_workspace> ws;
-  std::vector<float> params;
-  std::vector<float> grad;
-  example_batch batch;
-  std::vector<table_lookup> tables;
-  key_routes routes;
-  std::vector<uint64_t> read_clocks;
-  std::deque<job> queue; // queue.front() is running when busy
-  /// Set when a parameter server is lost: every closure fails with it.
-  caf::error ps_lost;
-  /// Per server: lost (down or unreachable) and not yet reconnected or
-  /// replaced; a reconnect attempt is scheduled or running; attempts made.
-  std::vector<bool> lost;
-  std::vector<bool> reconnecting;
-  std::vector<uint32_t> reconnect_tries;
-  bool busy = false;
-  // -- the running closure ----------------------------------------------------
-  /// Counts started steps: a reply is for the running step only if it was
-  /// sent by it (a late reply of an earlier step, e.g. of the same closure
-  /// run again here, is dropped).
-  uint64_t seq = 0;
-  /// Per group: the token of the pull or push awaiting its answer (0: none).
-  /// Only that request's answer counts: when a route moves the group to
-  /// another server, what was in flight is sent there again, and a late
-  /// answer of the old server (or none: a server that died with the request)
-  /// must neither count twice nor be waited for.
-  std::vector<uint64_t> in_flight;
-  uint64_t next_token = 0;
-  /// With a push format: per group, the running closure's encoded gradient
-  /// (sent again as it is: encoding again would count a topk residual
-  /// twice) and the error-feedback residual (topk).
-  std::vector<encoded_tensor> encoded;
-  std::vector<bool> encoded_for_seq;
-  std::vector<std::vector<float>> residual;
-  /// Decoded values of an encoded pull reply.
-  std::vector<float> decoded;
-  const step_function* step = nullptr;
-  phase at = phase::idle;
-  size_t pending = 0;
-  bool failed = false;
-  step_result result;
-  steady_clock::time_point t0;
-  static constexpr const char* name = "worker";
-};
-
-using worker_ptr = worker_actor::stateful_pointer<worker_state>;
 
 void start_next(worker_ptr self);
 
@@ -109,17 +39,14 @@ void use_server(worker_ptr self, uint32_t p, ps_actor ps) {
   auto& st = self->state;
   st.opts.servers[p] = std::move(ps);
   self->monitor(st.opts.servers[p]);
+  drop_ahead(self, p);
   st.lost[p] = false;
   st.reconnect_tries[p] = 0;
   if (std::none_of(st.lost.begin(), st.lost.end(), [](bool x) { return x; }))
     st.ps_lost = caf::error{};
 }
 
-/// Ends the running closure with its result or `err` and starts the next one.
-/// Frees `xs` (worker_options::lean).
-void release(std::vector<float>& xs) {
-  std::vector<float>{}.swap(xs);
-}
+} // namespace
 
 void finish(worker_ptr self, const caf::error& err) {
   auto& st = self->state;
@@ -147,8 +74,6 @@ void fail(worker_ptr self, caf::error err) {
   finish(self, err);
 }
 
-/// The running closure's own code failed (the dataset or the model threw):
-/// the closure's error, not the worker's. Nothing was pushed.
 void step_error(worker_ptr self, const char* where, const std::exception& e) {
   auto& st = self->state;
   log::error("worker", static_cast<int>(st.opts.index),
@@ -159,242 +84,62 @@ void step_error(worker_ptr self, const char* where, const std::exception& e) {
                              std::string{e.what()}));
 }
 
-/// A pull or push to server `p` failed with `err`: a server that is gone
-/// is reported as errc::ps_lost (the dispatcher may wait for its recovery).
 caf::error server_error(worker_ptr self, uint32_t p, caf::error err) {
   if (err == caf::sec::request_receiver_down)
     return caf::make_error(errc::ps_lost, "ps", p, self->system().render(err));
   return err;
 }
 
-void compute(worker_ptr self);
+namespace {
 
-/// Puts group `p`'s dense gradient into `req` in the push format, encoded
-/// once per closure (a push sent again carries the same bytes).
-void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
+/// Uses the wire format chosen by measurement (between steps: a push sent
+/// again must carry the bytes it carried first).
+void use_chosen_format(worker_ptr self) {
   auto& st = self->state;
-  auto& f = *st.opts.push_format;
-  if (!st.encoded_for_seq[p]) {
-    auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
-    float* residual = nullptr;
-    if (f.uses_residual()) {
-      st.residual[p].resize(grad.size(), 0.0f);
-      residual = st.residual[p].data();
-    }
-    f.encode(grad.data(), grad.size(), st.encoded[p], residual);
-    st.encoded_for_seq[p] = true;
-  }
-  req.format = f.name();
-  req.encoded = st.encoded[p];
-}
-
-/// Pushes the running closure's gradients to server `p`.
-void push_one(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  auto seq = st.seq;
-  push_request req;
-  req.group = p;
-  req.view = st.opts.views[p];
-  req.read_clock = st.read_clocks[p];
-  req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
-  if (st.opts.layout->ps_sizes[p] > 0) {
-    if (st.opts.push_format) {
-      try {
-        encode_gradient(self, p, req);
-      } catch (const std::exception& e) {
-        return step_error(self, "the push format", e);
-      }
-    } else
-      req.gradient.values = gather_shards(*st.opts.layout, p,
-                                          st.grad.data());
-  }
-  st.routes.fill_push(p, st.tables, req.tables);
-  st.result.bytes_pushed += payload_bytes(req);
-  // No timeout (caf::infinite): under sync the ack waits for the round;
-  // a server that dies or is cut off is noticed by the monitor (down_msg),
-  // which fails the step.
-  auto sent = steady_clock::now(); // metrics (issue 14)
-  auto token = st.in_flight[p] = ++st.next_token;
-  self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
-    .then(
-      [=](uint64_t) {
-        telemetry::request_latency(telemetry::request_kind::push, p,
-                                   steady_clock::now() - sent); // issue 14
-        auto& st = self->state;
-        if (st.failed || st.seq != seq || st.in_flight[p] != token)
-          return;
-        st.in_flight[p] = 0;
-        if (--st.pending == 0) {
-          st.result.push_s = seconds_since(st.t0);
-          st.result.peak_rss_bytes = peak_rss_bytes();
-          finish(self, caf::error{});
-        }
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        if (st.seq == seq && st.in_flight[p] == token)
-          fail(self, server_error(self, p, std::move(err)));
-      });
-}
-
-/// Pulls the dense region and the batch's rows of server `p`.
-void pull_one(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  auto seq = st.seq;
-  pull_request req;
-  req.group = p;
-  req.view = st.opts.views[p];
-  req.worker = st.opts.index;
-  req.dense = st.opts.layout->ps_sizes[p] > 0;
-  if (st.opts.pull_format && req.dense)
-    req.format = st.opts.pull_format->name();
-  st.routes.fill_pull(p, req.tables);
-  for (auto& t : req.tables)
-    st.result.bytes_pulled += t.keys.keys.size() * sizeof(uint64_t);
-  // No timeout (caf::infinite): under ssp a pull is held while this worker
-  // is ahead; a server that dies or is cut off is noticed by the monitor
-  // (down_msg), which fails the step.
-  auto sent = steady_clock::now(); // metrics (issue 14)
-  auto token = st.in_flight[p] = ++st.next_token;
-  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
-    .then(
-      [=](pull_reply& reply) {
-        telemetry::request_latency(telemetry::request_kind::pull, p,
-                                   steady_clock::now() - sent); // issue 14
-        auto& st = self->state;
-        if (st.failed || st.seq != seq || st.in_flight[p] != token)
-          return;
-        st.in_flight[p] = 0;
-        auto& pl = *st.opts.layout;
-        auto dense = pl.ps_sizes[p];
-        const float* values = reply.values.values.data();
-        auto got = reply.values.values.size();
-        if (!reply.format.empty()) {
-          if (!st.opts.pull_format || reply.format != st.opts.pull_format->name())
-            return fail(self, caf::make_error(errc::bad_message,
-                                              "pull from ps", p,
-                                              "unexpected format",
-                                              reply.format));
-          st.decoded.resize(dense);
-          try {
-            st.opts.pull_format->decode(reply.encoded, st.decoded.data(),
-                                        dense);
-          } catch (const std::exception& e) {
-            return fail(self, caf::make_error(errc::bad_message,
-                                              "pull from ps", p,
-                                              std::string{e.what()}));
-          }
-          values = st.decoded.data();
-          got = dense;
-        }
-        if (got != dense)
-          return fail(self, caf::make_error(errc::shape_mismatch,
-                                            "pull from ps", p, dense, got));
-        if (dense > 0)
-          scatter_shards(pl, p, values, st.params.data());
-        if (auto err = st.routes.scatter_pull(p, reply.tables, st.tables))
-          return fail(self, std::move(err));
-        st.result.bytes_pulled += payload_bytes(reply);
-        st.read_clocks[p] = reply.clock;
-        if (--st.pending == 0) {
-          st.result.pull_s = seconds_since(st.t0);
-          compute(self);
-        }
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        if (st.seq == seq && st.in_flight[p] == token)
-          fail(self, server_error(self, p, std::move(err)));
-      });
-}
-
-/// Group `p` moved to another server while the running closure awaited its
-/// answer: the request goes to the new server (a push the old primary
-/// applied and forwarded is a duplicate there, acknowledged, not applied
-/// again). Without this, a request held by a server that died before its
-/// down message arrived here (the route came first) would never be
-/// answered, and the closure would wait forever.
-void resend(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  if (!st.busy || st.failed || st.in_flight[p] == 0 || st.ps_lost)
+  if (st.next_format.empty())
     return;
-  log::info("worker", static_cast<int>(st.opts.index),
-            "closure {}: its {} of group {} is sent again to the new server",
-             st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
-  st.in_flight[p] = 0;
-  if (st.at == phase::pushing)
-    push_one(self, p);
-  else
-    pull_one(self, p);
+  std::shared_ptr<const wire_format> f;
+  if (st.next_format != "fp32")
+    f = make_wire_format(st.next_format);
+  if (st.opts.choose_push_format)
+    st.opts.push_format = f;
+  if (st.opts.choose_pull_format)
+    st.opts.pull_format = f;
+  st.next_format.clear();
 }
 
-void push_all(worker_ptr self) {
+/// Times pulls in fp32 and bf16 from a helper thread (it blocks) and sends
+/// the faster format back.
+void choose_formats(worker_ptr self) {
   auto& st = self->state;
-  st.at = phase::pushing;
-  st.t0 = steady_clock::now();
-  st.pending = st.opts.servers.size();
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-    push_one(self, p);
-}
-
-void compute(worker_ptr self) {
-  auto& st = self->state;
-  auto t0 = steady_clock::now();
-  for (auto& t : st.tables)
-    std::fill(t.grad.begin(), t.grad.end(), 0.0f);
-  if (st.opts.lean)
-    st.grad.resize(st.opts.layout->model_size);
-  model_inputs in{st.params.data(), &st.tables};
-  try {
-    st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
-                                      st.grad.data(), *st.ws);
-  } catch (const std::exception& e) {
-    return step_error(self, "the model", e);
-  }
-  if (st.opts.lean)
-    release(st.params);
-  st.result.compute_s = seconds_since(t0);
-  if (!st.step->pushes)
-    return finish(self, caf::error{});
-  push_all(self);
-}
-
-/// Takes the next batch, lets the model name its keys, and pulls.
-void begin_step(worker_ptr self) {
-  auto& st = self->state;
-  if (st.opts.lean)
-    st.params.resize(st.opts.layout->model_size);
-  telemetry::sample_mailbox(self, "worker", st.opts.index); // issue 14
-  try {
-    st.opts.data->next(st.batch);
-    for (auto& t : st.tables)
-      t.occurrences.clear();
-    st.opts.net->collect_keys(st.batch, st.tables);
-  } catch (const std::exception& e) {
-    return step_error(self, "the dataset", e);
-  }
-  uint64_t keys = 0;
-  for (auto& t : st.tables) {
-    t.deduplicate();
-    keys += t.keys.size();
-  }
-  st.routes.route(*st.opts.layout, st.tables);
-  st.result.samples = st.batch.rows;
-  st.result.keys = keys;
-  auto pos = st.opts.data->position();
-  st.result.data_epoch = pos.epoch;
-  st.result.data_offset = pos.offset;
-  st.at = phase::pulling;
-  st.t0 = steady_clock::now();
-  st.pending = st.opts.servers.size();
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-    pull_one(self, p);
+  worker_actor me = self;
+  auto servers = st.opts.servers;
+  auto layout = st.opts.layout;
+  auto index = static_cast<int>(st.opts.index);
+  self->spawn<caf::detached>([me, servers, layout,
+                              index](caf::blocking_actor* helper) {
+    try {
+      auto candidate = make_wire_format("bf16");
+      auto c = probe_formats(helper, servers, *layout, *candidate, 7,
+                             std::chrono::seconds(30));
+      log::info("worker", index, "wire format by measurement: {}",
+                c.describe());
+      helper->send(me, formats_atom_v, c.format);
+    } catch (const std::exception& e) {
+      log::warn("worker", index,
+                "wire format by measurement failed ({}); keeping fp32",
+                e.what());
+      helper->send(me, formats_atom_v, std::string{"fp32"});
+    }
+  });
+  st.probing = true;
 }
 
 void start_next(worker_ptr self) {
   auto& st = self->state;
-  if (st.busy || st.queue.empty())
+  if (st.busy || st.probing || st.queue.empty())
     return;
+  use_chosen_format(self);
   auto& req = st.queue.front().req;
   if (st.ps_lost)
     return finish(self, st.ps_lost);
@@ -411,6 +156,7 @@ void start_next(worker_ptr self) {
   st.result.worker = st.opts.index;
   begin_step(self);
 }
+
 
 worker_actor::behavior_type
 worker_behavior(worker_actor::stateful_pointer<worker_state> self,
@@ -433,6 +179,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
   st.read_clocks.resize(st.opts.servers.size());
   st.in_flight.assign(st.opts.servers.size(), 0);
+  st.ahead.resize(st.opts.servers.size());
   st.encoded.resize(st.opts.servers.size());
   st.encoded_for_seq.assign(st.opts.servers.size(), false);
   st.residual.resize(st.opts.servers.size());
@@ -454,12 +201,15 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
           log::error("worker", static_cast<int>(st.opts.index),
                      "lost ps{}: {}", p, self->system().render(dm.reason));
         st.lost[p] = true;
+        drop_ahead(self, p);
         st.ps_lost = caf::make_error(errc::ps_lost, "ps", p,
                                      self->system().render(dm.reason));
         fail(self, st.ps_lost);
         plan_reconnect(self, p);
       }
   });
+  if (st.opts.choose_push_format || st.opts.choose_pull_format)
+    choose_formats(self);
   return {
     [=](redial_atom, uint32_t p) {
       auto& st = self->state;
@@ -570,6 +320,14 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       data.seek(data_position{epoch, offset});
       return true;
     },
+    [=](formats_atom, std::string& name) {
+      auto& st = self->state;
+      st.next_format = std::move(name);
+      st.probing = false;
+      if (!st.busy)
+        use_chosen_format(self);
+      start_next(self);
+    },
     [=](run_atom, closure_request& req) -> caf::result<step_result> {
       auto rp = self->make_response_promise<step_result>();
       self->state.queue.push_back(job{std::move(req), rp});
@@ -579,10 +337,13 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   };
 }
 
+
 } // namespace
 
+} // namespace detail
+
 worker_actor spawn_worker(caf::actor_system& sys, worker_options opts) {
-  return sys.spawn(worker_behavior, std::move(opts));
+  return sys.spawn(detail::worker_behavior, std::move(opts));
 }
 
 } // namespace actorps

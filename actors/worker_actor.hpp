@@ -58,7 +58,11 @@ using worker_actor = caf::typed_actor<
   // the worker sends each group's pulls and pushes to the route's server at
   // the route's view from now on (a route older than the one it knows is
   // ignored). Across processes it dials the server directly (redial).
-  caf::reacts_to<route_atom, std::vector<group_route>>>;
+  caf::reacts_to<route_atom, std::vector<group_route>>,
+  // Internal: the wire format a measurement of the links chose
+  // (worker_options::choose_push_format / choose_pull_format), used from
+  // the next step on.
+  caf::reacts_to<formats_atom, std::string>>;
 
 /// What a worker is spawned with.
 struct worker_options {
@@ -102,6 +106,18 @@ struct worker_options {
   /// for the worker's life: for a thousand simulated workers in one process
   /// (cluster/simulator.hpp), at the cost of two allocations per step.
   bool lean = false;
+  /// Overlap (async only): with each push the worker also sends the next
+  /// step's pull of dense values, so the push goes out on its uplink while
+  /// the values come in on its downlink. The next closure takes them (at
+  /// most one step old, so at most one step of extra staleness, counted as
+  /// such by the servers); rows are still pulled when it starts.
+  bool overlap = false;
+  /// cluster.push_format / pull_format "auto": at its start, the worker
+  /// times a pull of every group's values in fp32 and in bf16 from a helper
+  /// thread (actors/format_probe.hpp), logs both, and from then on pushes
+  /// and/or pulls in the faster (fp32 until then).
+  bool choose_push_format = false;
+  bool choose_pull_format = false;
 };
 
 /// Spawns a worker; its behaviour lives in worker_actor.cpp.

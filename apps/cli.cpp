@@ -73,10 +73,13 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --replication-lag N    async: updates a backup may lack (1 .. 1000000, 16;
                          cluster.replication_lag)
   --push-format F        the dense gradient in pushes: fp32 | bf16 | fp16 |
-                         topk:K | topk:RATIO (top-k with error feedback;
-                         cluster.push_format)
+                         topk:K | topk:RATIO (top-k with error feedback) |
+                         auto (each worker times fp32 and bf16 pulls at its
+                         start and uses the faster; cluster.push_format)
   --pull-format F        the dense values in pull replies: fp32 | bf16 | fp16
-                         (cluster.pull_format)
+                         | auto (cluster.pull_format)
+  --overlap              async: send the next step's pull of dense values with
+                         each push (cluster.overlap)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -183,7 +186,7 @@ train_command parse_job_args(
     {"--table-optimizer", true}, {"--table-learning-rate", true},
     {"--replicas", true},        {"--replication", true},
     {"--replication-lag", true},  {"--push-format", true},
-    {"--pull-format", true},
+    {"--pull-format", true},     {"--overlap", false},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
@@ -282,6 +285,8 @@ train_command parse_job_args(
       job.push_format = value;
     else if (flag == "--pull-format")
       job.pull_format = value;
+    else if (flag == "--overlap")
+      job.overlap = true;
     else if (flag == "--table-optimizer")
       job.table_optimizer.type = value;
     else if (flag == "--table-learning-rate")

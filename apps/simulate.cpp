@@ -98,6 +98,10 @@ int run_simulate(const std::vector<std::string>& args) {
     parse_stragglers(stragglers, opts.compute);
   if (!opts.record.empty() && opts.record == opts.replay)
     throw input_error("--record and --replay name the same file");
+  for (auto* f : {&cmd.job.push_format, &cmd.job.pull_format})
+    if (*f == "auto")
+      throw input_error("wire format \"auto\" times real pulls on a real "
+                        "network; under simulate name one (fp32, bf16, ...)");
   std::ofstream json;
   if (!out.empty()) {
     json.open(out, std::ios::out | std::ios::trunc);

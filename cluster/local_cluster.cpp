@@ -26,6 +26,11 @@ namespace {
 
 constexpr auto setup_timeout = std::chrono::seconds(30);
 
+/// Whether the push and the pull format are chosen by measurement ("auto").
+std::pair<bool, bool> chosen_by_measurement(const job_config& cfg) {
+  return {cfg.push_format == "auto", cfg.pull_format == "auto"};
+}
+
 /// A worker's options in one process (no views or redial: the dispatcher
 /// sends routes, and every server is an actor here).
 worker_options worker_options_of(uint32_t index, uint32_t incarnation,
@@ -34,8 +39,12 @@ worker_options worker_options_of(uint32_t index, uint32_t incarnation,
                                  std::shared_ptr<const placement> layout,
                                  std::vector<ps_actor> servers,
                                  std::shared_ptr<const wire_format> format,
-                                 std::shared_ptr<const wire_format> pull) {
+                                 std::shared_ptr<const wire_format> pull,
+                                 bool overlap, std::pair<bool, bool> choose) {
   worker_options opts;
+  opts.overlap = overlap;
+  opts.choose_push_format = choose.first;
+  opts.choose_pull_format = choose.second;
   opts.push_format = std::move(format);
   opts.pull_format = std::move(pull);
   opts.index = index;
@@ -206,7 +215,7 @@ std::vector<const shard_info*> layout_shards_of(const placement& layout,
 
 std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
                                                   const placement& layout) {
-  if (cfg.push_format == "fp32")
+  if (cfg.push_format == "fp32" || cfg.push_format == "auto")
     return nullptr;
   auto f = make_wire_format(cfg.push_format);
   for (uint32_t p = 0; p < layout.ps_sizes.size(); ++p) {
@@ -224,7 +233,7 @@ std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
 }
 
 std::shared_ptr<const wire_format> pull_format_of(const job_config& cfg) {
-  if (cfg.pull_format == "fp32")
+  if (cfg.pull_format == "fp32" || cfg.pull_format == "auto")
     return nullptr;
   return make_wire_format(cfg.pull_format);
 }
@@ -330,7 +339,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
       sys, w,
       spawn_worker(sys, worker_options_of(w, 0, faults->model_for(w, net),
                                           data[w], layout_, servers_,
-                                          format, pull))));
+                                          format, pull, cfg.overlap,
+                                          chosen_by_measurement(cfg)))));
   shared_->workers = workers_;
   shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
@@ -340,14 +350,16 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   // (It starts with group g on server g; the dispatcher sends it the
   // current routes before its first closure.)
   worker_respawn respawn = [&sys, net, data, layout, shared, faults, format,
-                            pull](uint32_t w, uint32_t incarnation) {
+                            pull, overlap = cfg.overlap,
+                            choose = chosen_by_measurement(cfg)](
+                             uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
     auto worker = faults->wrap_worker(
       sys, w,
       spawn_worker(sys, worker_options_of(w, incarnation,
                                           faults->model_for(w, net), data[w],
                                           layout, shared->servers, format,
-                                          pull)));
+                                          pull, overlap, choose)));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
     return worker;

@@ -124,13 +124,15 @@ std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
                                   uint64_t* newest_view = nullptr);
 
 /// The push format of job `cfg` (cluster.push_format) for the workers,
-/// null for plain floats (fp32).
+/// null for plain floats (fp32), and for "auto" (the workers start in fp32
+/// and choose by measurement: worker_options::choose_push_format).
 /// @throws input_error naming cluster.push_format if it cannot carry a
 ///         group's dense region (a topk count larger than the region).
 std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
                                                   const placement& layout);
 
-/// The pull format of job `cfg` (cluster.pull_format), null for fp32.
+/// The pull format of job `cfg` (cluster.pull_format), null for fp32 and
+/// "auto" (as push_format_of).
 std::shared_ptr<const wire_format> pull_format_of(const job_config& cfg);
 
 /// The create requests of the shards `layout` places on parameter server

@@ -177,6 +177,9 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   opts.layout = layout;
   opts.push_format = push_format_of(cfg, *layout);
   opts.pull_format = pull_format_of(cfg);
+  opts.overlap = cfg.overlap;
+  opts.choose_push_format = cfg.push_format == "auto";
+  opts.choose_pull_format = cfg.pull_format == "auto";
   for (auto& j : joined) {
     opts.servers.push_back(caf::actor_cast<ps_actor>(j.welcome.role_actor));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);

@@ -160,6 +160,7 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"keys_per_sec", r.train_s > 0 ? double(r.keys) / r.train_s : 0},
               {"bytes_pulled_per_step", double(r.bytes_pulled) / double(steps)},
               {"bytes_pushed_per_step", double(r.bytes_pushed) / double(steps)},
+              {"pulls_ahead", r.pulls_ahead},
               {"dense_equivalent_bytes_per_step", r.dense_equivalent_bytes},
               {"table_rows", r.table_rows},
               {"table_bytes", r.table_bytes},
@@ -241,6 +242,11 @@ void print_summary(std::FILE* out, const train_report& r) {
                dense_comparison(2.0 * r.dense_equivalent_bytes, moved),
                r.table_rows, human_bytes(double(r.table_bytes)));
   }
+  if (r.pulls_ahead > 0)
+    fmt::print(out,
+               "overlap: {} of {} dense pulls were sent with the worker's "
+               "previous push\n",
+               r.pulls_ahead, r.closures * r.ps);
   fmt::print(out, "memory: {}\n", memory_line(r));
   std::fflush(out);
 }

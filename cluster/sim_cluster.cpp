@@ -94,6 +94,7 @@ worker_actor sim_cluster::spawn_worker_at(uint32_t w, uint32_t incarnation) {
   wo.servers = links_;
   wo.push_format = push_format_;
   wo.pull_format = pull_format_;
+  wo.overlap = cfg_.overlap;
   wo.lean = true; // a thousand workers in one process
   auto worker = env_.keep(spawn_worker(env_.sys, std::move(wo)));
   workers_[w] = worker;

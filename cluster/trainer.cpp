@@ -171,6 +171,7 @@ public:
     r_.keys += s.keys;
     r_.bytes_pulled += s.bytes_pulled;
     r_.bytes_pushed += s.bytes_pushed;
+    r_.pulls_ahead += s.pulls_ahead;
     auto& rss = r_.worker_peak_rss_bytes.at(s.worker);
     rss = std::max(rss, s.peak_rss_bytes);
   }

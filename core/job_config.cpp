@@ -204,6 +204,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("replication_lag", cfg.replication_lag, 1, 1000000);
     s.get("push_format", cfg.push_format);
     s.get("pull_format", cfg.pull_format);
+    s.get("overlap", cfg.overlap);
     if (auto v = s.find("tls")) {
       if (v->is_string()) {
         if (v->get<std::string>() != "off")
@@ -358,14 +359,22 @@ void validate(const job_config& cfg) {
                      cfg.replication));
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
     fail("cluster.replication_lag", "must be in 1 .. 1000000");
+  if (cfg.overlap && cfg.mode != "async")
+    fail("cluster.overlap",
+         fmt::format("needs training.mode \"async\" (this job: \"{}\"): "
+                     "under sync and ssp a server may hold a pull, and values "
+                     "pulled ahead would count against the staleness bound",
+                     cfg.mode));
   try {
-    make_wire_format(cfg.push_format);
+    if (cfg.push_format != "auto")
+      make_wire_format(cfg.push_format);
   } catch (const input_error& e) {
     fail("cluster.push_format", e.what());
   }
   std::shared_ptr<const wire_format> pull_format;
   try {
-    pull_format = make_wire_format(cfg.pull_format);
+    pull_format = make_wire_format(cfg.pull_format == "auto" ? "fp32"
+                                                             : cfg.pull_format);
   } catch (const input_error& e) {
     fail("cluster.pull_format", e.what());
   }

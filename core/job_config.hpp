@@ -134,11 +134,18 @@ struct job_config {
   /// The wire format of the dense gradient in pushes (core/wire_format.hpp):
   /// "fp32" (plain floats), "bf16", "fp16", "topk:K" or "topk:RATIO" (with
   /// error feedback on the worker). Pushes say their format, so the servers
-  /// need no setting of their own.
+  /// need no setting of their own. "auto": each worker times a pull of the
+  /// model in fp32 and bf16 at its start and uses the faster (see
+  /// actors/format_probe.hpp); refused under simulate.
   std::string push_format = "fp32";
-  /// The wire format of the dense values in pull replies: "fp32", "bf16" or
-  /// "fp16" (no error feedback for values).
+  /// The wire format of the dense values in pull replies: "fp32", "bf16",
+  /// "fp16" (no error feedback for values) or "auto" (as push_format).
   std::string pull_format = "fp32";
+  /// Overlap (async only): each push is followed at once by the next step's
+  /// pull of dense values, so both directions of a worker's link carry data
+  /// at the same time; at most one step of extra staleness
+  /// (worker_options::overlap).
+  bool overlap = false;
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
 

@@ -166,6 +166,7 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
     [=](dialed_atom, uint32_t, caf::strong_actor_ptr&, uint64_t) {},
     [=](ping_atom) { return index; },
     [=](route_atom, std::vector<group_route>&) {},
+    [=](formats_atom, std::string&) {},
   };
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -228,4 +229,107 @@ TEST_CASE("a lean worker (buffers freed between steps) pushes the same "
   }
   REQUIRE(values[0].size() == layout->model_size);
   CHECK(values[0] == values[1]);
+}
+
+namespace {
+
+/// One async ps and one worker on it, with or without overlap.
+struct lone_worker {
+  job_config cfg;
+  std::shared_ptr<const dataset> data = tiny_data();
+  std::shared_ptr<const model> net;
+  std::shared_ptr<const placement> layout;
+  ps_actor ps;
+  worker_actor worker;
+
+  lone_worker(test::actor_fixture& t, bool overlap) {
+    cfg.layers = {4, 3, 2};
+    cfg.ps = 1;
+    cfg.workers = 1;
+    net = make_model(cfg, data->schema);
+    layout = std::make_shared<const placement>(job_placement(cfg, *net));
+    ps = t.keep(spawn_ps(t.sys, ps_options_of(cfg, 0)));
+    create_variables(t.sys, *layout, {ps}, cfg, *net);
+    worker_options opts;
+    opts.net = net;
+    opts.data = std::make_shared<batch_iterator>(data, input_context{1, 0}, 8,
+                                                 1);
+    opts.layout = layout;
+    opts.servers = {ps};
+    opts.overlap = overlap;
+    worker = t.keep(spawn_worker(t.sys, std::move(opts)));
+  }
+
+  step_result run(test::actor_fixture& t, uint64_t c) {
+    step_result out;
+    t.self->request(worker, patience, run_atom_v,
+                    closure_request{c, train_step_name})
+      .receive([&](step_result& r) { out = r; },
+               [&](caf::error& err) {
+                 FAIL("closure " << c << " failed: " << t.sys.render(err));
+               });
+    return out;
+  }
+
+  std::vector<float> values(test::actor_fixture& t) {
+    pull_request req;
+    req.worker = no_worker;
+    auto r = t.ask<pull_reply>(ps, pull_atom_v, req);
+    return {r.values.values.begin(), r.values.values.end()};
+  }
+};
+
+} // namespace
+
+TEST_CASE("with overlap, a worker's next step takes the values it pulled "
+          "just before its push: one step staler, and counted so",
+          "[worker][overlap]") {
+  test::actor_fixture t{false};
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    lone_worker w{t, overlap == 1};
+    CHECK(w.run(t, 1).pulls_ahead == 0);
+    // (Values pulled ahead wait at most a step, or 5 ms: on a loaded host
+    // the test's own round trip may exceed that, so not every step must
+    // take them.)
+    uint64_t ahead = 0;
+    for (uint64_t c = 2; c <= 5; ++c)
+      ahead += w.run(t, c).pulls_ahead;
+    if (overlap == 1)
+      CHECK(ahead >= 1);
+    else
+      CHECK(ahead == 0);
+    // Alone on its server, the worker's pushes are stale only by what it
+    // pulled ahead: values read before its own previous push.
+    auto stats = t.ask<ps_stats>(w.ps, stats_atom_v, uint32_t{0});
+    CHECK(stats.pushes == 5);
+    CHECK(stats.staleness_sum == ahead);
+    CHECK(stats.staleness_max == (ahead > 0 ? 1u : 0u));
+  }
+}
+
+TEST_CASE("values pulled ahead are not used when older than a step, nor "
+          "after a route moved their group",
+          "[worker][overlap]") {
+  test::actor_fixture t{false};
+  lone_worker w{t, true};
+  CHECK(w.run(t, 1).pulls_ahead == 0);
+  w.run(t, 2);
+  // A step of this model takes well under 50 ms (and the floor is 5 ms):
+  // values that waited that long would add more than one step of
+  // staleness.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(w.run(t, 3).pulls_ahead == 0);
+  // The group moves to server b: what was pulled ahead from the old one is
+  // dropped, and the next step pulls from b and pushes there.
+  auto b = t.keep(spawn_ps(t.sys, ps_options_of(w.cfg, 1)));
+  create_variables(t.sys, *w.layout, {b}, w.cfg, *w.net);
+  replica_config promoted;
+  promoted.view = 1;
+  CHECK(t.ask<bool>(b, configure_atom_v, promoted));
+  caf::anon_send(w.worker, route_atom_v,
+                 std::vector<group_route>{group_route{
+                   0, 1, 1, caf::actor_cast<caf::strong_actor_ptr>(b)}});
+  CHECK(w.run(t, 4).pulls_ahead == 0);
+  CHECK(t.ask<ps_stats>(b, stats_atom_v, uint32_t{0}).pushes == 1);
+  CHECK(t.ask<ps_stats>(w.ps, stats_atom_v, uint32_t{0}).pushes == 3);
 }

@@ -1,0 +1,149 @@
+#pragma once
+
+// The worker actor's state and the functions its two source files share:
+// worker_actor.cpp (closures, failures, routes) and worker_step.cpp (a
+// step's pulls, compute and pushes). Internal to the worker.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "caf/stateful_actor.hpp"
+#include "caf/typed_event_based_actor.hpp"
+#include "caf/typed_response_promise.hpp"
+
+#include "actors/key_routes.hpp"
+#include "actors/worker_actor.hpp"
+#include "core/example_batch.hpp"
+#include "core/table_lookup.hpp"
+#include "models/model.hpp"
+
+namespace actorps::detail {
+
+using std::chrono::steady_clock;
+
+inline double seconds_since(steady_clock::time_point t0) {
+  return std::chrono::duration<double>(steady_clock::now() - t0).count();
+}
+
+/// A pull of one group's dense values for the next closure, sent with the
+/// running closure's push (worker_options::overlap).
+struct pull_ahead {
+  enum class state { none, in_flight, ready };
+  state at = state::none;
+  /// Its request; only the answer to the current token counts.
+  uint64_t token = 0;
+  /// The step (worker_state::seq) that took it as its own pull; 0: none.
+  uint64_t taken_by = 0;
+  steady_clock::time_point sent;
+  pull_reply reply;
+};
+
+/// One closure waiting to run or running.
+struct job {
+  closure_request req;
+  caf::typed_response_promise<step_result> promise;
+};
+
+/// Where the running closure is.
+enum class phase { idle, pulling, pushing };
+
+struct worker_state {
+  worker_options opts;
+  std::unique_ptr<model_workspace> ws;
+  std::vector<float> params;
+  std::vector<float> grad;
+  example_batch batch;
+  std::vector<table_lookup> tables;
+  key_routes routes;
+  std::vector<uint64_t> read_clocks;
+  std::deque<job> queue; // queue.front() is running when busy
+  /// Set when a parameter server is lost: every closure fails with it.
+  caf::error ps_lost;
+  /// Per server: lost (down or unreachable) and not yet reconnected or
+  /// replaced; a reconnect attempt is scheduled or running; attempts made.
+  std::vector<bool> lost;
+  std::vector<bool> reconnecting;
+  std::vector<uint32_t> reconnect_tries;
+  bool busy = false;
+  // -- the running closure ----------------------------------------------------
+  /// Counts started steps: a reply is for the running step only if it was
+  /// sent by it (a late reply of an earlier step, e.g. of the same closure
+  /// run again here, is dropped).
+  uint64_t seq = 0;
+  /// Per group: the token of the pull or push awaiting its answer (0: none).
+  /// Only that request's answer counts: when a route moves the group to
+  /// another server, what was in flight is sent there again, and a late
+  /// answer of the old server (or none: a server that died with the request)
+  /// must neither count twice nor be waited for.
+  std::vector<uint64_t> in_flight;
+  uint64_t next_token = 0;
+  /// With a push format: per group, the running closure's encoded gradient
+  /// (sent again as it is: encoding again would count a topk residual
+  /// twice) and the error-feedback residual (topk).
+  std::vector<encoded_tensor> encoded;
+  std::vector<bool> encoded_for_seq;
+  std::vector<std::vector<float>> residual;
+  /// Decoded values of an encoded pull reply.
+  std::vector<float> decoded;
+  /// Overlap (worker_options::overlap): per group, the dense values pulled
+  /// ahead for the next closure, sent right after the running closure's
+  /// push.
+  std::vector<pull_ahead> ahead;
+  /// The duration of the last step, from its start to its last push's
+  /// acknowledgement: values pulled ahead longer ago than this are not used.
+  double last_step_s = 0;
+  steady_clock::time_point step_started;
+  /// A wire format chosen by measurement, to be used from the next step
+  /// on (empty: none).
+  std::string next_format;
+  /// The measurement is running: closures wait (their traffic would skew
+  /// it).
+  bool probing = false;
+  const step_function* step = nullptr;
+  phase at = phase::idle;
+  size_t pending = 0;
+  bool failed = false;
+  step_result result;
+  steady_clock::time_point t0;
+  static constexpr const char* name = "worker";
+};
+
+using worker_ptr = worker_actor::stateful_pointer<worker_state>;
+
+// -- worker_actor.cpp ---------------------------------------------------------
+
+/// Ends the running closure with its result or `err` and starts the next one.
+void finish(worker_ptr self, const caf::error& err);
+
+/// Fails the running closure with `err` (once; later replies are ignored).
+void fail(worker_ptr self, caf::error err);
+
+/// The running closure's own code failed (the dataset, the model or the push
+/// format threw): the closure's error, not the worker's. Nothing was pushed.
+void step_error(worker_ptr self, const char* where, const std::exception& e);
+
+/// A pull or push to server `p` failed with `err`: a server that is gone is
+/// reported as errc::ps_lost (the dispatcher may wait for its recovery).
+caf::error server_error(worker_ptr self, uint32_t p, caf::error err);
+
+// -- worker_step.cpp ----------------------------------------------------------
+
+/// Frees `xs` (worker_options::lean).
+void release(std::vector<float>& xs);
+
+/// Takes the next batch, lets the model name its keys, and pulls (or takes
+/// the values pulled ahead).
+void begin_step(worker_ptr self);
+
+/// Group `p` moved to another server while the running closure awaited its
+/// answer: the request goes to the new server.
+void resend(worker_ptr self, uint32_t p);
+
+/// Forgets what was pulled ahead from group `p` (its server changed or was
+/// lost).
+void drop_ahead(worker_ptr self, uint32_t p);
+
+} // namespace actorps::detail

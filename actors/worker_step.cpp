@@ -1,0 +1,400 @@
+// One step of a worker's closure: the pulls (or the values pulled ahead),
+// the compute, and the pushes. The closure's life around it (queue, failure,
+// routes) is in worker_actor.cpp.
+
+#include <algorithm>
+#include <limits>
+
+#include "caf/actor_system.hpp"
+
+#include "actors/telemetry.hpp" // metrics (issue 14)
+#include "actors/worker_state.hpp"
+#include "core/dataset.hpp"
+#include "core/log.hpp"
+#include "core/placement.hpp"
+#include "core/process.hpp"
+
+namespace actorps::detail {
+
+namespace {
+
+void compute(worker_ptr self);
+
+/// Puts group `p`'s dense gradient into `req` in the push format, encoded
+/// once per closure (a push sent again carries the same bytes).
+void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
+  auto& st = self->state;
+  auto& f = *st.opts.push_format;
+  if (!st.encoded_for_seq[p]) {
+    auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
+    float* residual = nullptr;
+    if (f.uses_residual()) {
+      st.residual[p].resize(grad.size(), 0.0f);
+      residual = st.residual[p].data();
+    }
+    f.encode(grad.data(), grad.size(), st.encoded[p], residual);
+    st.encoded_for_seq[p] = true;
+  }
+  req.format = f.name();
+  req.encoded = st.encoded[p];
+}
+
+/// Pushes the running closure's gradients to server `p`.
+void push_one(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  auto seq = st.seq;
+  push_request req;
+  req.group = p;
+  req.view = st.opts.views[p];
+  req.read_clock = st.read_clocks[p];
+  req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
+  if (st.opts.layout->ps_sizes[p] > 0) {
+    if (st.opts.push_format) {
+      try {
+        encode_gradient(self, p, req);
+      } catch (const std::exception& e) {
+        return step_error(self, "the push format", e);
+      }
+    } else
+      req.gradient.values = gather_shards(*st.opts.layout, p,
+                                          st.grad.data());
+  }
+  st.routes.fill_push(p, st.tables, req.tables);
+  st.result.bytes_pushed += payload_bytes(req);
+  // No timeout (caf::infinite): under sync the ack waits for the round;
+  // a server that dies or is cut off is noticed by the monitor (down_msg),
+  // which fails the step.
+  auto sent = steady_clock::now(); // metrics (issue 14)
+  auto token = st.in_flight[p] = ++st.next_token;
+  self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
+    .then(
+      [=](uint64_t) {
+        telemetry::request_latency(telemetry::request_kind::push, p,
+                                   steady_clock::now() - sent); // issue 14
+        auto& st = self->state;
+        if (st.failed || st.seq != seq || st.in_flight[p] != token)
+          return;
+        st.in_flight[p] = 0;
+        if (--st.pending == 0) {
+          st.result.push_s = seconds_since(st.t0);
+          st.result.peak_rss_bytes = peak_rss_bytes();
+          st.last_step_s = seconds_since(st.step_started);
+          finish(self, caf::error{});
+        }
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        if (st.seq == seq && st.in_flight[p] == token)
+          fail(self, server_error(self, p, std::move(err)));
+      });
+}
+
+/// One part of the running step's pull of group `p` has arrived: a pull's
+/// reply (`rows`; with the dense values unless they were pulled ahead), or
+/// the values pulled ahead (not `rows`). What it carries goes into place;
+/// the last part starts the compute.
+void take_pull(worker_ptr self, uint32_t p, pull_reply& reply, bool with_dense,
+               bool rows) {
+  auto& st = self->state;
+  auto& pl = *st.opts.layout;
+  auto dense = pl.ps_sizes[p];
+  if (with_dense) {
+    const float* values = reply.values.values.data();
+    auto got = reply.values.values.size();
+    if (!reply.format.empty()) {
+      auto* f = st.opts.pull_format.get();
+      std::shared_ptr<const wire_format> chosen_before;
+      if (f == nullptr || reply.format != f->name()) {
+        // Only a format chosen by measurement changes while pulls are out.
+        if (!st.opts.choose_pull_format)
+          return fail(self, caf::make_error(errc::bad_message, "pull from ps",
+                                            p, "unexpected format",
+                                            reply.format));
+        try {
+          chosen_before = make_wire_format(reply.format);
+        } catch (const std::exception& e) {
+          return fail(self, caf::make_error(errc::bad_message, "pull from ps",
+                                            p, std::string{e.what()}));
+        }
+        f = chosen_before.get();
+      }
+      st.decoded.resize(dense);
+      try {
+        f->decode(reply.encoded, st.decoded.data(), dense);
+      } catch (const std::exception& e) {
+        return fail(self, caf::make_error(errc::bad_message, "pull from ps", p,
+                                          std::string{e.what()}));
+      }
+      values = st.decoded.data();
+      got = dense;
+    }
+    if (got != dense)
+      return fail(self, caf::make_error(errc::shape_mismatch, "pull from ps",
+                                        p, dense, got));
+    if (dense > 0)
+      scatter_shards(pl, p, values, st.params.data());
+  }
+  if (rows)
+    if (auto err = st.routes.scatter_pull(p, reply.tables, st.tables))
+      return fail(self, std::move(err));
+  st.result.bytes_pulled += payload_bytes(reply);
+  // A push's staleness is counted from its oldest values: with values pulled
+  // ahead and rows pulled now, from the values pulled ahead.
+  st.read_clocks[p] = std::min(st.read_clocks[p], reply.clock);
+  if (--st.pending == 0) {
+    st.result.pull_s = seconds_since(st.t0);
+    compute(self);
+  }
+}
+
+/// Pulls the batch's rows of server `p`, and its dense region unless the
+/// step takes it from what was pulled ahead (`dense` false).
+void pull_one(worker_ptr self, uint32_t p, bool dense = true) {
+  auto& st = self->state;
+  auto seq = st.seq;
+  pull_request req;
+  req.group = p;
+  req.view = st.opts.views[p];
+  req.worker = st.opts.index;
+  req.dense = dense && st.opts.layout->ps_sizes[p] > 0;
+  if (st.opts.pull_format && req.dense)
+    req.format = st.opts.pull_format->name();
+  st.routes.fill_pull(p, req.tables);
+  for (auto& t : req.tables)
+    st.result.bytes_pulled += t.keys.keys.size() * sizeof(uint64_t);
+  // No timeout (caf::infinite): under ssp a pull is held while this worker
+  // is ahead; a server that dies or is cut off is noticed by the monitor
+  // (down_msg), which fails the step.
+  auto sent = steady_clock::now(); // metrics (issue 14)
+  auto token = st.in_flight[p] = ++st.next_token;
+  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
+    .then(
+      [=](pull_reply& reply) {
+        telemetry::request_latency(telemetry::request_kind::pull, p,
+                                   steady_clock::now() - sent); // issue 14
+        auto& st = self->state;
+        if (st.failed || st.seq != seq || st.in_flight[p] != token)
+          return;
+        st.in_flight[p] = 0;
+        take_pull(self, p, reply, dense, true);
+      },
+      [=](caf::error& err) {
+        auto& st = self->state;
+        if (st.seq == seq && st.in_flight[p] == token)
+          fail(self, server_error(self, p, std::move(err)));
+      });
+}
+
+/// True if the running step awaits the values pulled ahead from group `p`.
+bool awaits_ahead(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  auto& a = st.ahead[p];
+  return st.busy && !st.failed && st.at == phase::pulling
+         && a.taken_by == st.seq;
+}
+
+/// Sends the pull of group `p`'s dense values for the next closure.
+void send_ahead(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  pull_request req;
+  req.group = p;
+  req.view = st.opts.views[p];
+  req.worker = st.opts.index;
+  req.dense = true;
+  if (st.opts.pull_format)
+    req.format = st.opts.pull_format->name();
+  auto& a = st.ahead[p];
+  a = pull_ahead{};
+  a.at = pull_ahead::state::in_flight;
+  a.token = ++st.next_token;
+  a.sent = steady_clock::now();
+  auto token = a.token;
+  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
+    .then(
+      [=](pull_reply& reply) {
+        auto& a = self->state.ahead[p];
+        if (a.token != token)
+          return;
+        if (awaits_ahead(self, p)) {
+          a = pull_ahead{};
+          ++self->state.result.pulls_ahead;
+          take_pull(self, p, reply, true, false);
+          return;
+        }
+        a.at = pull_ahead::state::ready;
+        a.reply = std::move(reply);
+      },
+      [=](caf::error& err) {
+        auto& a = self->state.ahead[p];
+        if (a.token != token)
+          return;
+        auto taken = awaits_ahead(self, p);
+        a = pull_ahead{};
+        if (taken)
+          fail(self, server_error(self, p, std::move(err)));
+      });
+}
+
+/// Under overlap, the next step's pulls of dense values go out just before
+/// the pushes: the values come in on the worker's downlink while the push
+/// goes out on its uplink. (Sent after the push, a pull would wait behind
+/// it on the same connection and in the server.) The values therefore lack
+/// this push: the next push is one step staler, and the servers count it.
+void pull_ahead_all(worker_ptr self) {
+  auto& st = self->state;
+  if (!st.opts.overlap)
+    return;
+  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
+    if (st.opts.layout->ps_sizes[p] > 0 && !st.lost[p])
+      send_ahead(self, p);
+}
+
+void push_all(worker_ptr self) {
+  auto& st = self->state;
+  st.at = phase::pushing;
+  st.t0 = steady_clock::now();
+  st.pending = st.opts.servers.size();
+  pull_ahead_all(self);
+  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
+    push_one(self, p);
+}
+
+void compute(worker_ptr self) {
+  auto& st = self->state;
+  auto t0 = steady_clock::now();
+  for (auto& t : st.tables)
+    std::fill(t.grad.begin(), t.grad.end(), 0.0f);
+  if (st.opts.lean)
+    st.grad.resize(st.opts.layout->model_size);
+  model_inputs in{st.params.data(), &st.tables};
+  try {
+    st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
+                                      st.grad.data(), *st.ws);
+  } catch (const std::exception& e) {
+    return step_error(self, "the model", e);
+  }
+  if (st.opts.lean)
+    release(st.params);
+  st.result.compute_s = seconds_since(t0);
+  if (!st.step->pushes)
+    return finish(self, caf::error{});
+  push_all(self);
+}
+
+/// True if the step takes group `p`'s dense values from the pull ahead: one
+/// in flight (sent with the last push), or one sent at most one step's
+/// duration (at least 5 ms) ago, so it adds at most about one step of
+/// staleness.
+bool use_ahead(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  auto& a = st.ahead[p];
+  if (a.at == pull_ahead::state::in_flight)
+    return true;
+  if (a.at != pull_ahead::state::ready)
+    return false;
+  if (seconds_since(a.sent) <= std::max(st.last_step_s, 5e-3))
+    return true;
+  a = pull_ahead{};
+  return false;
+}
+
+} // namespace
+
+void release(std::vector<float>& xs) {
+  std::vector<float>{}.swap(xs);
+}
+
+void begin_step(worker_ptr self) {
+  auto& st = self->state;
+  st.step_started = steady_clock::now();
+  if (st.opts.lean)
+    st.params.resize(st.opts.layout->model_size);
+  telemetry::sample_mailbox(self, "worker", st.opts.index); // issue 14
+  try {
+    st.opts.data->next(st.batch);
+    for (auto& t : st.tables)
+      t.occurrences.clear();
+    st.opts.net->collect_keys(st.batch, st.tables);
+  } catch (const std::exception& e) {
+    return step_error(self, "the dataset", e);
+  }
+  uint64_t keys = 0;
+  for (auto& t : st.tables) {
+    t.deduplicate();
+    keys += t.keys.size();
+  }
+  st.routes.route(*st.opts.layout, st.tables);
+  st.result.samples = st.batch.rows;
+  st.result.keys = keys;
+  auto pos = st.opts.data->position();
+  st.result.data_epoch = pos.epoch;
+  st.result.data_offset = pos.offset;
+  st.at = phase::pulling;
+  st.t0 = steady_clock::now();
+  auto n = static_cast<uint32_t>(st.opts.servers.size());
+  // Counted first, taken after: a part that is already here must not start
+  // the compute before every request is out.
+  std::vector<uint32_t> ready;
+  st.pending = 0;
+  std::fill(st.read_clocks.begin(), st.read_clocks.end(),
+            std::numeric_limits<uint64_t>::max());
+  for (uint32_t p = 0; p < n; ++p) {
+    auto ahead = use_ahead(self, p);
+    if (ahead) {
+      ++st.pending;
+      st.ahead[p].taken_by = st.seq;
+      if (st.ahead[p].at == pull_ahead::state::ready)
+        ready.push_back(p);
+    }
+    if (!ahead || st.routes.has_keys(p))
+      ++st.pending;
+  }
+  for (uint32_t p = 0; p < n; ++p)
+    if (st.ahead[p].taken_by != st.seq || st.routes.has_keys(p))
+      pull_one(self, p, st.ahead[p].taken_by != st.seq);
+  for (auto p : ready) {
+    if (st.failed || st.seq != st.ahead[p].taken_by)
+      return;
+    auto reply = std::move(st.ahead[p].reply);
+    st.ahead[p] = pull_ahead{};
+    ++st.result.pulls_ahead;
+    take_pull(self, p, reply, true, false);
+  }
+}
+
+void resend(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  if (!st.busy || st.failed || st.ps_lost)
+    return;
+  if (st.at == phase::pulling && awaits_ahead(self, p)) {
+    // The values pulled ahead from the old server: the pull of the group
+    // goes to the new server whole (dense values and rows).
+    st.ahead[p] = pull_ahead{};
+    if (st.in_flight[p] != 0)
+      --st.pending;
+    log::info("worker", static_cast<int>(st.opts.index),
+              "closure {}: its pull of group {} is sent again to the new "
+              "server",
+              st.result.closure, p);
+    st.in_flight[p] = 0;
+    return pull_one(self, p);
+  }
+  if (st.in_flight[p] == 0)
+    return;
+  log::info("worker", static_cast<int>(st.opts.index),
+            "closure {}: its {} of group {} is sent again to the new server",
+             st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
+  st.in_flight[p] = 0;
+  if (st.at == phase::pushing)
+    push_one(self, p);
+  else
+    pull_one(self, p);
+}
+
+void drop_ahead(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  if (p < st.ahead.size() && !awaits_ahead(self, p))
+    st.ahead[p] = pull_ahead{};
+}
+
+} // namespace actorps::detail
