@@ -102,8 +102,9 @@ uint64_t payload_bytes(const pull_reply& x) {
 }
 
 uint64_t payload_bytes(const push_request& x) {
-  uint64_t n = x.gradient.values.size() * sizeof(float)
-               + x.encoded.bytes.size();
+  uint64_t n = x.gradient.values.size() * sizeof(float);
+  for (auto& part : x.parts)
+    n += part.tensor.bytes.size();
   for (auto& t : x.tables)
     n += t.values.values.size() * sizeof(float)
          + t.keys.keys.size() * sizeof(uint64_t);

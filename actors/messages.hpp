@@ -226,6 +226,20 @@ typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
            x.tables, x.format, x.encoded);
 }
 
+/// Floats [offset, offset + tensor.n) of a group's dense region encoded in
+/// wire format `format` (e.g. "bf16", "topk:0.01"): one run of a push.
+struct encoded_part {
+  uint64_t offset = 0;
+  std::string format;
+  encoded_tensor tensor;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, encoded_part& x) {
+  return f(caf::meta::type_name("actorps::encoded_part"), x.offset, x.format,
+           x.tensor);
+}
+
 /// worker -> ps: one step's update of one server, computed on values read
 /// at `read_clock`: a gradient for the whole dense region (same layout as
 /// pull_reply::values; empty if the server has no dense shard) and, per
@@ -236,19 +250,19 @@ struct push_request {
   uint64_t view = 0;
   uint64_t read_clock = 0;
   update_id id;
-  /// The dense gradient of the group's region: as floats, or (when
-  /// `format` names a wire format, e.g. "bf16" or "topk:0.01") encoded in
-  /// `encoded`, which the server decodes before anything else.
+  /// The dense gradient of the group's region: as floats in `gradient`, or
+  /// encoded in `parts` (runs in their variables' wire formats, in region
+  /// order, covering it exactly; core/wire_plan.hpp), which the server
+  /// decodes before anything else.
   float_buffer gradient;
-  std::string format;
-  encoded_tensor encoded;
+  std::vector<encoded_part> parts;
   std::vector<table_rows> tables;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
   return f(caf::meta::type_name("actorps::push_request"), x.group, x.view,
-           x.read_clock, x.id, x.gradient, x.format, x.encoded, x.tables);
+           x.read_clock, x.id, x.gradient, x.parts, x.tables);
 }
 
 /// ps -> anyone: counters of one parameter server.

@@ -117,12 +117,12 @@ void close_round(ps_ptr self, ps_replica& r) {
 }
 
 
-/// An encoded push (req.format set) becomes a plain one: its gradient
-/// decoded into req.gradient (the region's size). The format comes with the
-/// push, so that a server needs no setting of its own.
+/// An encoded push (req.parts set) becomes a plain one: each part decoded
+/// into its run of req.gradient (the region's size). The formats come with
+/// the push, so that a server needs no setting of its own.
 caf::error decode_gradient(ps_state& st, const ps_replica& r,
                            push_request& req) {
-  if (req.format.empty())
+  if (req.parts.empty())
     return {};
   auto bad = [&](const std::string& why) {
     return caf::make_error(errc::bad_message, "push to ps", st.opts.index,
@@ -130,21 +130,35 @@ caf::error decode_gradient(ps_state& st, const ps_replica& r,
   };
   if (!req.gradient.values.empty())
     return bad("a gradient both as floats and encoded");
+  auto region = r.dense.size();
+  req.gradient.values.resize(region);
+  uint64_t next = 0;
   try {
-    auto i = st.formats.find(req.format);
-    if (i == st.formats.end()) {
-      if (st.formats.size() >= 8)
-        return bad("more than 8 wire formats");
-      i = st.formats.emplace(req.format, make_wire_format(req.format)).first;
+    for (auto& part : req.parts) {
+      if (part.offset != next || part.tensor.n == 0
+          || part.tensor.n > region - next)
+        return bad(fmt::format("encoded part at offset {} of {} floats does "
+                               "not continue the parts before it (next "
+                               "offset {}, region of {} floats)",
+                               part.offset, part.tensor.n, next, region));
+      auto i = st.formats.find(part.format);
+      if (i == st.formats.end()) {
+        if (st.formats.size() >= 8)
+          return bad("more than 8 wire formats");
+        i = st.formats.emplace(part.format, make_wire_format(part.format))
+              .first;
+      }
+      i->second->decode(part.tensor, req.gradient.values.data() + next,
+                        part.tensor.n);
+      next += part.tensor.n;
     }
-    req.gradient.values.resize(r.dense.size());
-    i->second->decode(req.encoded, req.gradient.values.data(),
-                      r.dense.size());
   } catch (const input_error& e) {
     return bad(e.what());
   }
-  req.format.clear();
-  req.encoded = encoded_tensor{};
+  if (next != region)
+    return bad(fmt::format("encoded parts cover {} of the region's {} floats",
+                           next, region));
+  req.parts.clear();
   return {};
 }
 

@@ -101,8 +101,10 @@ void use_chosen_format(worker_ptr self) {
   std::shared_ptr<const wire_format> f;
   if (st.next_format != "fp32")
     f = make_wire_format(st.next_format);
-  if (st.opts.choose_push_format)
+  if (st.opts.choose_push_format) {
     st.opts.push_format = f;
+    st.plan = make_push_plan(*st.opts.layout, f, st.opts.variable_formats);
+  }
   if (st.opts.choose_pull_format)
     st.opts.pull_format = f;
   st.next_format.clear();
@@ -181,6 +183,8 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.in_flight.assign(st.opts.servers.size(), 0);
   st.ahead.resize(st.opts.servers.size());
   st.encoded.resize(st.opts.servers.size());
+  st.plan = make_push_plan(layout, st.opts.push_format,
+                           st.opts.variable_formats);
   st.encoded_for_seq.assign(st.opts.servers.size(), false);
   st.residual.resize(st.opts.servers.size());
   st.opts.views.resize(st.opts.servers.size(), 0);

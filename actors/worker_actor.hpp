@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -98,6 +100,9 @@ struct worker_options {
   /// null: plain floats (fp32). A format with error feedback (topk) keeps
   /// one residual per group in the worker.
   std::shared_ptr<const wire_format> push_format;
+  /// The push format of particular dense variables (by name), instead of
+  /// push_format (cluster.variable_formats; see core/wire_plan.hpp).
+  std::map<std::string, std::shared_ptr<const wire_format>> variable_formats;
   /// The wire format the servers send dense values in (bf16, fp16); null:
   /// plain floats.
   std::shared_ptr<const wire_format> pull_format;

@@ -18,6 +18,7 @@
 #include "actors/worker_actor.hpp"
 #include "core/example_batch.hpp"
 #include "core/table_lookup.hpp"
+#include "core/wire_plan.hpp"
 #include "models/model.hpp"
 
 namespace actorps::detail {
@@ -83,7 +84,9 @@ struct worker_state {
   /// With a push format: per group, the running closure's encoded gradient
   /// (sent again as it is: encoding again would count a topk residual
   /// twice) and the error-feedback residual (topk).
-  std::vector<encoded_tensor> encoded;
+  std::vector<std::vector<encoded_part>> encoded;
+  /// Per group: the runs of its region and their push formats.
+  wire_plan plan;
   std::vector<bool> encoded_for_seq;
   std::vector<std::vector<float>> residual;
   /// Decoded values of an encoded pull reply.

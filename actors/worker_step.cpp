@@ -20,23 +20,31 @@ namespace {
 
 void compute(worker_ptr self);
 
-/// Puts group `p`'s dense gradient into `req` in the push format, encoded
-/// once per closure (a push sent again carries the same bytes).
+/// Puts group `p`'s dense gradient into `req`, each run in its push format
+/// (worker_state::plan), encoded once per closure (a push sent again
+/// carries the same bytes).
 void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
   auto& st = self->state;
-  auto& f = *st.opts.push_format;
+  auto& runs = st.plan[p];
   if (!st.encoded_for_seq[p]) {
     auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
-    float* residual = nullptr;
-    if (f.uses_residual()) {
-      st.residual[p].resize(grad.size(), 0.0f);
-      residual = st.residual[p].data();
+    st.encoded[p].resize(runs.size());
+    for (size_t i = 0; i < runs.size(); ++i) {
+      auto& run = runs[i];
+      float* residual = nullptr;
+      if (run.format->uses_residual()) {
+        st.residual[p].resize(grad.size(), 0.0f);
+        residual = st.residual[p].data() + run.offset;
+      }
+      auto& part = st.encoded[p][i];
+      part.offset = run.offset;
+      part.format = run.format->name();
+      run.format->encode(grad.data() + run.offset, run.size, part.tensor,
+                         residual);
     }
-    f.encode(grad.data(), grad.size(), st.encoded[p], residual);
     st.encoded_for_seq[p] = true;
   }
-  req.format = f.name();
-  req.encoded = st.encoded[p];
+  req.parts = st.encoded[p];
 }
 
 /// Pushes the running closure's gradients to server `p`.
@@ -49,7 +57,7 @@ void push_one(worker_ptr self, uint32_t p) {
   req.read_clock = st.read_clocks[p];
   req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
   if (st.opts.layout->ps_sizes[p] > 0) {
-    if (st.opts.push_format) {
+    if (!plain_floats(st.plan, p)) {
       try {
         encode_gradient(self, p, req);
       } catch (const std::exception& e) {

@@ -76,6 +76,8 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          topk:K | topk:RATIO (top-k with error feedback) |
                          auto (each worker times fp32 and bf16 pulls at its
                          start and uses the faster; cluster.push_format)
+  --variable-format V=F  push variable V's gradient in format F instead
+                         (repeatable; cluster.variable_formats)
   --pull-format F        the dense values in pull replies: fp32 | bf16 | fp16
                          | auto (cluster.pull_format)
   --overlap              async: send the next step's pull of dense values with
@@ -187,6 +189,7 @@ train_command parse_job_args(
     {"--replicas", true},        {"--replication", true},
     {"--replication-lag", true},  {"--push-format", true},
     {"--pull-format", true},     {"--overlap", false},
+    {"--variable-format", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
     {"--seed", true},            {"--metrics-out", true},
@@ -287,6 +290,15 @@ train_command parse_job_args(
       job.pull_format = value;
     else if (flag == "--overlap")
       job.overlap = true;
+    else if (flag == "--variable-format") {
+      auto eq = value.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
+        throw input_error(fmt::format(
+          "--variable-format {}: expected VARIABLE=FORMAT, e.g. "
+          "dense_0/kernel=topk:0.01",
+          value));
+      job.variable_formats[value.substr(0, eq)] = value.substr(eq + 1);
+    }
     else if (flag == "--table-optimizer")
       job.table_optimizer.type = value;
     else if (flag == "--table-learning-rate")

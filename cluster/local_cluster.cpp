@@ -10,6 +10,7 @@
 #include "caf/send.hpp"
 
 #include "core/error.hpp"
+#include "core/wire_plan.hpp"
 #include "cluster/ask.hpp"
 #include "cluster/checkpointer.hpp"
 #include "cluster/evaluation.hpp"
@@ -26,27 +27,16 @@ namespace {
 
 constexpr auto setup_timeout = std::chrono::seconds(30);
 
-/// Whether the push and the pull format are chosen by measurement ("auto").
-std::pair<bool, bool> chosen_by_measurement(const job_config& cfg) {
-  return {cfg.push_format == "auto", cfg.pull_format == "auto"};
-}
-
 /// A worker's options in one process (no views or redial: the dispatcher
-/// sends routes, and every server is an actor here).
+/// sends routes, and every server is an actor here), its wire settings from
+/// `wire` (wire_options_of).
 worker_options worker_options_of(uint32_t index, uint32_t incarnation,
                                  std::shared_ptr<const model> net,
                                  std::shared_ptr<batch_source> data,
                                  std::shared_ptr<const placement> layout,
                                  std::vector<ps_actor> servers,
-                                 std::shared_ptr<const wire_format> format,
-                                 std::shared_ptr<const wire_format> pull,
-                                 bool overlap, std::pair<bool, bool> choose) {
-  worker_options opts;
-  opts.overlap = overlap;
-  opts.choose_push_format = choose.first;
-  opts.choose_pull_format = choose.second;
-  opts.push_format = std::move(format);
-  opts.pull_format = std::move(pull);
+                                 const worker_options& wire) {
+  auto opts = wire;
   opts.index = index;
   opts.incarnation = incarnation;
   opts.net = std::move(net);
@@ -232,6 +222,20 @@ std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
   return f;
 }
 
+worker_options wire_options_of(const job_config& cfg, const placement& layout) {
+  worker_options opts;
+  opts.push_format = push_format_of(cfg, layout);
+  opts.pull_format = pull_format_of(cfg);
+  for (auto& [name, spec] : cfg.variable_formats)
+    opts.variable_formats[name] = make_wire_format(spec);
+  // Checks the formats against the model: variables, run sizes.
+  make_push_plan(layout, opts.push_format, opts.variable_formats);
+  opts.overlap = cfg.overlap;
+  opts.choose_push_format = cfg.push_format == "auto";
+  opts.choose_pull_format = cfg.pull_format == "auto";
+  return opts;
+}
+
 std::shared_ptr<const wire_format> pull_format_of(const job_config& cfg) {
   if (cfg.pull_format == "fp32" || cfg.pull_format == "auto")
     return nullptr;
@@ -319,8 +323,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   for (uint32_t w = 0; w < cfg.workers; ++w)
     data.push_back(fn(input_context{cfg.workers, w}));
   auto faults = faults_;
-  auto format = push_format_of(cfg, *layout_);
-  auto pull = pull_format_of(cfg);
+  auto wire = wire_options_of(cfg, *layout_);
   for (uint32_t p = 0; p < cfg.ps; ++p)
     servers_.push_back(
       faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p))));
@@ -339,8 +342,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
       sys, w,
       spawn_worker(sys, worker_options_of(w, 0, faults->model_for(w, net),
                                           data[w], layout_, servers_,
-                                          format, pull, cfg.overlap,
-                                          chosen_by_measurement(cfg)))));
+                                          wire))));
   shared_->workers = workers_;
   shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
@@ -349,17 +351,14 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   auto shared = shared_;
   // (It starts with group g on server g; the dispatcher sends it the
   // current routes before its first closure.)
-  worker_respawn respawn = [&sys, net, data, layout, shared, faults, format,
-                            pull, overlap = cfg.overlap,
-                            choose = chosen_by_measurement(cfg)](
-                             uint32_t w, uint32_t incarnation) {
+  worker_respawn respawn = [&sys, net, data, layout, shared, faults,
+                            wire](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
     auto worker = faults->wrap_worker(
       sys, w,
       spawn_worker(sys, worker_options_of(w, incarnation,
                                           faults->model_for(w, net), data[w],
-                                          layout, shared->servers, format,
-                                          pull, overlap, choose)));
+                                          layout, shared->servers, wire)));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
     return worker;

@@ -131,6 +131,13 @@ std::vector<uint32_t> groups_held(caf::actor_system& sys, const ps_actor& ps,
 std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
                                                   const placement& layout);
 
+/// A worker's wire settings of job `cfg`: push_format, variable_formats,
+/// pull_format, overlap and the formats chosen by measurement; the rest
+/// default.
+/// @throws input_error naming the setting if a format cannot carry what it
+///         is given (a variable the model lacks, a topk count above a run).
+worker_options wire_options_of(const job_config& cfg, const placement& layout);
+
 /// The pull format of job `cfg` (cluster.pull_format), null for fp32 and
 /// "auto" (as push_format_of).
 std::shared_ptr<const wire_format> pull_format_of(const job_config& cfg);

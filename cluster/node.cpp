@@ -160,7 +160,7 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
     servers.push_back({"ps", p, spec.ps[p]});
   auto joined = join_members(sys, servers, me, caf::actor{},
                              std::chrono::milliseconds(cfg.connect_timeout_ms));
-  worker_options opts;
+  auto opts = wire_options_of(cfg, *layout);
   opts.index = index;
   opts.net = net;
   // A step error (fault injection) needs a failing model around the real one.
@@ -175,11 +175,6 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   }
   opts.data = data;
   opts.layout = layout;
-  opts.push_format = push_format_of(cfg, *layout);
-  opts.pull_format = pull_format_of(cfg);
-  opts.overlap = cfg.overlap;
-  opts.choose_push_format = cfg.push_format == "auto";
-  opts.choose_pull_format = cfg.pull_format == "auto";
   for (auto& j : joined) {
     opts.servers.push_back(caf::actor_cast<ps_actor>(j.welcome.role_actor));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);

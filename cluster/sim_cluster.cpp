@@ -44,8 +44,7 @@ sim_cluster::sim_cluster(sim_env& env, const job_config& cfg,
     layout_(std::move(layout)),
     data_(std::move(data)),
     world_(std::move(world)),
-    push_format_(push_format_of(cfg, *layout_)),
-    pull_format_(pull_format_of(cfg)),
+    wire_(wire_options_of(cfg, *layout_)),
     servers_(cfg.ps),
     links_(cfg.ps),
     workers_(cfg.workers),
@@ -85,16 +84,13 @@ ps_actor sim_cluster::spawn_server(uint32_t p) {
 }
 
 worker_actor sim_cluster::spawn_worker_at(uint32_t w, uint32_t incarnation) {
-  worker_options wo;
+  auto wo = wire_;
   wo.index = w;
   wo.incarnation = incarnation;
   wo.net = step_errors_[w] ? failing_model(net_, step_errors_[w], w) : net_;
   wo.data = data_[w];
   wo.layout = layout_;
   wo.servers = links_;
-  wo.push_format = push_format_;
-  wo.pull_format = pull_format_;
-  wo.overlap = cfg_.overlap;
   wo.lean = true; // a thousand workers in one process
   auto worker = env_.keep(spawn_worker(env_.sys, std::move(wo)));
   workers_[w] = worker;

@@ -72,8 +72,8 @@ private:
   std::shared_ptr<const placement> layout_;
   std::vector<std::shared_ptr<batch_source>> data_;
   std::shared_ptr<sim_world> world_;
-  std::shared_ptr<const wire_format> push_format_;
-  std::shared_ptr<const wire_format> pull_format_;
+  /// The workers' wire settings (formats, overlap).
+  worker_options wire_;
   /// The real servers, their links and the workers now (index = ps or
   /// worker index).
   std::vector<ps_actor> servers_;

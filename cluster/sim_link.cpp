@@ -47,8 +47,9 @@ uint64_t wire_bytes(const sim_world& w, uint32_t p, const push_request& x) {
   auto n = header_bytes + payload_bytes(x);
   if (w.dense_push_bytes.empty())
     return n;
-  auto dense = x.gradient.values.size() * sizeof(float)
-               + x.encoded.bytes.size();
+  auto dense = x.gradient.values.size() * sizeof(float);
+  for (auto& part : x.parts)
+    dense += part.tensor.bytes.size();
   return n - dense + (dense > 0 ? w.dense_push_bytes.at(p) : 0);
 }
 
@@ -348,7 +349,7 @@ void arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
     // With a host model, the server's update takes CPU time before the ack.
     uint64_t floats = 0;
     if (w.host.enabled()) {
-      if (!req.gradient.values.empty() || !req.encoded.bytes.empty())
+      if (!req.gradient.values.empty() || !req.parts.empty())
         floats = w.layout->ps_sizes.at(req.group);
       for (auto& t : req.tables)
         floats += t.values.values.size();

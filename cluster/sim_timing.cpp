@@ -8,6 +8,7 @@
 #include "core/dataset.hpp"
 #include "core/error.hpp"
 #include "core/wire_format.hpp"
+#include "core/wire_plan.hpp"
 #include "models/model.hpp"
 
 namespace actorps {
@@ -128,14 +129,20 @@ timing_job make_timing_job(const job_config& cfg,
   job.cfg.partitioner = partitioner_config{};
   job.cfg.partitioner.type = partitioner_config::kind::fixed_shards;
   job.cfg.partitioner.num_shards = cfg.ps;
+  // The stand-in has none of the real variables: their formats are charged
+  // through push_bytes below.
+  job.cfg.variable_formats.clear();
   job.net = std::make_shared<const standin>(real, cfg.ps);
   job.layout = std::make_shared<const placement>(
     job_placement(job.cfg, *job.net));
+  auto wire = wire_options_of(cfg, real_layout);
+  auto plan = make_push_plan(real_layout, wire.push_format,
+                             wire.variable_formats);
   for (uint32_t p = 0; p < cfg.ps; ++p) {
     auto floats = p < real_layout.ps_sizes.size() ? real_layout.ps_sizes[p]
                                                    : 0;
     job.pull_bytes.push_back(dense_wire_bytes(cfg.pull_format, floats));
-    job.push_bytes.push_back(dense_wire_bytes(cfg.push_format, floats));
+    job.push_bytes.push_back(p < plan.size() ? encoded_bytes(plan, p) : 0);
   }
   return job;
 }

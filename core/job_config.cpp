@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -129,6 +130,18 @@ public:
     return out;
   }
 
+  /// Every field, each a string (fields of free names, such as variables).
+  std::map<std::string, std::string> rest_strings() {
+    std::map<std::string, std::string> out;
+    for (auto& kv : obj_.items()) {
+      seen_.insert(kv.key());
+      if (!kv.value().is_string())
+        fail(name(kv.key()), "must be a string");
+      out[kv.key()] = kv.value().get<std::string>();
+    }
+    return out;
+  }
+
   section sub(const std::string& key) {
     static const json empty = json::object();
     auto v = find(key);
@@ -205,6 +218,11 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("push_format", cfg.push_format);
     s.get("pull_format", cfg.pull_format);
     s.get("overlap", cfg.overlap);
+    {
+      auto v = s.sub("variable_formats");
+      for (auto& [name, spec] : v.rest_strings())
+        cfg.variable_formats[name] = spec;
+    }
     if (auto v = s.find("tls")) {
       if (v->is_string()) {
         if (v->get<std::string>() != "off")
@@ -370,6 +388,13 @@ void validate(const job_config& cfg) {
       make_wire_format(cfg.push_format);
   } catch (const input_error& e) {
     fail("cluster.push_format", e.what());
+  }
+  for (auto& [name, spec] : cfg.variable_formats) {
+    try {
+      make_wire_format(spec);
+    } catch (const input_error& e) {
+      fail("cluster.variable_formats." + name, e.what());
+    }
   }
   std::shared_ptr<const wire_format> pull_format;
   try {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,10 @@ struct job_config {
   /// model in fp32 and bf16 at its start and uses the faster (see
   /// actors/format_probe.hpp); refused under simulate.
   std::string push_format = "fp32";
+  /// The push format of particular dense variables, by name (e.g.
+  /// {"dense_0/kernel": "topk:0.01"}); the others use push_format. Checked
+  /// against the model at start (core/wire_plan.hpp).
+  std::map<std::string, std::string> variable_formats;
   /// The wire format of the dense values in pull replies: "fp32", "bf16",
   /// "fp16" (no error feedback for values) or "auto" (as push_format).
   std::string pull_format = "fp32";

@@ -142,3 +142,29 @@ TEST_CASE("a worker that chooses its formats by measurement runs closures "
             .pushes
           == 3);
 }
+
+TEST_CASE("a worker pushes each variable in the format named for it",
+          "[format_probe][worker][wire]") {
+  test::actor_fixture t{false};
+  two_servers s{t};
+  worker_options opts;
+  opts.net = s.net;
+  opts.data = std::make_shared<batch_iterator>(s.data, input_context{1, 0}, 8,
+                                               1);
+  opts.layout = s.layout;
+  opts.servers = s.servers;
+  opts.variable_formats["dense_0/kernel"] = make_wire_format("topk:4");
+  auto worker = t.keep(spawn_worker(t.sys, std::move(opts)));
+  step_result r;
+  t.self->request(worker, test::reply_timeout, run_atom_v,
+                  closure_request{1, train_step_name})
+    .receive([&](step_result& x) { r = x; },
+             [&](caf::error& err) { FAIL(t.sys.render(err)); });
+  // Whole variables, round-robin: ps 0 holds dense_0/kernel (64 floats,
+  // sent as 4 (index, value) pairs) and dense_1/kernel (32 plain floats),
+  // ps 1 both biases (16 + 2 plain floats).
+  CHECK(r.bytes_pushed == (4 * 8 + 32 * 4) + 18 * 4);
+  CHECK(r.bytes_pulled == s.layout->model_size * 4);
+  for (uint32_t p = 0; p < 2; ++p)
+    CHECK(t.ask<ps_stats>(s.servers[p], stats_atom_v, p).pushes == 1);
+}

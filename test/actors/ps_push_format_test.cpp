@@ -1,4 +1,4 @@
-// Encoded pushes (push_request::format, core/wire_format.hpp): a server
+// Encoded pushes (push_request::parts, core/wire_format.hpp): a server
 // decodes them before anything else and applies them as plain pushes; a
 // malformed one is refused with errc::bad_message and changes nothing.
 
@@ -17,13 +17,22 @@ optimizer_config plain_sgd() {
   return optimizer_config{"sgd", 1.0f, {}};
 }
 
+/// Part [offset, offset + n) of `grad` encoded as `spec`.
+encoded_part part_of(const std::string& spec, const std::vector<float>& grad,
+                     uint64_t offset, uint64_t n) {
+  encoded_part part;
+  auto f = make_wire_format(spec);
+  part.offset = offset;
+  part.format = f->name();
+  f->encode(grad.data() + offset, n, part.tensor, nullptr);
+  return part;
+}
+
 /// A push of closure `closure` whose gradient is `grad` encoded as `spec`.
 push_request encoded_push(const std::string& spec, uint64_t closure,
                           const std::vector<float>& grad) {
   auto req = make_push(0, closure, {});
-  auto f = make_wire_format(spec);
-  req.format = f->name();
-  f->encode(grad.data(), grad.size(), req.encoded, nullptr);
+  req.parts.push_back(part_of(spec, grad, 0, grad.size()));
   return req;
 }
 
@@ -49,8 +58,19 @@ TEST_CASE_METHOD(deterministic,
   CHECK(v[0] == -4.0f);
   CHECK(v[1] == 2.0f);
   CHECK(v[3] == 4.0f);
+  // Runs in two formats: floats [0, 2) as fp32, [2, 4) as bf16.
+  std::vector<float> g{0.5f, 0.25f, 0.1f, -1.0f};
+  auto mixed = make_push(0, 3, {});
+  mixed.parts = {part_of("fp32", g, 0, 2), part_of("bf16", g, 2, 2)};
+  CHECK(push(ps, mixed) == 3);
+  auto w = as_vector(pull(ps, dense_pull()).values.values);
+  CHECK(w[0] == v[0] - 0.5f);
+  CHECK(w[1] == v[1] - 0.25f);
+  CHECK(w[2] == Approx(v[2] - 0.1f).epsilon(1.0 / 256));
+  CHECK(w[2] != v[2] - 0.1f);
+  CHECK(w[3] == v[3] + 1.0f);
   auto s = stats(ps);
-  CHECK(s.pushes == 2);
+  CHECK(s.pushes == 3);
 }
 
 TEST_CASE_METHOD(deterministic,
@@ -66,7 +86,7 @@ TEST_CASE_METHOD(deterministic,
   CHECK(refused(encoded_push("bf16", 1, {1, 2, 3})) == errc::bad_message);
   // A format no server knows.
   auto unknown = encoded_push("bf16", 2, {1, 2, 3, 4});
-  unknown.format = "fp8";
+  unknown.parts[0].format = "fp8";
   CHECK(refused(unknown) == errc::bad_message);
   // Floats and an encoding at once.
   auto both = encoded_push("fp16", 3, {1, 2, 3, 4});
@@ -74,8 +94,19 @@ TEST_CASE_METHOD(deterministic,
   CHECK(refused(both) == errc::bad_message);
   // A top-k payload with an index out of range.
   auto topk = encoded_push("topk:1", 4, {0, 0, 0, 9});
-  topk.encoded.bytes[0] = 7; // index 3 -> 7
+  topk.parts[0].tensor.bytes[0] = 7; // index 3 -> 7
   CHECK(refused(topk) == errc::bad_message);
+  // Parts that leave a gap, overlap, or stop short of the region.
+  std::vector<float> g{1, 2, 3, 4};
+  auto gap = make_push(0, 5, {});
+  gap.parts = {part_of("fp32", g, 0, 2), part_of("bf16", g, 3, 1)};
+  CHECK(refused(gap) == errc::bad_message);
+  auto overlap = make_push(0, 6, {});
+  overlap.parts = {part_of("fp32", g, 0, 2), part_of("bf16", g, 1, 3)};
+  CHECK(refused(overlap) == errc::bad_message);
+  auto short_of = make_push(0, 7, {});
+  short_of.parts = {part_of("fp32", g, 0, 2), part_of("bf16", g, 2, 1)};
+  CHECK(refused(short_of) == errc::bad_message);
   CHECK(as_vector(pull(ps, dense_pull()).values.values)
         == std::vector<float>{1, 2, 3, 4});
   CHECK(stats(ps).pushes == 0);
