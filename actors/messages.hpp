@@ -34,19 +34,25 @@ namespace detail {
 /// element count, then the bytes), refusing more than `max` elements from a
 /// peer. CAF 0.17 encodes std::vector<float> element by element, 7-14x
 /// slower (caf-0.17-notes.md, section 3).
+template <class T>
+caf::error save_raw(caf::serializer& f, const T* xs, size_t n) {
+  static_assert(std::is_trivially_copyable<T>::value);
+  if (auto err = f.begin_sequence(n))
+    return err;
+  // apply_raw only reads when serialising.
+  if (n > 0)
+    if (auto err = f.apply_raw(n * sizeof(T), const_cast<T*>(xs)))
+      return err;
+  return f.end_sequence();
+}
+
 template <class Inspector, class Vector>
 typename Inspector::result_type
 inspect_raw(Inspector& f, Vector& xs, size_t max, const char* what) {
   using value_type = typename Vector::value_type;
   static_assert(std::is_trivially_copyable<value_type>::value);
   if constexpr (std::is_same<Inspector, caf::serializer>::value) {
-    size_t n = xs.size();
-    if (auto err = f.begin_sequence(n))
-      return err;
-    if (n > 0)
-      if (auto err = f.apply_raw(n * sizeof(value_type), xs.data()))
-        return err;
-    return f.end_sequence();
+    return save_raw(f, xs.data(), xs.size());
   } else {
     size_t n = 0;
     if (auto err = f.begin_sequence(n))
@@ -218,10 +224,26 @@ struct pull_reply {
   /// (`values` is then empty).
   std::string format;
   encoded_tensor encoded;
+  /// Sender side only, for a reader in another process: the dense values
+  /// as the server's copy-on-write snapshot (dense_region::snapshot), sent
+  /// in place of `values` (which is then empty) with the same bytes, so
+  /// the reply needs no copy of its own. Never read in-process, never
+  /// received: the receiver gets `values`.
+  std::shared_ptr<const std::vector<float>> shared_values;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
+  if constexpr (std::is_same<Inspector, caf::serializer>::value) {
+    if (x.shared_values) {
+      auto& v = *x.shared_values;
+      if (auto err = f(x.clock))
+        return err;
+      if (auto err = detail::save_raw(f, v.data(), v.size()))
+        return err;
+      return f(x.tables, x.format, x.encoded);
+    }
+  }
   return f(caf::meta::type_name("actorps::pull_reply"), x.clock, x.values,
            x.tables, x.format, x.encoded);
 }

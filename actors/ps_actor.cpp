@@ -51,9 +51,12 @@ const wire_format* value_format(ps_state& st, const std::string& name) {
 }
 
 /// The reply to `req`: read_replica, its dense values encoded in the
-/// format the request names (checked when it arrived).
-pull_reply answer(ps_state& st, ps_replica& r, const pull_request& req) {
-  auto reply = read_replica(r, req);
+/// format the request names (checked when it arrived). `remote`: the reply
+/// goes to another process and is only serialised, so the dense values go
+/// out as the region's snapshot instead of a copy.
+pull_reply answer(ps_state& st, ps_replica& r, const pull_request& req,
+                  bool remote = false) {
+  auto reply = read_replica(r, req, remote && req.format.empty());
   if (!req.format.empty()) {
     if (auto* f = value_format(st, req.format)) {
       auto& v = reply.values.values;
@@ -64,6 +67,15 @@ pull_reply answer(ps_state& st, ps_replica& r, const pull_request& req) {
     }
   }
   return reply;
+}
+
+/// Whether the reply to the current request leaves this process at once:
+/// its sender is on another node and no stage forwards it first.
+bool replies_to_remote(ps_ptr self) {
+  auto* e = self->current_mailbox_element();
+  auto& sender = self->current_sender();
+  return e != nullptr && e->stages.empty() && sender != nullptr
+         && sender->node() != self->node();
 }
 
 void release_pulls(ps_ptr self, ps_replica& r) {
@@ -291,7 +303,7 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
                                st.opts.index, "wire format", req.format,
                                "cannot carry values");
       if (may_read(st, r, req.worker))
-        return answer(st, r, req);
+        return answer(st, r, req, replies_to_remote(self));
       auto rp = self->make_response_promise<pull_reply>();
       auto seq = r.next_hold++;
       r.held_pulls.push_back(ps_replica::held_pull{std::move(req), rp, seq});

@@ -1,6 +1,7 @@
 #include "actors/ps_replica.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/table_lookup.hpp"
 
@@ -49,12 +50,15 @@ caf::error check_tables(ps_replica& r, const std::vector<table_rows>& tables,
   return {};
 }
 
-pull_reply read_replica(ps_replica& r, const pull_request& req) {
+pull_reply read_replica(ps_replica& r, const pull_request& req, bool share) {
   pull_reply reply;
   reply.clock = r.stats.clock;
-  if (req.dense)
-    reply.values.values.assign(r.dense.values().begin(),
-                               r.dense.values().end());
+  if (req.dense && share) {
+    reply.shared_values = r.dense.snapshot();
+  } else if (req.dense) {
+    auto& values = std::as_const(r.dense).values();
+    reply.values.values.assign(values.begin(), values.end());
+  }
   reply.tables.resize(req.tables.size());
   for (size_t i = 0; i < req.tables.size(); ++i) {
     auto& t = req.tables[i];

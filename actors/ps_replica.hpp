@@ -95,8 +95,12 @@ struct ps_replica {
 caf::error check_tables(ps_replica& r, const std::vector<table_rows>& tables,
                         bool values, uint32_t ps_index);
 
-/// Reads what `req` asks for (the dense region, table rows).
-pull_reply read_replica(ps_replica& r, const pull_request& req);
+/// Reads what `req` asks for (the dense region, table rows). The dense
+/// values are copied into `values`, or with `share` (for a reader in
+/// another process, whose reply is only serialised) handed out as the
+/// region's snapshot in `shared_values`.
+pull_reply read_replica(ps_replica& r, const pull_request& req,
+                        bool share = false);
 
 /// Applies `update` (dense gradient and table rows), each multiplied by
 /// `scale`, with the replica's rules.

@@ -1,6 +1,7 @@
 #include "core/update_rule.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <mutex>
@@ -163,11 +164,33 @@ void scale_step(float* w, const float* before, size_t n, float step_scale) {
     w[j] = before[j] + step_scale * (w[j] - before[j]);
 }
 
+const std::vector<float>& dense_region::values() const noexcept {
+  static const std::vector<float> empty;
+  return values_ ? *values_ : empty;
+}
+
+void dense_region::unshare() {
+  if (!values_) {
+    values_ = std::make_shared<std::vector<float>>();
+  } else if (values_.use_count() == 1) {
+    // No snapshot left. The last holder may have read the buffer on another
+    // thread; its release (an acq_rel decrement) happens before this fence,
+    // so those reads happen before the writes that follow.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  } else {
+    // Only this region hands out references, so the count cannot rise
+    // behind our back: a holder's copy needs a second reference already.
+    values_ = std::make_shared<std::vector<float>>(*values_);
+  }
+}
+
 uint64_t dense_region::append(const float* init, size_t n) {
-  auto offset = values_.size();
-  values_.insert(values_.end(), init, init + n);
+  unshare();
+  auto& values = *values_;
+  auto offset = values.size();
+  values.insert(values.end(), init, init + n);
   for (size_t s = 0; s < slots_.size(); ++s)
-    slots_[s].resize(values_.size(), rule_->slot_init(s));
+    slots_[s].resize(values.size(), rule_->slot_init(s));
   for (size_t s = 0; s < slots_.size(); ++s)
     slot_ptrs_[s] = slots_[s].data();
   return offset;
@@ -177,18 +200,20 @@ void dense_region::apply(const float* g, float step_scale) {
   assert(rule_ != nullptr);
   // slots() hands out the buffers (checkpoint restore may replace them), so
   // the pointers are taken again here: slot_count() loads, once per push.
+  unshare();
+  auto& values = *values_;
   for (size_t s = 0; s < slots_.size(); ++s) {
-    assert(slots_[s].size() == values_.size());
+    assert(slots_[s].size() == values.size());
     slot_ptrs_[s] = slots_[s].data();
   }
   ++steps_;
   if (step_scale == 1.0f) {
-    rule_->apply(values_.data(), slot_ptrs_.data(), g, values_.size(), steps_);
+    rule_->apply(values.data(), slot_ptrs_.data(), g, values.size(), steps_);
     return;
   }
-  before_.assign(values_.begin(), values_.end());
-  rule_->apply(values_.data(), slot_ptrs_.data(), g, values_.size(), steps_);
-  scale_step(values_.data(), before_.data(), values_.size(), step_scale);
+  before_.assign(values.begin(), values.end());
+  rule_->apply(values.data(), slot_ptrs_.data(), g, values.size(), steps_);
+  scale_step(values.data(), before_.data(), values.size(), step_scale);
 }
 
 } // namespace actorps

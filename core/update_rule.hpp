@@ -141,7 +141,9 @@ inline float staleness_step_scale(uint64_t staleness) {
 
 /// The parameters, slots and step count of one contiguous dense region (all
 /// dense shards of one parameter server, one after another) under one rule.
-/// Not thread-safe; owned by one parameter server.
+/// Not thread-safe; owned by one parameter server. The values are
+/// copy-on-write: snapshot() hands them out without a copy, and the next
+/// change while a snapshot is held goes to a copy of its own.
 class dense_region {
 public:
   dense_region() = default;
@@ -162,7 +164,7 @@ public:
   void apply(const float* g, float step_scale = 1.0f);
 
   size_t size() const noexcept {
-    return values_.size();
+    return values_ ? values_->size() : 0;
   }
 
   /// Steps applied so far (Adam's t).
@@ -174,11 +176,22 @@ public:
     steps_ = n;
   }
 
-  std::vector<float>& values() noexcept {
-    return values_;
+  /// The values, to change: first a copy of their own if a snapshot still
+  /// holds them.
+  std::vector<float>& values() {
+    unshare();
+    return *values_;
   }
 
-  const std::vector<float>& values() const noexcept {
+  const std::vector<float>& values() const noexcept;
+
+  /// The values as they are now, without a copy; later changes to the
+  /// region leave the returned buffer as it is. A pull reply to another
+  /// process sends it from the network thread (actors/messages.hpp,
+  /// pull_reply::shared_values); copying 1M floats into the reply took as
+  /// long as serialising them (each ~13% of a loopback pull's profile).
+  /// Another thread may read and release the snapshot.
+  std::shared_ptr<const std::vector<float>> snapshot() const {
     return values_;
   }
 
@@ -196,8 +209,11 @@ public:
   }
 
 private:
+  /// Makes values_ a buffer that no snapshot holds (copying it if one does).
+  void unshare();
+
   std::shared_ptr<const update_rule> rule_;
-  std::vector<float> values_;
+  std::shared_ptr<std::vector<float>> values_; // null: empty
   std::vector<std::vector<float>> slots_;
   std::vector<float*> slot_ptrs_;
   std::vector<float> before_; // values before a scaled step

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__SSE__)
@@ -279,6 +280,36 @@ TEST_CASE("a dense region keeps applying correctly after its slot buffers "
   // v = 0.5 * 1 - 0 = 0.5; w = 0 + 0.5
   CHECK(region.slots()[0][100] == 0.5f);
   CHECK(region.values()[100] == 0.5f);
+}
+
+TEST_CASE("a snapshot of a dense region keeps the values it was taken at "
+          "while the region steps on, and a step with no snapshot held "
+          "writes in place",
+          "[core][update_rule]") {
+  auto region = make_region("sgd", 0.5f, {1.0f, 2.0f});
+  std::vector<float> g{1.0f, -1.0f};
+  auto snap = region.snapshot();
+  const float* before = snap->data();
+  region.apply(g.data());
+  CHECK(*snap == std::vector<float>{1.0f, 2.0f});
+  CHECK(std::as_const(region).values() == std::vector<float>{0.5f, 2.5f});
+  CHECK(std::as_const(region).values().data() != before);
+  // Appending and handing out values to change copy too.
+  auto snap2 = region.snapshot();
+  std::vector<float> more{7.0f};
+  region.append(more.data(), 1);
+  region.values()[0] = 9.0f;
+  CHECK(*snap2 == std::vector<float>{0.5f, 2.5f});
+  CHECK(std::as_const(region).values()
+        == std::vector<float>{9.0f, 2.5f, 7.0f});
+  // Released snapshots: the next step writes to the same buffer.
+  snap.reset();
+  snap2.reset();
+  const float* now = std::as_const(region).values().data();
+  std::vector<float> g3{0.0f, 0.0f, 2.0f};
+  region.apply(g3.data());
+  CHECK(std::as_const(region).values().data() == now);
+  CHECK(std::as_const(region).values()[2] == 6.0f);
 }
 
 // -- registry and settings -----------------------------------------------------
