@@ -136,5 +136,65 @@ expect_input_error "unknown push format" "cluster.push_format" --config "$cfg" \
 expect_input_error "top-k larger than a group" "cluster.push_format: group 0" \
   --config "$cfg" --push-format topk:100000000 "${short[@]}"
 
+# -- overlap, formats by measurement, per-variable formats (issue 10) ---------
+# Each learns (within 0.1 of fp32 after the short job, or, for overlap,
+# whose pushes are one step staler, within 0.25: 0.49-0.62 against fp32's
+# 0.64-0.70 in 6 and 3 runs) and says what it did: the overlap line of the
+# summary, each worker's measurement, and a push of the first kernel in
+# top-k moving fewer bytes than the pull.
+learns() { # label output [largest gap to fp32]
+  local a32 af gap=${3:-0.1}
+  a32=$(accuracy "$tmp/fp32.out")
+  af=$(accuracy "$2")
+  if [[ -n $af ]] && awk -v a="$a32" -v b="$af" -v g="$gap" \
+       'BEGIN { d = a - b; exit !(d < g && b > 0.35) }'; then
+    ok "$1 learns: accuracy $af (fp32 $a32)"
+  else
+    bad "$1: accuracy $af, fp32 $a32"
+  fi
+}
+if "$bin" train --config "$cfg" "${short[@]}" --overlap >"$tmp/o.out" 2>&1 \
+   && grep -q "^overlap: [1-9][0-9]* of [0-9]* dense pulls" "$tmp/o.out"; then
+  learns "--overlap" "$tmp/o.out" 0.25
+else
+  bad "--overlap failed or said nothing: $(tail -3 "$tmp/o.out")"
+fi
+if "$bin" train --config "$cfg" "${short[@]}" --push-format auto \
+     --pull-format auto >"$tmp/a.out" 2>&1 \
+   && [[ $(grep -c "wire format by measurement: .* ms in fp32 .* ms in the candidate" \
+            "$tmp/a.out") -eq 2 ]]; then
+  learns "--push-format auto --pull-format auto" "$tmp/a.out"
+else
+  bad "formats by measurement failed or said nothing: $(tail -3 "$tmp/a.out")"
+fi
+if "$bin" train --config "$cfg" "${short[@]}" --metrics-out "$tmp/v.jsonl" \
+     --variable-format dense_0/kernel=topk:0.01 >"$tmp/v.out" 2>&1; then
+  learns "--variable-format dense_0/kernel=topk:0.01" "$tmp/v.out"
+  if python3 - "$tmp/v.jsonl" <<'PY'
+import json, sys
+last = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+pushed, pulled = last["bytes_pushed_per_step"], last["bytes_pulled_per_step"]
+# 1% of the 200,704-float kernel as (index, value) pairs, the rest as floats.
+sys.exit(0 if 0 < pushed < 0.2 * pulled else 1)
+PY
+  then
+    ok "a top-k first kernel pushes under a fifth of the bytes pulled"
+  else
+    bad "bytes per step with a top-k kernel: $(tail -1 "$tmp/v.jsonl")"
+  fi
+else
+  bad "--variable-format failed: $(tail -3 "$tmp/v.out")"
+fi
+expect_input_error "overlap under ssp" "cluster.overlap: needs training.mode" \
+  --config "$cfg" --overlap --mode ssp "${short[@]}"
+expect_input_error "a variable the model lacks" \
+  'cluster.variable_formats: the model has no variable "dense_9/kernel"' \
+  --config "$cfg" --variable-format dense_9/kernel=bf16 "${short[@]}"
+expect_input_error "a malformed --variable-format" "expected VARIABLE=FORMAT" \
+  --config "$cfg" --variable-format dense_0/kernel "${short[@]}"
+expect_input_error "a bad per-variable format" \
+  "cluster.variable_formats.dense_0/kernel" \
+  --config "$cfg" --variable-format dense_0/kernel=fp8 "${short[@]}"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
