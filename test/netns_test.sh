@@ -12,6 +12,10 @@
 #              run (removed with a message naming them; those of a run still
 #              going left alone); the script stopped with SIGTERM mid-job
 #              removes everything too.
+#   wire       the same job with --overlap, --push-format auto, --pull-format
+#              auto and the first kernel in top-k (issue 10): exit 0, each
+#              worker logs its measurement, steps took values pulled ahead,
+#              every closure applied once per ps, nothing left behind.
 #   partition  worker 1's link down for 3 s mid-job (100 Mbit/s links, so
 #              that the job's length depends on the network more than on
 #              the CPU): the coordinator reports worker1 lost, it joins
@@ -300,6 +304,37 @@ case_job() {
     bad "SIGTERM: exit $rc: $(tail -5 "$term")"
   fi
   nothing_left "SIGTERM mid-job" "$term"
+}
+
+case_wire() {
+  local out=$tmp/wire.out rc n
+  "$script" --link 1gbit --prefix nwire --timeout 100 -- "$bin" "${short[@]}" \
+    --overlap --push-format auto --pull-format auto \
+    --variable-format dense_0/kernel=topk:0.05 >"$out" 2>&1
+  rc=$?
+  if [[ $rc -eq 0 ]] && grep -q '^\[coordinator\] done: test_loss' "$out"; then
+    ok "the job with overlap and formats by measurement exits 0: $(grep -o 'done: .*' "$out")"
+  else
+    bad "the wire job: exit $rc: $(grep -v '^\[netns\] \(removing\|leaving\)' "$out" | tail -25)"
+  fi
+  n=$(grep -c -E '^\[worker[01]\] info: wire format by measurement: .* ms in fp32 \(918 KB\) and .* ms in the candidate \(459 KB\), medians: (fp32|bf16) for pushes and pulls' "$out")
+  if [[ $n -eq 2 ]]; then
+    ok "each worker measured its links and chose: $(grep -o 'medians: [a-z0-9]*' "$out" | tr '\n' ' ')"
+  else
+    bad "expected 2 measurements, saw $n: $(grep -i 'wire format' "$out")"
+  fi
+  if grep -q -E '^\[coordinator\] overlap: [1-9][0-9]* of [0-9]+ dense pulls' "$out"; then
+    ok "steps took values pulled ahead: $(grep -o 'overlap: .*' "$out")"
+  else
+    bad "no overlap line: $(tail -8 "$out")"
+  fi
+  if exactly_once "$out"; then
+    ok "every closure applied once per ps: $(grep -o 'closures: .*' "$out")"
+  else
+    bad "counts: $(grep -o 'closures: .*' "$out")"
+  fi
+  nodes_exited_0 "wire" "$out"
+  nothing_left "wire" "$out"
 }
 
 case_partition() {
