@@ -96,7 +96,8 @@ struct worker_state {
   /// push.
   std::vector<pull_ahead> ahead;
   /// The duration of the last step, from its start to its last push's
-  /// acknowledgement: values pulled ahead longer ago than this are not used.
+  /// acknowledgement, by the actor system's clock (virtual under simulate):
+  /// values pulled ahead longer ago than this are not used.
   double last_step_s = 0;
   steady_clock::time_point step_started;
   /// A wire format chosen by measurement, to be used from the next step

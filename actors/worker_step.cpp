@@ -20,6 +20,14 @@ namespace {
 
 void compute(worker_ptr self);
 
+/// Seconds since `t` by the actor system's clock, which is virtual under
+/// simulate: what decides whether values pulled ahead are used must not
+/// depend on wall time there, or a seed would not give one event order.
+double clock_seconds_since(worker_ptr self, steady_clock::time_point t) {
+  return std::chrono::duration<double>(self->system().clock().now() - t)
+    .count();
+}
+
 /// Puts group `p`'s dense gradient into `req`, each run in its push format
 /// (worker_state::plan), encoded once per closure (a push sent again
 /// carries the same bytes).
@@ -86,7 +94,7 @@ void push_one(worker_ptr self, uint32_t p) {
         if (--st.pending == 0) {
           st.result.push_s = seconds_since(st.t0);
           st.result.peak_rss_bytes = peak_rss_bytes();
-          st.last_step_s = seconds_since(st.step_started);
+          st.last_step_s = clock_seconds_since(self, st.step_started);
           finish(self, caf::error{});
         }
       },
@@ -215,7 +223,7 @@ void send_ahead(worker_ptr self, uint32_t p) {
   a = pull_ahead{};
   a.at = pull_ahead::state::in_flight;
   a.token = ++st.next_token;
-  a.sent = steady_clock::now();
+  a.sent = self->system().clock().now();
   auto token = a.token;
   self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
     .then(
@@ -300,7 +308,7 @@ bool use_ahead(worker_ptr self, uint32_t p) {
     return true;
   if (a.at != pull_ahead::state::ready)
     return false;
-  if (seconds_since(a.sent) <= std::max(st.last_step_s, 5e-3))
+  if (clock_seconds_since(self, a.sent) <= std::max(st.last_step_s, 5e-3))
     return true;
   a = pull_ahead{};
   return false;
@@ -314,7 +322,7 @@ void release(std::vector<float>& xs) {
 
 void begin_step(worker_ptr self) {
   auto& st = self->state;
-  st.step_started = steady_clock::now();
+  st.step_started = self->system().clock().now();
   if (st.opts.lean)
     st.params.resize(st.opts.layout->model_size);
   telemetry::sample_mailbox(self, "worker", st.opts.index); // issue 14
