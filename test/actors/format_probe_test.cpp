@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -27,32 +26,16 @@
 #include "models/registry.hpp"
 #include "models/step_function.hpp"
 #include "test/actor_fixture.hpp"
+#include "test/actors/worker_fixture.hpp"
 
 using namespace actorps;
 
 namespace {
 
-/// 4 uniform features, 2 classes.
-std::shared_ptr<const dataset> four_features() {
-  auto d = std::make_shared<dataset>();
-  d->schema.dense_dim = 4;
-  d->schema.classes = 2;
-  d->examples.reset(4, 0);
-  std::mt19937 rng{5};
-  std::uniform_real_distribution<float> u{0.0f, 1.0f};
-  for (int i = 0; i < 64; ++i) {
-    for (int j = 0; j < 4; ++j)
-      d->examples.dense.push_back(u(rng));
-    d->examples.labels.push_back(i % 2);
-    ++d->examples.rows;
-  }
-  return d;
-}
-
 /// Two async servers holding an mlp 4-16-2, split between them.
 struct two_servers {
   job_config cfg;
-  std::shared_ptr<const dataset> data = four_features();
+  std::shared_ptr<const dataset> data = test::tiny_data(5);
   std::shared_ptr<const model> net;
   std::shared_ptr<const placement> layout;
   std::vector<ps_actor> servers;
@@ -106,25 +89,11 @@ TEST_CASE("a worker that chooses its formats by measurement runs closures "
           "[format_probe][worker]") {
   test::actor_fixture t{false};
   two_servers s{t};
-  worker_options opts;
-  opts.net = s.net;
-  opts.data = std::make_shared<batch_iterator>(s.data, input_context{1, 0}, 8,
-                                               1);
-  opts.layout = s.layout;
-  opts.servers = s.servers;
+  auto opts = test::worker_options_on(s.servers, s.net, s.data, s.layout);
   opts.choose_push_format = true;
   opts.choose_pull_format = true;
   auto worker = t.keep(spawn_worker(t.sys, std::move(opts)));
-  auto run = [&](uint64_t c) {
-    step_result out;
-    t.self->request(worker, test::reply_timeout, run_atom_v,
-                    closure_request{c, train_step_name})
-      .receive([&](step_result& r) { out = r; },
-               [&](caf::error& err) {
-                 FAIL("closure " << c << " failed: " << t.sys.render(err));
-               });
-    return out;
-  };
+  auto run = [&](uint64_t c) { return test::run_closure(t, worker, c); };
   // Whatever the probe chose, the first closure runs with it.
   auto first = run(1);
   CHECK(first.closure == 1);
@@ -147,19 +116,10 @@ TEST_CASE("a worker pushes each variable in the format named for it",
           "[format_probe][worker][wire]") {
   test::actor_fixture t{false};
   two_servers s{t};
-  worker_options opts;
-  opts.net = s.net;
-  opts.data = std::make_shared<batch_iterator>(s.data, input_context{1, 0}, 8,
-                                               1);
-  opts.layout = s.layout;
-  opts.servers = s.servers;
+  auto opts = test::worker_options_on(s.servers, s.net, s.data, s.layout);
   opts.variable_formats["dense_0/kernel"] = make_wire_format("topk:4");
   auto worker = t.keep(spawn_worker(t.sys, std::move(opts)));
-  step_result r;
-  t.self->request(worker, test::reply_timeout, run_atom_v,
-                  closure_request{1, train_step_name})
-    .receive([&](step_result& x) { r = x; },
-             [&](caf::error& err) { FAIL(t.sys.render(err)); });
+  auto r = test::run_closure(t, worker, 1);
   // Whole variables, round-robin: ps 0 holds dense_0/kernel (64 floats,
   // sent as 4 (index, value) pairs) and dense_1/kernel (32 plain floats),
   // ps 1 both biases (16 + 2 plain floats).

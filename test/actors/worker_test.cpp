@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <memory>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -26,6 +25,7 @@
 #include "models/registry.hpp"
 #include "models/step_function.hpp"
 #include "test/actor_fixture.hpp"
+#include "test/actors/worker_fixture.hpp"
 
 using namespace actorps;
 
@@ -33,22 +33,7 @@ namespace {
 
 constexpr auto patience = test::reply_timeout;
 
-/// 4 uniform features, 2 classes.
-std::shared_ptr<const dataset> tiny_data() {
-  auto d = std::make_shared<dataset>();
-  d->schema.dense_dim = 4;
-  d->schema.classes = 2;
-  d->examples.reset(4, 0);
-  std::mt19937 rng{3};
-  std::uniform_real_distribution<float> u{0.0f, 1.0f};
-  for (int i = 0; i < 64; ++i) {
-    for (int j = 0; j < 4; ++j)
-      d->examples.dense.push_back(u(rng));
-    d->examples.labels.push_back(i % 2);
-    ++d->examples.rows;
-  }
-  return d;
-}
+using test::tiny_data;
 
 /// One sync group of two workers on ps `a` (a push is held until the other
 /// worker's arrives: no round timeout), and an async ps `b` holding the same
@@ -207,21 +192,11 @@ TEST_CASE("a lean worker (buffers freed between steps) pushes the same "
   for (int lean = 0; lean < 2; ++lean) {
     auto ps = t.keep(spawn_ps(t.sys, ps_options_of(cfg, 0)));
     create_variables(t.sys, *layout, {ps}, cfg, *net);
-    worker_options opts;
-    opts.net = net;
-    opts.data = std::make_shared<batch_iterator>(data, input_context{1, 0}, 8,
-                                                 1);
-    opts.layout = layout;
-    opts.servers = {ps};
+    auto opts = test::worker_options_on({ps}, net, data, layout);
     opts.lean = lean == 1;
     auto worker = t.keep(spawn_worker(t.sys, std::move(opts)));
     for (uint64_t c = 1; c <= 3; ++c)
-      t.self->request(worker, patience, run_atom_v,
-                      closure_request{c, train_step_name})
-        .receive([&](step_result& r) { CHECK(r.closure == c); },
-                 [&](caf::error& err) {
-                   FAIL("closure failed: " << t.sys.render(err));
-                 });
+      CHECK(test::run_closure(t, worker, c).closure == c);
     pull_request req;
     req.worker = no_worker;
     auto r = t.ask<pull_reply>(ps, pull_atom_v, req);
@@ -250,25 +225,13 @@ struct lone_worker {
     layout = std::make_shared<const placement>(job_placement(cfg, *net));
     ps = t.keep(spawn_ps(t.sys, ps_options_of(cfg, 0)));
     create_variables(t.sys, *layout, {ps}, cfg, *net);
-    worker_options opts;
-    opts.net = net;
-    opts.data = std::make_shared<batch_iterator>(data, input_context{1, 0}, 8,
-                                                 1);
-    opts.layout = layout;
-    opts.servers = {ps};
+    auto opts = test::worker_options_on({ps}, net, data, layout);
     opts.overlap = overlap;
     worker = t.keep(spawn_worker(t.sys, std::move(opts)));
   }
 
   step_result run(test::actor_fixture& t, uint64_t c) {
-    step_result out;
-    t.self->request(worker, patience, run_atom_v,
-                    closure_request{c, train_step_name})
-      .receive([&](step_result& r) { out = r; },
-               [&](caf::error& err) {
-                 FAIL("closure " << c << " failed: " << t.sys.render(err));
-               });
-    return out;
+    return test::run_closure(t, worker, c);
   }
 
   std::vector<float> values(test::actor_fixture& t) {
