@@ -165,7 +165,7 @@ if "$bin" train --config "$cfg" "${short[@]}" --push-format auto \
      --pull-format auto >"$tmp/a.out" 2>&1 \
    && [[ $(grep -c "wire format by measurement: .* ms in fp32 .* ms in the candidate" \
             "$tmp/a.out") -eq 2 ]]; then
-  learns "--push-format auto --pull-format auto" "$tmp/a.out"
+  learns "--push-format auto --pull-format auto" "$tmp/a.out" 0.2
 else
   bad "formats by measurement failed or said nothing: $(tail -3 "$tmp/a.out")"
 fi
