@@ -14,8 +14,6 @@
 
 namespace actorps {
 
-namespace {
-
 uint64_t to_count(const std::string& flag, const std::string& value,
                   uint64_t lo, uint64_t hi) {
   if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
@@ -28,6 +26,8 @@ uint64_t to_count(const std::string& flag, const std::string& value,
                                   value, lo, hi));
   return x;
 }
+
+namespace {
 
 float to_real(const std::string& flag, const std::string& value) {
   char* end = nullptr;

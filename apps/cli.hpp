@@ -46,6 +46,11 @@ struct launch_command {
   std::vector<std::string> node_args;
 };
 
+/// Reads `value`, the value of `flag`, as a whole number in [lo, hi].
+/// @throws input_error naming the flag and quoting the value.
+uint64_t to_count(const std::string& flag, const std::string& value,
+                  uint64_t lo, uint64_t hi);
+
 /// Parses job flags (those of `actorps train`) plus the command's own
 /// `extra` flags (name -> whether it takes a value), which are returned in
 /// `extras` in the order given. `command` names the command in messages.

@@ -41,6 +41,10 @@ Simulation flags:
                             costing B ns of CPU per byte at each end, an
                             update F ns per float; measured: this machine's
                             (with --network 1000gbit,20us: loopback)
+  --workers-per-machine K   K workers on each machine: they share its link
+                            and compute one step at a time (K tasks in
+                            flight per machine: bounded delay K-1); K must
+                            divide --workers; not with --host
   --timing-only             no arithmetic: the workers run a stand-in of a
                             few floats, the network is charged the real
                             model's bytes and the compute model its step
@@ -58,7 +62,8 @@ int run_simulate(const std::vector<std::string>& args) {
   static const std::map<std::string, bool> own = {
     {"--network", true}, {"--compute", true}, {"--stragglers", true},
     {"--record", true},  {"--replay", true},  {"--out", true},
-    {"--timing-only", false}, {"--host", true}};
+    {"--timing-only", false}, {"--host", true},
+    {"--workers-per-machine", true}};
   std::vector<std::pair<std::string, std::string>> extras;
   auto cmd = parse_job_args(args, "simulate", own, extras);
   if (cmd.help) {
@@ -85,6 +90,9 @@ int run_simulate(const std::vector<std::string>& args) {
       opts.replay = value;
     else if (flag == "--out")
       out = value;
+    else if (flag == "--workers-per-machine")
+      opts.workers_per_machine = static_cast<uint32_t>(
+        to_count(flag, value, 1, 1u << 20));
     else if (flag == "--timing-only")
       opts.timing_only = true;
     else if (flag == "--host") {

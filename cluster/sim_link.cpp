@@ -178,8 +178,8 @@ void leaves(link_ptr self, caf::typed_response_promise<Reply> rp,
     auto server_node = w.workers + self->state.index;
     auto bytes = request_bytes(w, req);
     auto sent = w.now(self->system());
-    transfer(self, worker, server_node, bytes, [self, rp, req = std::move(req),
-                                                sent, bytes]() mutable {
+    transfer(self, w.link_of(worker), server_node, bytes,
+             [self, rp, req = std::move(req), sent, bytes]() mutable {
       auto copy = req;
       through_chaos(
         self, sent,
@@ -216,7 +216,8 @@ void lazy_reply(link_ptr self, caf::typed_response_promise<pull_reply> rp,
   auto server_node = w.workers + st.index;
   auto group = req.group;
   auto estimate = reply_estimate(w, group, req);
-  auto at = w.net.send(server_node, worker, estimate, w.now(self->system()));
+  auto at = w.net.send(server_node, w.link_of(worker), estimate,
+                       w.now(self->system()));
   auto start = at - w.net.spec().latency_ns - w.net.transmission(estimate);
   hold_until(self, start, [self, rp, req = std::move(req), worker, at,
                            estimate, group]() mutable {
@@ -257,7 +258,7 @@ void arrives(link_ptr self, caf::typed_response_promise<pull_reply> rp,
         [self, rp, worker, server_node, group](pull_reply& r) mutable {
           auto& w = *self->state.world;
           auto back_bytes = wire_bytes(w, group, r);
-          transfer(self, server_node, worker, back_bytes,
+          transfer(self, server_node, w.link_of(worker), back_bytes,
                    [self, rp, r = std::move(r), worker,
                     back_bytes]() mutable {
                      deliver_pull(self, std::move(rp), std::move(r), worker,
@@ -309,20 +310,26 @@ caf::result<uint64_t> push(link_ptr self, push_request& req) {
   // The worker computed in zero virtual time: its push leaves once the
   // step's compute time has passed.
   auto compute = w.compute.step_time(worker, closure);
+  auto now = w.now(self->system());
   if (w.charged[worker] != closure) {
     w.charged[worker] = closure;
     w.compute_ns[worker] += compute;
+    // The step waits for its machine's compute unit (never, with one
+    // worker per machine: its last step ended before it pulled).
+    auto& free = w.machine_free[worker / w.per_machine];
+    w.step_start[worker] = std::max(now, free);
+    free = w.step_start[worker] + compute;
   }
   auto rp = self->make_response_promise<uint64_t>();
   // The links are taken when the push leaves, not now: a link serves
   // messages in the order they are sent in virtual time (a reservation now
   // would hold back messages sent before the push leaves).
-  auto now = w.now(self->system());
   auto life = w.lives[worker];
-  // With a host model the step also waits for a core.
+  // With a host model the step also waits for a core. A push of a closure
+  // already charged (to another group, or sent again) starts with it.
   auto start = w.host.enabled()
                  ? w.host.run(worker, compute, now) - compute
-                 : now;
+                 : std::max(now, w.step_start[worker]);
   hold_until(self, w.step_end(worker, start, compute),
              [=, req = std::move(req)]() mutable {
                step_done(self, std::move(rp), std::move(req), start, compute,
@@ -361,7 +368,8 @@ void arrives(link_ptr self, caf::typed_response_promise<uint64_t> rp,
           auto& w = *self->state.world;
           auto ack = [self, rp, worker, server_node, closure,
                       clock]() mutable {
-            transfer(self, server_node, worker, header_bytes,
+            transfer(self, server_node,
+                     self->state.world->link_of(worker), header_bytes,
                      [self, rp, worker, closure, clock]() mutable {
               when_awake(self, worker, [self, rp, worker, closure,
                                         clock]() mutable {
@@ -407,13 +415,17 @@ sim_link_actor::behavior_type link(link_ptr self, ps_actor server,
 } // namespace
 
 sim_world::sim_world(network_model net, compute_model compute,
-                     sim_trace& trace, uint32_t workers, uint32_t servers)
+                     sim_trace& trace, uint32_t workers, uint32_t servers,
+                     uint32_t per_machine)
   : net(std::move(net)),
     compute(std::move(compute)),
     trace(trace),
     workers(workers),
+    per_machine(std::max<uint32_t>(per_machine, 1)),
+    machine_free(workers, 0),
     compute_ns(workers, 0),
     charged(workers, 0),
+    step_start(workers, 0),
     pulls(servers, 0),
     pushes(servers, 0),
     stopped(workers + servers, std::make_pair(sim_time{0}, sim_time{0})),

@@ -33,7 +33,7 @@ struct placement;
 /// scheduler's).
 struct sim_world {
   sim_world(network_model net, compute_model compute, sim_trace& trace,
-            uint32_t workers, uint32_t servers);
+            uint32_t workers, uint32_t servers, uint32_t per_machine = 1);
 
   network_model net;
   compute_model compute;
@@ -43,10 +43,20 @@ struct sim_world {
   uint32_t workers;
   /// Virtual time 0 on CAF's clock.
   caf::actor_clock::time_point origin;
-  /// Per worker: compute time charged so far (ns), and the closure charged
-  /// last (a closure's pushes to several servers charge it once).
+  /// Workers per machine (`--workers-per-machine`): workers m*K .. m*K+K-1
+  /// share machine m's link (the link of node m*K in `net`) and its one
+  /// compute unit, which runs one step at a time, first come first served.
+  /// K tasks in flight per machine: Li et al.'s bounded delay tau = K - 1
+  /// (OSDI 2014, Sec. 4.2 and Fig. 13).
+  uint32_t per_machine = 1;
+  /// Per machine: when its compute unit is free (ns).
+  std::vector<sim_time> machine_free;
+  /// Per worker: compute time charged so far (ns), the closure charged
+  /// last (a closure's pushes to several servers charge it once) and when
+  /// that closure's step started computing.
   std::vector<sim_time> compute_ns;
   std::vector<uint64_t> charged;
+  std::vector<sim_time> step_start;
   /// Per server: pulls and pushes that reached it.
   std::vector<uint64_t> pulls;
   std::vector<uint64_t> pushes;
@@ -94,6 +104,11 @@ struct sim_world {
 
   /// The virtual time now, in ns.
   sim_time now(caf::actor_system& sys) const;
+
+  /// The network node whose link worker `worker` uses: its machine's.
+  uint32_t link_of(uint32_t worker) const {
+    return worker / per_machine * per_machine;
+  }
 
   /// The earliest time at or after `t` at which node `n` is not stopped.
   sim_time awake(uint32_t n, sim_time t) const;

@@ -43,6 +43,7 @@ std::string to_json_lines(const sim_report& r) {
   nlohmann::json s;
   s["type"] = "summary";
   s["workers"] = r.workers;
+  s["workers_per_machine"] = r.workers_per_machine;
   s["ps"] = r.ps;
   s["network"] = r.network;
   s["step_ms"] = static_cast<double>(r.step_ns) / 1e6;
@@ -82,6 +83,12 @@ std::string to_text(const sim_report& r) {
     r.samples, r.virtual_s, r.samples_per_s, r.wall_s);
   if (!r.host.empty())
     out += "  host: " + r.host + "\n";
+  if (r.workers_per_machine > 1)
+    out += fmt::format("  {} machines of {} workers each (a machine's "
+                       "workers share its link and compute one step at a "
+                       "time)\n",
+                       r.workers / r.workers_per_machine,
+                       r.workers_per_machine);
   for (auto& e : r.epochs) {
     out += fmt::format("  epoch {} at {:.3f} s: train loss {:.4f}", e.epoch,
                        e.virtual_s, e.train_loss);
@@ -97,8 +104,9 @@ std::string to_text(const sim_report& r) {
                        l.bytes_out / 1e6, l.utilization * 100);
   }
   if (!r.idle.empty())
-    out += fmt::format("  workers idle (not computing): mean {:.0f}%, min "
+    out += fmt::format("  {} idle (not computing): mean {:.0f}%, min "
                        "{:.0f}%, max {:.0f}%\n",
+                       r.workers_per_machine > 1 ? "machines" : "workers",
                        mean(r.idle) * 100,
                        *std::min_element(r.idle.begin(), r.idle.end()) * 100,
                        *std::max_element(r.idle.begin(), r.idle.end()) * 100);

@@ -85,8 +85,19 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
   auto test_data = provider->test_set();
   auto W = cfg.workers;
   auto P = cfg.ps;
+  auto K = opts.workers_per_machine;
+  if (K == 0 || W % K != 0)
+    throw input_error(fmt::format(
+      "--workers-per-machine {}: must be at least 1 and divide the {} "
+      "workers",
+      K, W));
+  if (K > 1 && (opts.measure_host || opts.host.cores > 0))
+    throw input_error("--workers-per-machine and --host: --host puts every "
+                      "node on one machine, --workers-per-machine spreads "
+                      "the workers over machines of their own; use one");
   sim_report report;
   report.workers = W;
+  report.workers_per_machine = K;
   report.ps = P;
   report.network = to_string(opts.network);
   std::vector<std::shared_ptr<batch_source>> data;
@@ -116,7 +127,7 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
   env.trace = &trace;
   auto world = std::make_shared<sim_world>(
     network_model{opts.network, W + P}, compute_model{compute, W, opts.seed},
-    trace, W, P);
+    trace, W, P, K);
   world->origin = env.sys.clock().now();
   world->chaos_state = opts.seed ^ 0x6a09e667f3bcc908ULL;
   if (timing) {
@@ -252,12 +263,16 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
     for (size_t b = 0; b < s.staleness_buckets.size(); ++b)
       report.staleness_buckets[b] += s.staleness_buckets[b];
   }
-  for (uint32_t w = 0; w < W; ++w)
+  // Idle per machine: the share of the time its compute unit was free.
+  for (uint32_t m = 0; m < W / K; ++m) {
+    sim_time busy = 0;
+    for (uint32_t w = m * K; w < (m + 1) * K; ++w)
+      busy += world->compute_ns[w];
     report.idle.push_back(end > 0 ? 1.0
-                                      - static_cast<double>(
-                                          world->compute_ns[w])
+                                      - static_cast<double>(busy)
                                           / static_cast<double>(end)
                                   : 0);
+  }
   routes = cl.routes();
   auto final_values = pull_dense(*layout, puller);
   trace.add(final_values.data(), final_values.size() * sizeof(float));

@@ -29,6 +29,10 @@ struct sim_options {
   /// costs measured on this machine (then `host` is ignored).
   host_spec host;
   bool measure_host = false;
+  /// Workers per machine (cluster/sim_link.hpp, `sim_world::per_machine`):
+  /// they share the machine's link and its compute unit, one step at a
+  /// time. Must divide the job's workers; not with a host model.
+  uint32_t workers_per_machine = 1;
   /// Timing without arithmetic (cluster/sim_timing.hpp): no gradients, no
   /// test metrics, a few bytes per worker instead of the model.
   bool timing_only = false;
@@ -58,6 +62,7 @@ struct sim_server_load {
 
 struct sim_report {
   uint32_t workers = 0;
+  uint32_t workers_per_machine = 1;
   uint32_t ps = 0;
   std::string network;
   /// The host model (to_string(host_spec)).
@@ -71,7 +76,8 @@ struct sim_report {
   double samples_per_s = 0;
   std::vector<sim_epoch> epochs;
   std::vector<sim_server_load> servers;
-  /// Per worker: the share of the virtual time it was not computing.
+  /// Per machine (a worker, unless workers_per_machine > 1): the share of
+  /// the virtual time it was not computing.
   std::vector<double> idle;
   /// Applied pushes per staleness bucket, all servers together
   /// (core/staleness_histogram.hpp).
@@ -97,7 +103,9 @@ struct sim_report {
 /// simulation. Logs an epoch line per epoch (log level info).
 /// Runs the job's fault plan (cluster/sim_cluster.hpp), with the replicas
 /// and checkpoints (kept in memory) of its config.
-/// @throws input_error for a fault naming a node the job lacks;
+/// @throws input_error for a fault naming a node the job lacks, workers
+///         per machine that do not divide the workers or come with a host
+///         model;
 ///         runtime_failure if the simulation stalls (nothing left to run and
 ///         closures unfinished), a replay differs, or a closure fails (its
 ///         error, as in real runs: a step's own error, a ps lost without a

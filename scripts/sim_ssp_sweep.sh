@@ -9,7 +9,17 @@
 #   scripts/sim_ssp_sweep.sh [WORKERS] [TARGET] [BOUNDS...]
 #
 # WORKERS default 16, TARGET default 0.6, BOUNDS default "0 1 2 4 8 16 32";
-# async is always run last (ASYNC=0: not). Environment (defaults in
+# async is always run last (ASYNC=0: not).
+#
+# DELAY=1: Li et al.'s own x-axis, bounded delay tau, instead of the ssp
+# bound. WORKERS is then the number of machines and BOUNDS are values of
+# tau (default "0 1 3 7 15 31 63"): each machine runs tau+1 workers
+# (--workers-per-machine), which share its link and compute one step at a
+# time, so tau+1 tasks are in flight per machine; mode async. STEPS is per
+# machine and must be a multiple of every tau+1 (default 64), so that every
+# run evaluates after the same number of steps.
+#
+# Environment (defaults in
 # brackets; the defaults are the setup of docs/simulation.md's first tables):
 #   ACTORPS      the binary [build/actorps]
 #   CONFIG       the job [configs/fashion_mnist.json]
@@ -41,7 +51,6 @@ workers=${1:-16}
 target=${2:-0.6}
 shift 2 || shift $# || true
 bounds=("$@")
-((${#bounds[@]} > 0)) || bounds=(0 1 2 4 8 16 32)
 bin=${ACTORPS:-build/actorps}
 [[ -x $bin ]] || { echo "sim_ssp_sweep.sh: no $bin (build first: scripts/build.sh, or set ACTORPS)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "sim_ssp_sweep.sh: needs jq" >&2; exit 1; }
@@ -50,9 +59,20 @@ smooth=${SMOOTH:-1}
 stay=${STAY:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-job=(--config "${CONFIG:-configs/fashion_mnist.json}" --workers "$workers" --ps "${PS:-4}"
+delay=${DELAY:-0}
+if ((delay)); then
+  ((${#bounds[@]} > 0)) || bounds=(0 1 3 7 15 31 63)
+  steps=${STEPS:-64}
+  for t in "${bounds[@]}"; do
+    ((steps % (t + 1) == 0)) || { echo "sim_ssp_sweep.sh: STEPS=$steps is not a multiple of tau+1=$((t + 1))" >&2; exit 2; }
+  done
+else
+  ((${#bounds[@]} > 0)) || bounds=(0 1 2 4 8 16 32)
+  steps=${STEPS:-4}
+fi
+job=(--config "${CONFIG:-configs/fashion_mnist.json}" --ps "${PS:-4}"
      --train-limit "${TRAIN_LIMIT:-30000}" --test-limit "${TEST_LIMIT:-2000}"
-     --epochs "${EPOCHS:-40}" --steps-per-epoch "${STEPS:-4}"
+     --epochs "${EPOCHS:-40}"
      --network "${NET:-10gbit,50us}" --compute "${COMPUTE:-normal:2ms,0.5ms}"
      --stragglers "${STRAGGLERS:-25%:4x}" --quiet)
 [[ -n ${OPTIMIZER:-} ]] && job+=(--optimizer "$OPTIMIZER")
@@ -113,7 +133,14 @@ run() { # NAME ARGS...
       printf "%-8s %-9s %-14s %-12s %-10s %-10s %s\n", name, ok ? sprintf("%.3f", idle / ok) : "-", t, f,
         ok ? sprintf("%d", sps / ok) : "-", p90, many ? per : "" }'
 }
+if ((delay)); then
+  for t in "${bounds[@]}"; do
+    run "tau $t" --mode async --workers $((workers * (t + 1))) --workers-per-machine $((t + 1)) \
+      --steps-per-epoch $((steps / (t + 1)))
+  done
+  exit 0
+fi
 for s in "${bounds[@]}"; do
-  run "ssp $s" --mode ssp --staleness "$s"
+  run "ssp $s" --mode ssp --staleness "$s" --workers "$workers" --steps-per-epoch "$steps"
 done
-[[ ${ASYNC:-1} == 0 ]] || run async --mode async
+[[ ${ASYNC:-1} == 0 ]] || run async --mode async --workers "$workers" --steps-per-epoch "$steps"

@@ -107,5 +107,25 @@ else
   bad "faults: exit $rc_f: $(grep -E 'fault|lost|closures|digest' "$tmp/f1.txt" | tail -6)"
 fi
 refused "a replay file that is missing" 'cannot read it' --replay "$tmp/none"
+refused "workers per machine that do not divide the workers" \
+  '--workers-per-machine 3: must be at least 1 and divide the 8 workers' \
+  --workers-per-machine 3
+refused "workers per machine that are not a number" \
+  '--workers-per-machine: expected a whole number >= 1, got "two"' \
+  --workers-per-machine two
+refused "workers per machine with one host" 'use one' \
+  --workers-per-machine 2 --host 2:0.35:1.2
+# Four machines of two workers: the report says so, and idle is per machine.
+"$bin" simulate "${job[@]}" --seed 7 --workers-per-machine 2 \
+  --out "$tmp/m.jsonl" >"$tmp/m.txt" 2>&1
+rc_m=$?
+if [[ $rc_m -eq 0 ]] && grep -q '4 machines of 2 workers each' "$tmp/m.txt" \
+   && grep -q 'machines idle (not computing)' "$tmp/m.txt" \
+   && grep -q '"workers_per_machine":2' "$tmp/m.jsonl" \
+   && [[ $(grep -o '"idle":\[[^]]*\]' "$tmp/m.jsonl" | tr -cd , | wc -c) -eq 3 ]]; then
+  ok "--workers-per-machine 2: $(grep machines "$tmp/m.txt" | head -1)"
+else
+  bad "--workers-per-machine 2: exit $rc_m: $(tail -4 "$tmp/m.txt")"
+fi
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 && $passed -gt 0 ]]

@@ -170,3 +170,95 @@ TEST_CASE("a two-worker simulation delivers its messages in the order and "
   CHECK(r.samples == 2 * 64);
   CHECK(r.virtual_s == Approx(static_cast<double>(e[7].t) / 1e9));
 }
+
+TEST_CASE("two workers on one machine compute one step at a time: the "
+          "second waits for the first",
+          "[simulate][machines]") {
+  test::temp_dir dir{"simulate"};
+  auto cfg = small_job();
+  cfg.workers = 2;
+  cfg.ps = 1;
+  cfg.epochs = 1;
+  cfg.train_limit = 128; // one step per worker
+  sim_options o;
+  o.network = parse_network("8mbit,100us"); // a byte takes 1 us
+  o.compute = parse_compute("const:5ms");
+  o.workers_per_machine = 2;
+  o.record = dir.file("events.txt");
+  auto r = simulate(cfg, o);
+  auto ev = lines_of(o.record);
+  REQUIRE(ev.size() == 8);
+  std::vector<std::pair<uint64_t, std::string>> e;
+  std::vector<uint64_t> bytes;
+  for (auto& line : ev) {
+    std::istringstream in{line};
+    uint64_t t = 0;
+    uint64_t b = 0;
+    std::string what, worker, ps, closure;
+    in >> t >> what >> worker >> ps >> closure >> b;
+    e.emplace_back(t, what + " " + worker);
+    bytes.push_back(b);
+  }
+  // As in the two-worker case above, but worker 1's step starts only when
+  // worker 0's has ended (5 ms after worker 0's reply), not when its own
+  // reply arrives, since the machine computes one step at a time.
+  constexpr uint64_t us = 1000;
+  constexpr uint64_t latency = 100 * us;
+  std::vector<std::string> order{"pull> w0", "<pull w0", "pull> w1",
+                                 "<pull w1", "push> w0", "<push w0",
+                                 "push> w1", "<push w1"};
+  for (size_t i = 0; i < 8; ++i)
+    CHECK(e[i].second == order[i]);
+  REQUIRE(e[3].first < e[1].first + 5000 * us); // w1's reply came meanwhile
+  CHECK(e[4].first == e[1].first + 5000 * us + bytes[4] * us + latency);
+  CHECK(e[6].first == e[1].first + 10000 * us + bytes[6] * us + latency);
+  REQUIRE(r.workers_per_machine == 2);
+  REQUIRE(r.idle.size() == 1); // per machine
+  // The machine computed 10 ms of the run.
+  CHECK(r.idle[0] == Approx(1.0 - 0.010 / r.virtual_s));
+}
+
+TEST_CASE("workers on one machine share its link: a job that only moves "
+          "bytes takes about twice as long with two workers per machine",
+          "[simulate][machines]") {
+  auto cfg = small_job();
+  cfg.workers = 4;
+  cfg.ps = 4;
+  cfg.epochs = 1;
+  auto o = constant_compute(7);
+  o.network = parse_network("8mbit,1us"); // a byte takes 1 us
+  o.compute = parse_compute("const:1us");
+  auto alone = simulate(cfg, o);
+  o.workers_per_machine = 2;
+  auto shared = simulate(cfg, o);
+  CHECK(alone.idle.size() == 4);
+  CHECK(shared.idle.size() == 2);
+  CHECK(shared.samples == alone.samples);
+  // Each worker pulls from and pushes to all four servers; four servers'
+  // links carry the same bytes either way, but a machine's link carries
+  // two workers' bytes instead of one.
+  CHECK(shared.virtual_s > 1.5 * alone.virtual_s);
+  CHECK(shared.virtual_s < 2.5 * alone.virtual_s);
+}
+
+TEST_CASE("workers per machine must divide the workers and do not go with "
+          "a host model; the same seed gives the same run",
+          "[simulate][machines]") {
+  auto cfg = small_job(); // 4 workers
+  auto o = constant_compute(7);
+  o.workers_per_machine = 3;
+  CHECK_THROWS_AS(simulate(cfg, o), input_error);
+  CHECK_THROWS_WITH(simulate(cfg, o),
+                    Catch::Contains("--workers-per-machine 3: must be at "
+                                    "least 1 and divide the 4 workers"));
+  o.workers_per_machine = 0;
+  CHECK_THROWS_AS(simulate(cfg, o), input_error);
+  o.workers_per_machine = 2;
+  auto h = o;
+  h.host = parse_host("2:0.35:1.2");
+  CHECK_THROWS_WITH(simulate(cfg, h), Catch::Contains("use one"));
+  auto a = simulate(cfg, o);
+  auto b = simulate(cfg, o);
+  CHECK(a.digest == b.digest);
+  CHECK(a.digest != simulate(cfg, constant_compute(7)).digest);
+}
