@@ -12,6 +12,7 @@
 #include "cluster/certs.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "core/error.hpp"
+#include "core/remove_after_exit.hpp"
 
 namespace actorps {
 
@@ -109,6 +110,9 @@ launch_certs::launch_certs(uint32_t ps, uint32_t workers) {
     throw runtime_failure(fmt::format("cannot create {}: {}", templ,
                                       std::strerror(errno)));
   dir_ = templ;
+  // The CA's and the nodes' private keys go too when launch is killed
+  // (SIGKILL runs no destructor).
+  remove_after_exit({dir_});
   try {
     make_cluster_certs(dir_, nodes_of(ps, workers), 7);
   } catch (...) {

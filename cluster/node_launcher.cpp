@@ -12,6 +12,7 @@
 
 #include "cluster/slurm_launcher.hpp"
 #include "core/error.hpp"
+#include "core/remove_after_exit.hpp"
 
 namespace actorps {
 
@@ -31,6 +32,8 @@ public:
       throw runtime_failure("cannot create " + path_ + ": "
                             + std::strerror(errno));
     close(fd);
+    // Also when this launcher is killed (SIGKILL runs no destructor).
+    remove_after_exit({path_, path_ + ".tmp"});
   }
 
   spec_file(const spec_file&) = delete;

@@ -187,6 +187,22 @@ case_launch() {
     bad "launch SIGKILLed, its nodes $left still run"
     for c in $left; do kill -KILL "$c" 2>/dev/null; done
   fi
+  # ... and its cluster spec and throw-away certificates (private keys) do
+  # not stay behind in the temporary folder (core/remove_after_exit.hpp).
+  local spec certs gone=""
+  spec=$(grep -o '/[^ ]*/actorps-cluster-[A-Za-z0-9]*\.json' "$tmp/killed.log" | head -1)
+  certs=$(grep -o '/[^ ]*/actorps-tls-[A-Za-z0-9]*' "$tmp/killed.log" | head -1)
+  for ((i = 0; i < 50; i++)); do
+    [[ -e $spec || -e $certs ]] || { gone=1; break; }
+    sleep 0.1
+  done
+  if [[ -z $spec || -z $certs ]]; then
+    bad "launch SIGKILLed: its log names no cluster spec or certificates: $(head -3 "$tmp/killed.log")"
+  elif [[ -n $gone ]]; then
+    ok "launch SIGKILLed: its cluster spec and certificates are removed"
+  else
+    bad "launch SIGKILLed: left behind $(ls -d "$spec" "$certs" 2>/dev/null | tr '\n' ' ')"
+  fi
   # TLS by default: throw-away certificates, and every node says so first.
   local t
   t=$(grep -c -E '^\[(ps[01]|worker[01]|coordinator)\] .*TLS on: certificate' "$tmp/out")
