@@ -246,7 +246,7 @@ void print_summary(std::FILE* out, const train_report& r) {
     fmt::print(out,
                "overlap: {} of {} dense pulls were sent with the worker's "
                "previous push\n",
-               r.pulls_ahead, r.closures * r.ps);
+               r.pulls_ahead, r.closures * r.dense_groups);
   fmt::print(out, "memory: {}\n", memory_line(r));
   std::fflush(out);
 }

@@ -258,6 +258,9 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     auto& cluster = *cluster_ptr;
     auto& layout = cluster.layout();
     report.dense_equivalent_bytes = dense_equivalent(layout);
+    report.dense_groups = static_cast<uint32_t>(
+      std::count_if(layout.ps_sizes.begin(), layout.ps_sizes.end(),
+                    [](uint64_t n) { return n > 0; }));
     log::info("coordinator", -1,
               "{}: {} dense parameters and {} tables in {} shards on {} ps, "
               "{} workers, {} steps per epoch ({} per worker), rules {}{}, "

@@ -60,8 +60,10 @@ struct train_report {
   uint64_t bytes_pulled = 0;
   uint64_t bytes_pushed = 0;
   /// Overlap: groups whose dense values a step took from the pull sent with
-  /// its worker's previous push (at most steps x ps).
+  /// its worker's previous push (at most steps x dense_groups).
   uint64_t pulls_ahead = 0;
+  /// Replica groups (servers) that hold dense values: a step's dense pulls.
+  uint32_t dense_groups = 0;
   /// Bytes one step would pull and push if every variable were dense and
   /// moved whole: (dense floats + vocabulary x dim of every fixed-vocabulary
   /// table) x 4, each way (0 if a table has unbounded keys).
