@@ -58,6 +58,8 @@
 #include "apps/bench_sparse.hpp"
 #include "apps/bench_tcp.hpp"
 #include "apps/bench_training.hpp"
+#include "cluster/data_link.hpp"
+#include "cluster/tls_channel.hpp"
 #include "apps/bench_transfer.hpp"
 #include "cluster/certs.hpp"
 #include "cluster/gate.hpp"
@@ -137,7 +139,11 @@ std::vector<ps_options> server_list(const bench_options& o) {
       gates.push_back(std::make_unique<gate>(
         sys, host_port{"127.0.0.1", 0},
         caf::actor_cast<caf::strong_actor_ptr>(servers.back()),
-        sys.message_types(servers.back()), "bench ps", tls));
+        sys.message_types(servers.back()), "bench ps", tls,
+        [&sys, ps = servers.back()](std::unique_ptr<channel> ch,
+                                    const std::string& peer) {
+          serve_data_channel(sys, ps, std::move(ch), "bench ps <- " + peer);
+        }));
       ports.push_back(gates.back()->port());
     }
     if (write(port_fd, ports.data(), ports.size() * sizeof(uint16_t))
@@ -227,6 +233,8 @@ bench_options parse_args(int argc, char** argv) {
 struct server_handles {
   std::vector<ps_actor> local;
   std::vector<ps_actor> remote;
+  /// The remote ones through a data channel (cluster/data_link.hpp).
+  std::vector<ps_actor> data;
 };
 
 bool connect_servers(const bench_options& o, caf::actor_system& local,
@@ -246,6 +254,14 @@ bool connect_servers(const bench_options& o, caf::actor_system& local,
       return false;
     }
     h.remote.push_back(caf::actor_cast<ps_actor>(r.actor));
+    try {
+      h.data.push_back(open_data_link(
+        net, h.remote.back(), host_port{"127.0.0.1", ports[i + 1]}, tls.get(),
+        &ps0, std::chrono::seconds(10), "bench"));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "actorps-bench: {}\n", e.what());
+      return false;
+    }
   }
   auto both = [&](size_t i, auto create) {
     return create(local, h.local[i]) && create(net, h.remote[i]);
@@ -284,6 +300,7 @@ void register_all(const bench_options& o, caf::actor_system& local,
   for (auto n : o.sizes) {
     auto label = count_label(n);
     auto lp = h.local[i];
+    auto dp = h.data[i];
     auto rp = h.remote[i++];
     reg("limit/memcpy/" + label, o.iterations,
         [n](benchmark::State& st) { bm_memcpy(st, n); });
@@ -304,6 +321,10 @@ void register_all(const bench_options& o, caf::actor_system& local,
         reg(fmt::format("loopback/{}/{}/workers:{}", op, label, workers),
             o.iterations, [=](benchmark::State& st) {
               bm_transfer(st, nsys, rp, "loopback", push, n, workers);
+            });
+        reg(fmt::format("data-channel/{}/{}/workers:{}", op, label, workers),
+            o.iterations, [=](benchmark::State& st) {
+              bm_transfer(st, nsys, dp, "data-channel", push, n, workers);
             });
       }
   }

@@ -91,20 +91,23 @@ int tcp_connect(const host_port& peer, steady_clock::time_point deadline,
 
 } // namespace
 
-dial_result dial(caf::actor_system& sys, const host_port& peer,
-                 std::chrono::milliseconds timeout, const tls_context* tls,
-                 const node_identity* expect) {
-  dial_result out;
-  auto deadline = steady_clock::now() + timeout;
+namespace detail {
+
+std::unique_ptr<channel> open_channel(const host_port& peer,
+                                      steady_clock::time_point deadline,
+                                      const tls_context* tls,
+                                      const node_identity* expect, char kind,
+                                      dial_result& out) {
   int fd = tcp_connect(peer, deadline, out);
   if (fd < 0)
-    return out;
+    return nullptr;
   auto* ssl = tls != nullptr ? tls->new_session(fd, false) : nullptr;
-  channel ch{fd, ssl};
+  auto owned = std::make_unique<channel>(fd, ssl);
+  auto& ch = *owned;
   auto fail = [&](std::string why, bool retryable) {
     out.error = std::move(why);
     out.retryable = retryable;
-    return out;
+    return std::unique_ptr<channel>{};
   };
   if (tls != nullptr && ssl == nullptr) // never fall back to plain TCP
     return fail("cannot create a TLS session: " + tls_error(nullptr), true);
@@ -114,6 +117,7 @@ dial_result dial(caf::actor_system& sys, const host_port& peer,
                     deadline);
   };
   auto mine = make_preamble();
+  mine[preamble_kind_at] = kind;
   // -- TLS: the peer's certificate names the member this node wants --------
   for (;;) {
     auto s = ch.handshake();
@@ -205,7 +209,21 @@ dial_result dial(caf::actor_system& sys, const host_port& peer,
   if (ch.tls())
     out.ticket.assign(theirs.data() + preamble_size, ticket_size);
   set_nodelay(fd);
-  auto scribe = ch.release_to(sys);
+  out.error.clear();
+  return owned;
+}
+
+} // namespace detail
+
+dial_result dial(caf::actor_system& sys, const host_port& peer,
+                 std::chrono::milliseconds timeout, const tls_context* tls,
+                 const node_identity* expect) {
+  dial_result out;
+  auto deadline = steady_clock::now() + timeout;
+  auto ch = open_channel(peer, deadline, tls, expect, 0, out);
+  if (!ch)
+    return out;
+  auto scribe = ch->release_to(sys);
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
     deadline - steady_clock::now());
   if (left.count() < 1)

@@ -142,10 +142,12 @@ preamble_check check_preamble(const char* bytes, size_t n) {
 
 gate::gate(caf::actor_system& sys, const host_port& where,
            caf::strong_actor_ptr whom, std::set<std::string> sigs,
-           std::string label, std::shared_ptr<tls_context> tls)
+           std::string label, std::shared_ptr<tls_context> tls,
+           data_handler on_data)
   : sys_(sys),
     tls_(std::move(tls)),
     whom_(std::move(whom)),
+    on_data_(std::move(on_data)),
     sigs_(std::move(sigs)),
     label_(std::move(label)) {
   std::string error;
@@ -319,12 +321,25 @@ void gate::run() {
       return reject(p, fmt::format("protocol version {}, this node speaks {}",
                                    check.version, protocol_version));
     }
+    auto kind = p.buf[preamble_kind_at];
+    if (kind == channel_data && !on_data_)
+      return refuse(p, "it asked for a data channel, which this node does "
+                       "not serve");
+    if (kind != channel_basp && kind != channel_data)
+      return refuse(p, fmt::format("it asked for channel kind {}, which this "
+                                   "node does not know",
+                                   static_cast<int>(kind)));
     std::string reply(answer.begin(), answer.end());
     if (tls_)
       reply += tls_->issue_ticket(*p.who);
     if (p.ch->write(reply.data(), reply.size()) != channel::status::done)
       return reject(p, "could not answer its preamble: " + p.ch->error());
     set_nodelay(p.ch->fd());
+    if (kind == channel_data) {
+      log::debug("gate", -1, "{}: data channel from {}", label_, p.peer);
+      on_data_(std::move(p.ch), p.peer);
+      return;
+    }
     auto scribe = p.ch->release_to(sys_);
     caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port_,
                    whom_, sigs_);

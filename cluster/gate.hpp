@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -35,6 +36,8 @@
 #include "cluster/tls.hpp"
 
 namespace actorps {
+
+class channel;
 
 /// Bytes in a preamble.
 inline constexpr size_t preamble_size = 16;
@@ -67,6 +70,12 @@ preamble_check check_preamble(const char* bytes, size_t n);
 /// Listens on one address and admits actorps peers to CAF (see above).
 class gate {
 public:
+  /// Takes a data channel (cluster/data_link.hpp) that passed TLS and the
+  /// preamble, with the peer's name for log lines; runs on the gate's
+  /// thread, so it must not block.
+  using data_handler =
+    std::function<void(std::unique_ptr<channel> ch, const std::string& peer)>;
+
   /// Binds `where` and starts the gate's thread. Connections that pass the
   /// preamble reach `whom` (a published actor with interface `sigs`, as
   /// caf::actor_system::message_types gives it). `label` names the node in
@@ -76,7 +85,8 @@ public:
   ///         bound (e.g. the port is in use).
   gate(caf::actor_system& sys, const host_port& where,
        caf::strong_actor_ptr whom, std::set<std::string> sigs,
-       std::string label, std::shared_ptr<tls_context> tls = nullptr);
+       std::string label, std::shared_ptr<tls_context> tls = nullptr,
+       data_handler on_data = {});
 
   /// Stops listening (connections already handed to CAF stay open).
   ~gate();
@@ -101,6 +111,7 @@ private:
   caf::actor_system& sys_;
   std::shared_ptr<tls_context> tls_;
   caf::strong_actor_ptr whom_;
+  data_handler on_data_;
   std::set<std::string> sigs_;
   std::string label_;
   int listen_fd_ = -1;

@@ -4,6 +4,8 @@
 // cluster/dial.cpp). Internal.
 
 #include <array>
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include <netdb.h>
@@ -13,6 +15,10 @@
 
 #include "cluster/cluster_spec.hpp"
 #include "cluster/gate.hpp"
+
+namespace actorps {
+class channel;
+}
 
 namespace actorps::detail {
 
@@ -26,6 +32,15 @@ void set_nodelay(int fd);
 /// getaddrinfo for `hp`; the caller frees the list. Null with `error` set
 /// if the name does not resolve.
 addrinfo* resolve(const host_port& hp, bool passive, std::string& error);
+
+/// Connects to the gate at `peer` as dial() does (TCP, TLS with the peer's
+/// certificate naming `expect`, the preamble both ways), saying channel
+/// `kind` (cluster/tls_channel.hpp) in its preamble, and returns the open
+/// channel; null with `out.error` and `out.retryable` set on failure.
+std::unique_ptr<channel> open_channel(
+  const host_port& peer, std::chrono::steady_clock::time_point deadline,
+  const tls_context* tls, const node_identity* expect, char kind,
+  dial_result& out);
 
 /// CAF's BASP broker of `sys`, which takes the admitted connections.
 caf::actor basp_broker(caf::actor_system& sys);

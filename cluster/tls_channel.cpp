@@ -247,6 +247,40 @@ channel::status channel::write(const char* buf, size_t n) {
   return status::failed;
 }
 
+channel::status channel::write_some(const char* buf, size_t n,
+                                    size_t& wrote) {
+  wrote = 0;
+  if (n == 0)
+    return status::done;
+  if (ssl_ == nullptr) {
+    auto r = send(fd_, buf, n, MSG_NOSIGNAL);
+    if (r >= 0) {
+      wrote = static_cast<size_t>(r);
+      return status::done;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+      return status::want_write;
+    error_ = std::strerror(errno);
+    transport_failure_ = true;
+    return status::failed;
+  }
+  ERR_clear_error();
+  errno = 0;
+  auto chunk = static_cast<int>(std::min<size_t>(n, size_t{1} << 30));
+  auto r = SSL_write(ssl_, buf, chunk);
+  if (r > 0) {
+    wrote = static_cast<size_t>(r);
+    return status::done;
+  }
+  return fail(r, "write");
+}
+
+void channel::allow_partial_writes() {
+  if (ssl_ != nullptr)
+    SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE
+                         | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+}
+
 std::optional<node_identity> channel::peer_identity() const {
   if (ssl_ == nullptr)
     return std::nullopt;

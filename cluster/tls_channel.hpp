@@ -66,6 +66,16 @@ public:
   /// of a fresh connection); anything short of all of them is failed.
   status write(const char* buf, size_t n);
 
+  /// Writes up to `n` bytes (any number); `wrote` is how many were written
+  /// (status done). For the data channel (cluster/data_conn.hpp), after
+  /// allow_partial_writes().
+  status write_some(const char* buf, size_t n, size_t& wrote);
+
+  /// Lets a TLS session write part of a buffer, and take the rest from
+  /// another address (SSL_MODE_ENABLE_PARTIAL_WRITE and
+  /// SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER); nothing for plain TCP.
+  void allow_partial_writes();
+
   /// Why the last operation failed.
   const std::string& error() const {
     return error_;
@@ -105,6 +115,12 @@ private:
 
 /// Offset of the status byte in a preamble.
 inline constexpr size_t preamble_status_at = 12;
+/// Offset of the channel kind in a dialer's preamble: 0 for CAF's BASP (and
+/// from peers before the data channel), 1 for a data channel
+/// (cluster/data_link.hpp). A gate's answer leaves it 0.
+inline constexpr size_t preamble_kind_at = 13;
+inline constexpr char channel_basp = 0;
+inline constexpr char channel_data = 1;
 /// Length of a ticket.
 inline constexpr size_t ticket_size = 32;
 /// The longest reason a refusal carries.

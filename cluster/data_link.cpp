@@ -1,0 +1,301 @@
+#include "cluster/data_link.hpp"
+
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "caf/actor_system.hpp"
+#include "caf/event_based_actor.hpp"
+#include "caf/sec.hpp"
+#include "caf/stateful_actor.hpp"
+#include "caf/typed_event_based_actor.hpp"
+#include "caf/typed_response_promise.hpp"
+
+#include "actors/ps_forwarding.hpp"
+#include "cluster/data_conn.hpp"
+#include "cluster/gate.hpp"
+#include "cluster/gate_io.hpp"
+#include "cluster/tls_channel.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace actorps {
+
+namespace {
+
+/// What a connection's thread hands its actor: frames, and why it ended.
+struct inbox {
+  std::mutex mtx;
+  std::deque<in_frame> frames;
+  std::optional<std::string> closed;
+
+  std::deque<in_frame> take(std::optional<std::string>& why) {
+    std::lock_guard<std::mutex> guard{mtx};
+    why = closed;
+    return std::exchange(frames, {});
+  }
+};
+
+/// Starts the connection of `ch` for actor `self`: each frame and the end
+/// go into `box`, and the actor is told (retry_atom, 0). With `keep`, the
+/// connection holds the actor alive (until it quits); without, the actor
+/// ends when nobody else holds it, and the connection with it.
+template <class Handle>
+std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
+                                   std::shared_ptr<inbox> box,
+                                   caf::strong_actor_ptr self, bool keep,
+                                   std::string label) {
+  std::function<void()> tell;
+  if (keep) {
+    tell = [self] {
+      caf::anon_send(caf::actor_cast<Handle>(self), retry_atom_v, uint64_t{0});
+    };
+  } else {
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+    tell = [weak] {
+      if (auto strong = weak.lock())
+        caf::anon_send(caf::actor_cast<Handle>(strong), retry_atom_v,
+                       uint64_t{0});
+    };
+  }
+  return std::make_shared<data_conn>(
+    std::move(ch),
+    [box, tell](in_frame f) {
+      {
+        std::lock_guard<std::mutex> guard{box->mtx};
+        box->frames.push_back(std::move(f));
+      }
+      tell();
+    },
+    [box, tell](const std::string& why) {
+      {
+        std::lock_guard<std::mutex> guard{box->mtx};
+        box->closed = why;
+      }
+      tell();
+    },
+    std::move(label));
+}
+
+caf::error channel_lost(const std::string& label, const std::string& why) {
+  return caf::make_error(caf::sec::socket_disconnected,
+                         fmt::format("data channel {}: {}", label, why));
+}
+
+// -- worker side ----------------------------------------------------------------
+
+using link_actor = ps_actor::extend<caf::reacts_to<retry_atom, uint64_t>>;
+
+struct link_state {
+  ps_actor server;
+  std::shared_ptr<inbox> box;
+  std::shared_ptr<data_conn> conn;
+  std::string label;
+  uint64_t next = 1;
+  std::unordered_map<uint64_t, caf::typed_response_promise<pull_reply>> pulls;
+  std::unordered_map<uint64_t, caf::typed_response_promise<uint64_t>> pushes;
+  static constexpr const char* name = "data-link";
+
+  ~link_state() {
+    if (conn)
+      conn->close();
+  }
+};
+
+using link_ptr = link_actor::stateful_pointer<link_state>;
+
+/// Answers the requests whose replies arrived; ends the link when the
+/// channel ended or a reply does not decode.
+void on_frames(link_ptr self) {
+  auto& st = self->state;
+  std::optional<std::string> closed;
+  auto frames = st.box->take(closed);
+  auto& sys = self->system();
+  try {
+    for (auto& f : frames) {
+      auto id = f.header.id;
+      auto pull = st.pulls.find(id);
+      auto push = st.pushes.find(id);
+      if (pull == st.pulls.end() && push == st.pushes.end())
+        throw input_error(fmt::format("an answer to request {}, which it "
+                                      "was not asked",
+                                      id));
+      if (f.header.kind == frame_kind::error) {
+        auto err = decode_error(sys, f);
+        if (pull != st.pulls.end()) {
+          pull->second.deliver(std::move(err));
+          st.pulls.erase(pull);
+        } else {
+          push->second.deliver(std::move(err));
+          st.pushes.erase(push);
+        }
+      } else if (pull != st.pulls.end()) {
+        pull->second.deliver(decode_pull_reply(sys, f));
+        st.pulls.erase(pull);
+      } else {
+        push->second.deliver(decode_clock(f));
+        st.pushes.erase(push);
+      }
+    }
+  } catch (const input_error& e) {
+    log::warn("data", -1, "{}: the server sent {}; closing", st.label,
+              e.what());
+    self->quit(channel_lost(st.label, e.what()));
+    return;
+  }
+  if (closed)
+    self->quit(channel_lost(st.label, *closed));
+}
+
+link_actor::behavior_type
+link_behavior(link_ptr self, ps_actor server,
+              std::shared_ptr<std::unique_ptr<channel>> ch, std::string label) {
+  auto& st = self->state;
+  st.server = server;
+  st.label = label;
+  st.box = std::make_shared<inbox>();
+  // A link that nobody holds any more ends, and its connection with it.
+  st.conn = connect<link_actor>(std::move(*ch), st.box,
+                                caf::actor_cast<caf::strong_actor_ptr>(self),
+                                false, label);
+  self->monitor(server);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    if (dm.source == self->state.server.address())
+      self->quit(dm.reason);
+  });
+  auto to = [self] { return self->state.server; };
+  return ps_forwarding_behavior<link_actor>(
+    self, to,
+    [self](pull_atom, pull_request& req) -> caf::result<pull_reply> {
+      auto& st = self->state;
+      auto id = st.next++;
+      auto rp = self->make_response_promise<pull_reply>();
+      st.pulls.emplace(id, rp);
+      st.conn->send(encode(self->system(), id, std::move(req)));
+      return rp;
+    },
+    [self](push_atom, push_request& req) -> caf::result<uint64_t> {
+      auto& st = self->state;
+      auto id = st.next++;
+      auto rp = self->make_response_promise<uint64_t>();
+      st.pushes.emplace(id, rp);
+      st.conn->send(encode(self->system(), id, std::move(req)));
+      return rp;
+    },
+    [self](retry_atom, uint64_t) { on_frames(self); });
+}
+
+// -- server side ----------------------------------------------------------------
+
+using session_actor = caf::typed_actor<caf::reacts_to<retry_atom, uint64_t>>;
+
+struct session_state {
+  ps_actor server;
+  std::shared_ptr<inbox> box;
+  std::shared_ptr<data_conn> conn;
+  std::string label;
+  static constexpr const char* name = "data-session";
+
+  ~session_state() {
+    if (conn)
+      conn->close();
+  }
+};
+
+using session_ptr = session_actor::stateful_pointer<session_state>;
+
+/// Passes the requests that arrived to the server; each answer goes back
+/// as a frame. Ends the session when the channel ended or a request does
+/// not decode.
+void on_requests(session_ptr self) {
+  auto& st = self->state;
+  std::optional<std::string> closed;
+  auto frames = st.box->take(closed);
+  auto& sys = self->system();
+  auto conn = st.conn;
+  try {
+    for (auto& f : frames) {
+      auto id = f.header.id;
+      auto fail = [conn, &sys, id](caf::error& err) {
+        conn->send(encode_error(sys, id, err));
+      };
+      if (f.header.kind == frame_kind::pull) {
+        self->request(st.server, caf::infinite, pull_atom_v,
+                      decode_pull(sys, f))
+          .then(
+            [conn, &sys, id](pull_reply& r) {
+              conn->send(encode(sys, id, std::move(r)));
+            },
+            fail);
+      } else if (f.header.kind == frame_kind::push) {
+        self->request(st.server, caf::infinite, push_atom_v,
+                      decode_push(sys, f))
+          .then([conn, id](uint64_t clock) {
+            conn->send(encode_clock(id, clock));
+          },
+                fail);
+      } else {
+        throw input_error("an answer frame, where requests are expected");
+      }
+    }
+  } catch (const input_error& e) {
+    log::warn("data", -1, "{}: the worker sent {}; closing", st.label,
+              e.what());
+    self->quit();
+    return;
+  }
+  if (closed) {
+    log::debug("data", -1, "{}: {}", st.label, *closed);
+    self->quit();
+  }
+}
+
+} // namespace
+
+ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
+                        const host_port& where, const tls_context* tls,
+                        const node_identity* expect,
+                        std::chrono::milliseconds timeout, std::string label) {
+  dial_result out;
+  auto ch = detail::open_channel(where,
+                                 std::chrono::steady_clock::now() + timeout,
+                                 tls, expect, channel_data, out);
+  if (!ch)
+    throw runtime_failure(fmt::format("{}: no data channel to {}: {}", label,
+                                      to_string(where), out.error));
+  // CAF copies spawn arguments: the channel travels in a shared holder.
+  auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
+  auto link = sys.spawn(link_behavior, std::move(server), std::move(holder),
+                        std::move(label));
+  return caf::actor_cast<ps_actor>(link);
+}
+
+void serve_data_channel(caf::actor_system& sys, ps_actor server,
+                        std::unique_ptr<channel> ch, std::string label) {
+  auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
+  sys.spawn([holder, server, label](session_ptr self)
+              -> session_actor::behavior_type {
+    auto& st = self->state;
+    st.server = server;
+    st.label = label;
+    st.box = std::make_shared<inbox>();
+    // The connection holds the session: it lives until the connection
+    // ends or the server is down.
+    st.conn = connect<session_actor>(
+      std::move(*holder), st.box, caf::actor_cast<caf::strong_actor_ptr>(self),
+      true, label);
+    self->monitor(server);
+    self->set_down_handler([self](caf::down_msg& dm) {
+      if (dm.source == self->state.server.address())
+        self->quit(dm.reason);
+    });
+    return {[self](retry_atom, uint64_t) { on_requests(self); }};
+  });
+}
+
+} // namespace actorps

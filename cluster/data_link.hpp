@@ -1,0 +1,55 @@
+#pragma once
+
+// The data channel between a worker and a parameter server in another
+// process (issue 10, `cluster.data_channel`): a TCP connection of its own
+// beside CAF's BASP, through the same gate, TLS and role checks, that
+// carries only the worker's pulls and pushes and their answers, as frames
+// (cluster/data_frame.hpp) that move dense floats from where they lie to
+// where they stay. Everything else (create, stats, checkpoints, routes,
+// heartbeats) still goes over BASP.
+//
+// Worker side: open_data_link() returns an actor with the server's
+// interface that the worker uses in place of the server's handle: pulls
+// and pushes go over the data channel, every other message to the server.
+// It ends (and with it the channel) when the server's actor is down, when
+// the channel closes or fails, or when nobody holds it any more; the
+// worker, which monitors it, then sees the server lost and reconnects, as
+// over BASP. The server decides everything as for a message over BASP
+// (views, fencing, duplicates, staleness), since the frames reach the same
+// actor.
+//
+// Server side: serve_data_channel() answers a connection the gate admitted
+// as a data channel (gate::data_handler) with `server`'s answers, until the
+// connection closes or `server` is down. A peer that sends a malformed
+// frame is logged and its connection closed; the server never sees it.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "caf/fwd.hpp"
+
+#include "actors/ps_actor.hpp"
+
+namespace actorps {
+
+class channel;
+class tls_context;
+struct host_port;
+struct node_identity;
+
+/// Opens a data channel to the gate at `where` (with `tls`, whose peer
+/// must be `expect`) within `timeout`, for `server` (the actor the same
+/// node published there), and returns the worker-side link. `label` names
+/// it in log lines ("worker 0 -> ps 1").
+/// @throws runtime_failure naming `where` and why (refused, unreachable).
+ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
+                        const host_port& where, const tls_context* tls,
+                        const node_identity* expect,
+                        std::chrono::milliseconds timeout, std::string label);
+
+/// Serves data channel `ch` (from a gate) with `server`; returns at once.
+void serve_data_channel(caf::actor_system& sys, ps_actor server,
+                        std::unique_ptr<channel> ch, std::string label);
+
+} // namespace actorps
