@@ -82,6 +82,9 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          | auto (cluster.pull_format)
   --overlap              async: send the next step's pull of dense values with
                          each push (cluster.overlap)
+  --data-channel on|off  between processes, pulls and pushes over a data
+                         channel beside CAF's BASP (default on;
+                         cluster.data_channel)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -189,6 +192,7 @@ train_command parse_job_args(
     {"--replicas", true},        {"--replication", true},
     {"--replication-lag", true},  {"--push-format", true},
     {"--pull-format", true},     {"--overlap", false},
+    {"--data-channel", true},
     {"--variable-format", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
@@ -290,6 +294,13 @@ train_command parse_job_args(
       job.pull_format = value;
     else if (flag == "--overlap")
       job.overlap = true;
+    else if (flag == "--data-channel") {
+      if (value != "on" && value != "off")
+        throw input_error(fmt::format("--data-channel: expected on or off, "
+                                      "got \"{}\"",
+                                      value));
+      job.data_channel = value == "on";
+    }
     else if (flag == "--variable-format") {
       auto eq = value.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())

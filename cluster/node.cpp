@@ -14,7 +14,9 @@
 
 #include "actors/fault_injection.hpp"
 #include "cluster/node_actor.hpp"
+#include "cluster/data_link.hpp"
 #include "cluster/gate.hpp"
+#include "cluster/tls_channel.hpp"
 #include "cluster/handshake.hpp"
 #include "cluster/evaluator.hpp"        // issue 14
 #include "cluster/metrics_endpoint.hpp" // issue 14
@@ -73,7 +75,7 @@ bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
 /// in every case.
 int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
           caf::actor role_actor, const host_port& address,
-          node_options::fault_hooks faults = {}) {
+          node_options::fault_hooks faults = {}, ps_actor data_server = {}) {
   auto label = fmt::format("{} {}", me.role, me.index);
   auto index = static_cast<int>(me.index);
   auto role = me.role;
@@ -94,11 +96,19 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
     caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(role_actor, caf::exit_reason::user_shutdown);
   };
+  // A ps answers the workers' data channels (cluster/data_link.hpp).
+  gate::data_handler on_data;
+  if (data_server)
+    on_data = [&sys, data_server, label](std::unique_ptr<channel> ch,
+                                         const std::string& peer) {
+      serve_data_channel(sys, data_server, std::move(ch),
+                         fmt::format("{} <- {}", label, peer));
+    };
   std::unique_ptr<gate> door;
   try {
     door = std::make_unique<gate>(
       sys, address, caf::actor_cast<caf::strong_actor_ptr>(node),
-      sys.message_types(node), label, tls);
+      sys.message_types(node), label, tls, std::move(on_data));
   } catch (...) {
     stop_all();
     throw;
@@ -142,7 +152,7 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
     ps = proxy;
   }
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(ps),
-               spec.ps[index], std::move(hooks));
+               spec.ps[index], std::move(hooks), ps);
 }
 
 int run_worker(const job_config& cfg, const cluster_spec& spec,
@@ -175,18 +185,39 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   }
   opts.data = data;
   opts.layout = layout;
-  for (auto& j : joined) {
-    opts.servers.push_back(caf::actor_cast<ps_actor>(j.welcome.role_actor));
+  // Pulls and pushes over a data channel to each ps, unless off or
+  // refused (then over BASP, as everything else).
+  auto tls = node_tls();
+  auto over_data = [&sys, &spec, tls, index,
+                    on = cfg.data_channel](ps_actor ps, uint32_t p) {
+    if (!on || !ps)
+      return ps;
+    node_identity expect{"ps", p};
+    try {
+      return open_data_link(sys, ps, spec.ps.at(p), tls.get(),
+                            tls ? &expect : nullptr, std::chrono::seconds(5),
+                            fmt::format("worker {} -> ps {}", index, p));
+    } catch (const std::exception& e) {
+      log::warn("worker", static_cast<int>(index),
+                "{}; its pulls and pushes go over BASP", e.what());
+      return ps;
+    }
+  };
+  for (uint32_t p = 0; p < joined.size(); ++p) {
+    auto& j = joined[p];
+    opts.servers.push_back(
+      over_data(caf::actor_cast<ps_actor>(j.welcome.role_actor), p));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);
   }
   log::info("worker", static_cast<int>(index),
             "joined {} ps; {} training examples in this worker's slice",
             joined.size(), data->shard_rows());
-  opts.redial = [&sys, servers, me](uint32_t p) {
+  opts.redial = [&sys, servers, me, over_data](uint32_t p) {
     auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
                           std::chrono::seconds(2));
-    return std::make_pair(caf::actor_cast<ps_actor>(j[0].welcome.role_actor),
-                          j[0].welcome.node.incarnation);
+    return std::make_pair(
+      over_data(caf::actor_cast<ps_actor>(j[0].welcome.role_actor), p),
+      j[0].welcome.node.incarnation);
   };
   auto worker = spawn_worker(sys, std::move(opts));
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),

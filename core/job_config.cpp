@@ -218,6 +218,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("push_format", cfg.push_format);
     s.get("pull_format", cfg.pull_format);
     s.get("overlap", cfg.overlap);
+    s.get("data_channel", cfg.data_channel);
     {
       auto v = s.sub("variable_formats");
       for (auto& [name, spec] : v.rest_strings())

@@ -151,6 +151,10 @@ struct job_config {
   /// at the same time; at most one step of extra staleness
   /// (worker_options::overlap).
   bool overlap = false;
+  /// Multi-process clusters: a worker moves its pulls and pushes over a
+  /// data channel to each ps (cluster/data_link.hpp) instead of CAF's BASP;
+  /// a ps serves both. Off: everything over BASP.
+  bool data_channel = true;
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
 
