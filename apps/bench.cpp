@@ -422,6 +422,10 @@ int main(int argc, char** argv) {
     benchmark::Shutdown();
     for (auto& p : h.local)
       caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+    // The registered benchmarks hold the links: they must be told to end,
+    // or the system would wait for them forever.
+    for (auto& p : h.data)
+      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   }
   close(stop_pipe[1]);
   waitpid(child, nullptr, 0);

@@ -67,11 +67,12 @@ const point* find_point(const std::string& kind, const std::string& op,
 }
 
 /// The limit of a dense transfer: memcpy for an in-process pull, axpy for
-/// an in-process push (the SGD apply), raw TCP for both over loopback.
+/// an in-process push (the SGD apply), raw TCP for both between processes
+/// (over BASP or the data channel).
 const point* limit_of(const point& p) {
   point like = p;
   like.workers = 1;
-  if (p.where == "loopback")
+  if (p.where == "loopback" || p.where == "data-channel")
     return find_point("limit", "tcp", "loopback", like);
   return find_point("limit", p.op == "pull" ? "memcpy" : "axpy",
                     "in-process", like);
@@ -135,6 +136,8 @@ struct target {
 
 const std::vector<target> targets = {
   {"1M-float push between two processes", "push", "loopback", 1u << 20, 2.5},
+  {"1M-float push between two processes, data channel", "push",
+   "data-channel", 1u << 20, 2.5},
   {"1K-float round trip between two processes (push)", "push", "loopback",
    1024, 0.2},
   {"1M-float push in one process", "push", "in-process", 1u << 20, 0.3},

@@ -29,6 +29,7 @@
 #include "core/idx.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
+#include "cluster/data_frame.hpp"
 #include "fuzz/fuzz_system.hpp"
 
 using namespace actorps;
@@ -342,6 +343,27 @@ void checkpoints() {
 
 } // namespace
 
+/// Data channel frames (cluster/data_frame.hpp), as a peer sends them.
+void data_frames() {
+  auto& sys = fuzz::fuzz_system();
+  auto whole = [](const out_frame& f) {
+    std::string s(f.header.begin(), f.header.end());
+    s.append(f.meta.begin(), f.meta.end());
+    s.append(f.bulk, f.bulk_bytes);
+    return s;
+  };
+  put("data_frame", "pull", whole(encode(sys, 1, sample_pull())));
+  put("data_frame", "push", whole(encode(sys, 2, sample_push())));
+  pull_reply r;
+  r.clock = 4;
+  r.values = floats({1, 2, 3});
+  put("data_frame", "pull_reply", whole(encode(sys, 3, r)));
+  put("data_frame", "push_reply", whole(encode_clock(4, 17)));
+  put("data_frame", "error",
+      whole(encode_error(sys, 5, caf::make_error(errc::stale_view, "group",
+                                                 1))));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR (fuzz/corpus)\n", argv[0]);
@@ -354,6 +376,7 @@ int main(int argc, char** argv) {
   gate_preamble();
   idx();
   checkpoints();
+  data_frames();
   std::printf("seeds written to %s\n", out_root.c_str());
   return 0;
 }

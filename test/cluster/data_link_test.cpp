@@ -1,0 +1,304 @@
+// The data channel (cluster/data_frame.hpp, cluster/data_link.hpp): frames
+// decode to what was encoded, malformed headers and metas are refused
+// naming the problem; between two actor systems over loopback (a gate and a
+// dial, without TLS: TLS is the same channel class as BASP's, tested in
+// tls_test.cpp), pulls and pushes through the link give what they give over
+// BASP, errors included; a peer that sends garbage is closed and the server
+// keeps serving; the link ends when its server is down; a gate that serves
+// no data channel refuses one, naming why. Every wait is bounded.
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "caf/actor_cast.hpp"
+#include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
+#include "caf/send.hpp"
+
+#include "actors/ps_actor.hpp"
+#include "cluster/data_frame.hpp"
+#include "cluster/data_link.hpp"
+#include "cluster/gate.hpp"
+#include "cluster/gate_io.hpp"
+#include "cluster/local_cluster.hpp"
+#include "cluster/tls_channel.hpp"
+#include "core/error.hpp"
+
+using namespace actorps;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// A frame as its receiver reads it: header, meta, bulk.
+in_frame received(const out_frame& f) {
+  in_frame in;
+  in.header = parse_frame_header(f.header.data());
+  in.meta = f.meta;
+  in.bulk.resize(f.bulk_bytes / sizeof(float));
+  if (f.bulk_bytes > 0)
+    std::memcpy(in.bulk.data(), f.bulk, f.bulk_bytes);
+  return in;
+}
+
+std::string header_with(const char* magic, uint8_t kind, uint64_t meta,
+                        uint64_t bulk) {
+  std::string h(frame_header_size, '\0');
+  std::memcpy(h.data(), magic, 4);
+  h[4] = static_cast<char>(kind);
+  for (int i = 0; i < 4; ++i)
+    h[16 + i] = static_cast<char>((meta >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    h[24 + i] = static_cast<char>((bulk >> (8 * i)) & 0xff);
+  return h;
+}
+
+struct system_fixture {
+  system_config cfg{1, network_options{}};
+  caf::actor_system sys{cfg};
+};
+
+/// A ps of 8 floats (all 0.5, sgd at rate 1) behind a gate that serves
+/// data channels, in a system of its own; a second system dials it (BASP)
+/// and opens a data link.
+struct link_fixture {
+  system_config server_cfg{1, network_options{}};
+  caf::actor_system server_sys{server_cfg};
+  system_config client_cfg{1, network_options{}};
+  caf::actor_system client_sys{client_cfg};
+  ps_actor ps;
+  std::unique_ptr<gate> door;
+  ps_actor remote; // over BASP
+  ps_actor link;   // over the data channel
+
+  link_fixture() {
+    ps_options o;
+    o.optimizer = optimizer_config{"sgd", 1.0f, {}};
+    ps = spawn_ps(server_sys, o);
+    door = std::make_unique<gate>(
+      server_sys, host_port{"127.0.0.1", 0},
+      caf::actor_cast<caf::strong_actor_ptr>(ps), server_sys.message_types(ps),
+      "test ps", nullptr,
+      [this](std::unique_ptr<channel> ch, const std::string& peer) {
+        serve_data_channel(server_sys, ps, std::move(ch), "test <- " + peer);
+      });
+    auto r = dial(client_sys, where(), 5s);
+    REQUIRE(r.actor);
+    remote = caf::actor_cast<ps_actor>(r.actor);
+    create_shard shard;
+    shard.variable = "x";
+    shard.row_end = 8;
+    shard.cols = 1;
+    shard.values.values.assign(8, 0.5f);
+    caf::scoped_actor self{client_sys};
+    bool created = false;
+    self->request(remote, 5s, create_atom_v, shard)
+      .receive([&](uint64_t) { created = true; }, [](caf::error&) {});
+    REQUIRE(created);
+    link = open_data_link(client_sys, remote, where(), nullptr, nullptr, 5s,
+                          "test link");
+  }
+
+  host_port where() const {
+    return host_port{"127.0.0.1", door->port()};
+  }
+
+  ~link_fixture() {
+    caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
+    door.reset();
+    caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+  }
+
+  /// A pull of the dense values through `via`: the reply or the error.
+  std::pair<pull_reply, caf::error> pull(ps_actor via, uint32_t group = 0) {
+    caf::scoped_actor self{client_sys};
+    pull_request req;
+    req.group = group;
+    std::pair<pull_reply, caf::error> out;
+    self->request(via, 5s, pull_atom_v, req)
+      .receive([&](pull_reply& r) { out.first = std::move(r); },
+               [&](caf::error& e) { out.second = std::move(e); });
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE("data frames decode to what was encoded", "[data]") {
+  system_fixture f;
+  push_request push;
+  push.group = 3;
+  push.view = 7;
+  push.read_clock = 11;
+  push.id = update_id{2, 1, 99};
+  push.gradient.values = {1.5f, -2.0f, 3.25f};
+  table_rows t;
+  t.shard = 4;
+  t.keys.keys = {10, 20};
+  t.values.values = {0.1f, 0.2f};
+  push.tables.push_back(t);
+  auto out = encode(f.sys, 42, push);
+  CHECK(out.bulk_bytes == 3 * sizeof(float));
+  auto in = received(out);
+  CHECK(in.header.kind == frame_kind::push);
+  CHECK(in.header.id == 42);
+  auto back = decode_push(f.sys, in);
+  CHECK(back.group == 3);
+  CHECK(back.view == 7);
+  CHECK(back.read_clock == 11);
+  CHECK(back.id.closure == 99);
+  CHECK(std::vector<float>(back.gradient.values.begin(),
+                           back.gradient.values.end())
+        == std::vector<float>{1.5f, -2.0f, 3.25f});
+  REQUIRE(back.tables.size() == 1);
+  CHECK(back.tables[0].keys.keys == std::vector<uint64_t>{10, 20});
+
+  pull_reply reply;
+  reply.clock = 5;
+  reply.shared_values = std::make_shared<const std::vector<float>>(
+    std::vector<float>{4.0f, 5.0f});
+  auto r = decode_pull_reply(f.sys, *std::make_unique<in_frame>(
+                                      received(encode(f.sys, 9, reply))));
+  CHECK(r.clock == 5);
+  CHECK(std::vector<float>(r.values.values.begin(), r.values.values.end())
+        == std::vector<float>{4.0f, 5.0f});
+
+  CHECK(decode_clock(received(encode_clock(8, 1234))) == 1234);
+  auto err = caf::make_error(errc::stale_view, "group", 1);
+  auto e = decode_error(f.sys, received(encode_error(f.sys, 1, err)));
+  CHECK(e == err);
+}
+
+TEST_CASE("malformed data frames are refused, naming the problem", "[data]") {
+  system_fixture f;
+  auto refused = [](const std::string& h) {
+    return parse_frame_header(h.data());
+  };
+  CHECK_THROWS_WITH(refused(header_with("XPSF", 1, 0, 0)),
+                    Catch::Contains("not a data frame"));
+  CHECK_THROWS_WITH(refused(header_with("APSF", 9, 0, 0)),
+                    Catch::Contains("unknown kind 9"));
+  CHECK_THROWS_WITH(refused(header_with("APSF", 1, max_frame_meta + 1, 0)),
+                    Catch::Contains("bytes of meta"));
+  CHECK_THROWS_WITH(refused(header_with("APSF", 2, 0, 6)),
+                    Catch::Contains("whole floats"));
+  CHECK_THROWS_WITH(refused(header_with("APSF", 2, 0, max_frame_bulk + 4)),
+                    Catch::Contains("whole floats, at most"));
+  CHECK_THROWS_WITH(refused(header_with("APSF", 1, 0, 8)),
+                    Catch::Contains("a pull frame announces 8 bytes of bulk"));
+  // A meta cut short, and one with bytes left over.
+  auto in = received(encode(f.sys, 1, pull_request{}));
+  in.meta.pop_back();
+  CHECK_THROWS_AS(decode_pull(f.sys, in), input_error);
+  auto extra = received(encode(f.sys, 1, pull_request{}));
+  extra.meta.push_back('x');
+  CHECK_THROWS_WITH(decode_pull(f.sys, extra),
+                    Catch::Contains("1 bytes after its meta"));
+  // A frame of the wrong kind for its decoder.
+  CHECK_THROWS_WITH(decode_push(f.sys, extra),
+                    Catch::Contains("expected a push frame, got a pull"));
+}
+
+TEST_CASE_METHOD(link_fixture,
+                 "pulls and pushes through a data link give what BASP gives",
+                 "[data]") {
+  auto [direct, derr] = pull(remote);
+  auto [linked, lerr] = pull(link);
+  REQUIRE(!derr);
+  REQUIRE(!lerr);
+  CHECK(std::vector<float>(linked.values.values.begin(),
+                           linked.values.values.end())
+        == std::vector<float>(8, 0.5f));
+  CHECK(linked.clock == direct.clock);
+  // A push through the link is applied (sgd at rate 1: 0.5 - 0.25).
+  caf::scoped_actor self{client_sys};
+  push_request p;
+  p.id = update_id{0, 0, 1};
+  p.gradient.values.assign(8, 0.25f);
+  uint64_t clock = 0;
+  self->request(link, 5s, push_atom_v, p)
+    .receive([&](uint64_t c) { clock = c; }, [](caf::error&) {});
+  CHECK(clock == 1);
+  auto [after, aerr] = pull(remote);
+  REQUIRE(!aerr);
+  CHECK(std::vector<float>(after.values.values.begin(),
+                           after.values.values.end())
+        == std::vector<float>(8, 0.25f));
+  // The same update again is a duplicate: not applied twice.
+  self->request(link, 5s, push_atom_v, p)
+    .receive([&](uint64_t c) { clock = c; }, [](caf::error&) {});
+  CHECK(clock == 1);
+  // An error comes back as the same error.
+  auto [x, direct_err] = pull(remote, 5);
+  auto [y, link_err] = pull(link, 5);
+  REQUIRE(direct_err);
+  CHECK(link_err == direct_err);
+  // A push of the wrong size is refused as over BASP.
+  push_request wrong = p;
+  wrong.id.closure = 2;
+  wrong.gradient.values.assign(3, 1.0f);
+  caf::error direct_push_err;
+  caf::error link_push_err;
+  self->request(remote, 5s, push_atom_v, wrong)
+    .receive([](uint64_t) {}, [&](caf::error& e) { direct_push_err = e; });
+  self->request(link, 5s, push_atom_v, wrong)
+    .receive([](uint64_t) {}, [&](caf::error& e) { link_push_err = e; });
+  REQUIRE(direct_push_err);
+  CHECK(link_push_err == direct_push_err);
+}
+
+TEST_CASE_METHOD(link_fixture,
+                 "a peer sending garbage on a data channel is closed; the "
+                 "server keeps serving",
+                 "[data]") {
+  dial_result out;
+  auto ch = detail::open_channel(where(), std::chrono::steady_clock::now() + 5s,
+                                 nullptr, nullptr, channel_data, out);
+  REQUIRE(ch);
+  std::string garbage = header_with("JUNK", 1, 0, 0);
+  REQUIRE(send(ch->fd(), garbage.data(), garbage.size(), MSG_NOSIGNAL)
+          == static_cast<ssize_t>(garbage.size()));
+  pollfd p{ch->fd(), POLLIN, 0};
+  REQUIRE(poll(&p, 1, 5000) == 1);
+  char c;
+  CHECK(recv(ch->fd(), &c, 1, 0) <= 0); // closed by the server
+  auto [r, err] = pull(link);
+  CHECK(!err);
+  CHECK(r.values.values.size() == 8);
+}
+
+TEST_CASE_METHOD(link_fixture, "a data link ends when its server is down",
+                 "[data]") {
+  caf::scoped_actor self{client_sys};
+  self->monitor(link);
+  caf::anon_send_exit(ps, caf::exit_reason::kill);
+  bool down = false;
+  self->receive([&](caf::down_msg&) { down = true; },
+                caf::after(5s) >> [] {});
+  CHECK(down);
+}
+
+TEST_CASE("a gate without a data handler refuses a data channel, saying why",
+          "[data]") {
+  system_fixture server;
+  ps_options o;
+  auto ps = spawn_ps(server.sys, o);
+  gate door{server.sys, host_port{"127.0.0.1", 0},
+            caf::actor_cast<caf::strong_actor_ptr>(ps),
+            server.sys.message_types(ps), "plain ps"};
+  dial_result out;
+  auto ch = detail::open_channel(host_port{"127.0.0.1", door.port()},
+                                 std::chrono::steady_clock::now() + 5s,
+                                 nullptr, nullptr, channel_data, out);
+  CHECK(!ch);
+  CHECK(!out.retryable);
+  CHECK_THAT(out.error, Catch::Contains("data channel, which this node does "
+                                        "not serve"));
+  caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+}
