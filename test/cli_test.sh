@@ -189,6 +189,9 @@ else
 fi
 expect_input_error "overlap under ssp" "cluster.overlap: needs training.mode" \
   --config "$cfg" --overlap --mode ssp "${short[@]}"
+expect_input_error "a data channel neither on nor off" \
+  '--data-channel: expected on or off, got "maybe"' \
+  --config "$cfg" --data-channel maybe "${short[@]}"
 expect_input_error "a variable the model lacks" \
   'cluster.variable_formats: the model has no variable "dense_9/kernel"' \
   --config "$cfg" --variable-format dense_9/kernel=bf16 "${short[@]}"

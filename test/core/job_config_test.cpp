@@ -190,6 +190,8 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
      "cluster.overlap", "needs training.mode \"async\""},
     {R"({"cluster": {"overlap": "yes"}})", "cluster.overlap",
      "true or false"},
+    {R"({"cluster": {"data_channel": "on"}})", "cluster.data_channel",
+     "true or false"},
     {R"({"partitioner": {"type": "round_robin"}})", "partitioner.type",
      "round_robin"},
     {R"({"partitioner": {"type": "max_size"}})",
