@@ -16,8 +16,9 @@ struct placement;
 
 /// Version of the actorps wire protocol: the messages of actors/messages.hpp,
 /// their fields and meaning. Bumped on every change to any of them
-/// (3: the handshake carries a TLS ticket).
-inline constexpr uint32_t protocol_version = 3;
+/// (3: the handshake carries a TLS ticket; 4: the data channel, preamble
+/// byte 13 and cluster/data_frame.hpp).
+inline constexpr uint32_t protocol_version = 4;
 
 /// This binary's build: "actorps VERSION (git REVISION, CAF 0.17.6)". Two
 /// nodes of one cluster run the same build.
