@@ -13,6 +13,7 @@
 
 #include "caf/actor_control_block.hpp"
 #include "caf/atom.hpp"
+#include "caf/binary_deserializer.hpp"
 #include "caf/deserializer.hpp"
 #include "caf/error.hpp"
 #include "caf/meta/type_name.hpp"
@@ -59,6 +60,13 @@ inspect_raw(Inspector& f, Vector& xs, size_t max, const char* what) {
       return err;
     if (n > max)
       return caf::make_error(caf::sec::invalid_argument, what);
+    // A peer's few bytes must not make this process allocate up to `max`
+    // elements (1 GiB) before the read fails: from a buffer, as BASP and
+    // the data channel read, the count must fit in what is left.
+    if (auto* buf = dynamic_cast<caf::binary_deserializer*>(&f);
+        buf != nullptr && n > buf->remaining() / sizeof(value_type))
+      return caf::make_error(caf::sec::invalid_argument,
+                             "a count larger than the message");
     xs.resize(n);
     if (n > 0)
       if (auto err = f.apply_raw(n * sizeof(value_type), xs.data()))

@@ -16,7 +16,11 @@ wire_plan make_push_plan(
   };
   for (auto& [name, f] : per_variable) {
     auto v = std::find_if(layout.variables.begin(), layout.variables.end(),
-                          [&](const auto& d) { return d.name == name; });
+                          // clang 14 (C++17): a lambda cannot capture a
+                          // structured binding by itself.
+                          [&name = name](const auto& d) {
+                            return d.name == name;
+                          });
     if (v == layout.variables.end())
       fail(fmt::format("the model has no variable \"{}\"", name));
     if (v->kind != variable_kind::dense)
