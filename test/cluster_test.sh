@@ -233,6 +233,17 @@ case_launch() {
   else
     bad "loss does not fall: '$l1' -> '$l2' ($(cat "$tmp/m.jsonl"))"
   fi
+  # Pulls and pushes over CAF's BASP, as without the data channel.
+  "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 --data-channel off \
+    --metrics-out "$tmp/b.jsonl" >"$tmp/basp.out" 2>&1
+  rc=$?
+  l1=$(train_loss "$tmp/b.jsonl" 1)
+  l2=$(train_loss "$tmp/b.jsonl" 2)
+  if [[ $rc -eq 0 && -n $l1 && -n $l2 ]] && less_than "$l2" "$l1"; then
+    ok "launch --data-channel off: exit 0, loss $l1 -> $l2"
+  else
+    bad "launch --data-channel off: exit $rc, loss '$l1' -> '$l2': $(tail -5 "$tmp/basp.out")"
+  fi
 }
 
 case_fingerprint() {
