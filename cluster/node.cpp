@@ -210,8 +210,10 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
     opts.server_incarnations.push_back(j.welcome.node.incarnation);
   }
   log::info("worker", static_cast<int>(index),
-            "joined {} ps; {} training examples in this worker's slice",
-            joined.size(), data->shard_rows());
+            "joined {} ps{}; {} training examples in this worker's slice",
+            joined.size(),
+            cfg.data_channel ? " (pulls and pushes over data channels)" : "",
+            data->shard_rows());
   opts.redial = [&sys, servers, me, over_data](uint32_t p) {
     auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
                           std::chrono::seconds(2));
