@@ -332,6 +332,7 @@ void register_all(const bench_options& o, caf::actor_system& local,
     auto label = count_label(n);
     auto iters = sparse_iterations(o.iterations, n);
     auto lp = h.local[i];
+    auto dp = h.data[i];
     auto rp = h.remote[i++];
     for (bool push : {false, true}) {
       auto op = push ? "push" : "pull";
@@ -347,6 +348,10 @@ void register_all(const bench_options& o, caf::actor_system& local,
       reg(fmt::format("sparse/loopback/{}/{}", op, label), iters,
           [=](benchmark::State& st) {
             bm_sparse(st, nsys, rp, "loopback", push, n);
+          });
+      reg(fmt::format("sparse/data-channel/{}/{}", op, label), iters,
+          [=](benchmark::State& st) {
+            bm_sparse(st, nsys, dp, "data-channel", push, n);
           });
     }
   }

@@ -3,7 +3,7 @@
 // naming the problem; between two actor systems over loopback (a gate and a
 // dial, without TLS: TLS is the same channel class as BASP's, tested in
 // tls_test.cpp), pulls and pushes through the link give what they give over
-// BASP, errors included; a peer that sends garbage is closed and the server
+// BASP, errors included (those with table keys go over BASP itself); a peer that sends garbage is closed and the server
 // keeps serving; the link ends when its server is down; a gate that serves
 // no data channel refuses one, naming why. Every wait is bounded.
 
@@ -239,6 +239,20 @@ TEST_CASE_METHOD(link_fixture,
   auto [y, link_err] = pull(link, 5);
   REQUIRE(direct_err);
   CHECK(link_err == direct_err);
+  // A pull with table keys goes over BASP: the same answer.
+  pull_request with_keys;
+  table_rows keys;
+  keys.shard = 3;
+  keys.keys.keys = {1, 2};
+  with_keys.tables.push_back(keys);
+  caf::error direct_table_err;
+  caf::error link_table_err;
+  self->request(remote, 5s, pull_atom_v, with_keys)
+    .receive([](pull_reply&) {}, [&](caf::error& e) { direct_table_err = e; });
+  self->request(link, 5s, pull_atom_v, with_keys)
+    .receive([](pull_reply&) {}, [&](caf::error& e) { link_table_err = e; });
+  REQUIRE(direct_table_err);
+  CHECK(link_table_err == direct_table_err);
   // A push of the wrong size is refused as over BASP.
   push_request wrong = p;
   wrong.id.closure = 2;
