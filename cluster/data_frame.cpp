@@ -133,6 +133,16 @@ frame_header parse_frame_header(const char* bytes) {
   return h;
 }
 
+in_frame as_received(const out_frame& f) {
+  in_frame in;
+  in.header = parse_frame_header(f.header.data());
+  in.meta = f.meta;
+  in.bulk.resize(f.bulk_bytes / sizeof(float));
+  if (f.bulk_bytes > 0)
+    std::memcpy(in.bulk.data(), f.bulk, f.bulk_bytes);
+  return in;
+}
+
 out_frame encode(caf::actor_system& sys, uint64_t id, pull_request req) {
   auto meta = serialize(sys, req, "pull");
   return make_frame(frame_kind::pull, id, std::move(meta), nullptr, 0, {});

@@ -84,6 +84,11 @@ struct in_frame {
   float_vector bulk;
 };
 
+/// `f` as its receiver gets it: the header parsed, meta and bulk copied
+/// (for tests and fuzzing; a connection reads them off its socket).
+/// @throws input_error as parse_frame_header.
+in_frame as_received(const out_frame& f);
+
 // -- encoding (`sys` resolves type names in caf::error contexts) -------------
 
 out_frame encode(caf::actor_system& sys, uint64_t id, pull_request req);

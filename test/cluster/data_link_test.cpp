@@ -36,17 +36,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// A frame as its receiver reads it: header, meta, bulk.
-in_frame received(const out_frame& f) {
-  in_frame in;
-  in.header = parse_frame_header(f.header.data());
-  in.meta = f.meta;
-  in.bulk.resize(f.bulk_bytes / sizeof(float));
-  if (f.bulk_bytes > 0)
-    std::memcpy(in.bulk.data(), f.bulk, f.bulk_bytes);
-  return in;
-}
-
 std::string header_with(const char* magic, uint8_t kind, uint64_t meta,
                         uint64_t bulk) {
   std::string h(frame_header_size, '\0');
@@ -145,7 +134,7 @@ TEST_CASE("data frames decode to what was encoded", "[data]") {
   push.tables.push_back(t);
   auto out = encode(f.sys, 42, push);
   CHECK(out.bulk_bytes == 3 * sizeof(float));
-  auto in = received(out);
+  auto in = as_received(out);
   CHECK(in.header.kind == frame_kind::push);
   CHECK(in.header.id == 42);
   auto back = decode_push(f.sys, in);
@@ -163,15 +152,15 @@ TEST_CASE("data frames decode to what was encoded", "[data]") {
   reply.clock = 5;
   reply.shared_values = std::make_shared<const std::vector<float>>(
     std::vector<float>{4.0f, 5.0f});
-  auto r = decode_pull_reply(f.sys, *std::make_unique<in_frame>(
-                                      received(encode(f.sys, 9, reply))));
+  auto reply_in = as_received(encode(f.sys, 9, reply));
+  auto r = decode_pull_reply(f.sys, reply_in);
   CHECK(r.clock == 5);
   CHECK(std::vector<float>(r.values.values.begin(), r.values.values.end())
         == std::vector<float>{4.0f, 5.0f});
 
-  CHECK(decode_clock(received(encode_clock(8, 1234))) == 1234);
+  CHECK(decode_clock(as_received(encode_clock(8, 1234))) == 1234);
   auto err = caf::make_error(errc::stale_view, "group", 1);
-  auto e = decode_error(f.sys, received(encode_error(f.sys, 1, err)));
+  auto e = decode_error(f.sys, as_received(encode_error(f.sys, 1, err)));
   CHECK(e == err);
 }
 
@@ -193,10 +182,10 @@ TEST_CASE("malformed data frames are refused, naming the problem", "[data]") {
   CHECK_THROWS_WITH(refused(header_with("APSF", 1, 0, 8)),
                     Catch::Contains("a pull frame announces 8 bytes of bulk"));
   // A meta cut short, and one with bytes left over.
-  auto in = received(encode(f.sys, 1, pull_request{}));
+  auto in = as_received(encode(f.sys, 1, pull_request{}));
   in.meta.pop_back();
   CHECK_THROWS_AS(decode_pull(f.sys, in), input_error);
-  auto extra = received(encode(f.sys, 1, pull_request{}));
+  auto extra = as_received(encode(f.sys, 1, pull_request{}));
   extra.meta.push_back('x');
   CHECK_THROWS_WITH(decode_pull(f.sys, extra),
                     Catch::Contains("1 bytes after its meta"));

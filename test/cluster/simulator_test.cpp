@@ -48,6 +48,40 @@ std::vector<std::string> lines_of(const std::string& path) {
   return result;
 }
 
+/// One delivered message of a recorded run: its virtual time, kind and
+/// worker ("pull> w0") and bytes.
+struct event {
+  uint64_t t = 0;
+  std::string what;
+  uint64_t bytes = 0;
+};
+
+std::vector<event> events_of(const std::string& path) {
+  std::vector<event> e;
+  for (auto& line : lines_of(path)) {
+    std::istringstream in{line};
+    event x;
+    std::string worker, ps, closure;
+    in >> x.t >> x.what >> worker >> ps >> closure >> x.bytes;
+    x.what += " " + worker;
+    e.push_back(x);
+  }
+  return e;
+}
+
+/// Two workers, one ps, one step each; a byte takes 1 us on a link, a
+/// message 100 us of latency more; each step computes `compute`.
+job_config one_step_each(sim_options& o, const std::string& compute) {
+  auto cfg = small_job();
+  cfg.workers = 2;
+  cfg.ps = 1;
+  cfg.epochs = 1;
+  cfg.train_limit = 128; // one step per worker
+  o.network = parse_network("8mbit,100us");
+  o.compute = parse_compute(compute);
+  return cfg;
+}
+
 } // namespace
 
 TEST_CASE("two simulations of one job and seed are identical; another seed "
@@ -117,32 +151,12 @@ TEST_CASE("a two-worker simulation delivers its messages in the order and "
           "at the times the models give",
           "[simulate]") {
   test::temp_dir dir{"simulate"};
-  auto cfg = small_job();
-  cfg.workers = 2;
-  cfg.ps = 1;
-  cfg.epochs = 1;
-  cfg.train_limit = 128; // one step per worker
   sim_options o;
-  o.network = parse_network("8mbit,100us"); // a byte takes 1 us
-  o.compute = parse_compute("const:1ms");
+  auto cfg = one_step_each(o, "const:1ms");
   o.record = dir.file("events.txt");
   auto r = simulate(cfg, o);
-  auto ev = lines_of(o.record);
-  REQUIRE(ev.size() == 8);
-  struct event {
-    uint64_t t;
-    std::string what;
-    uint64_t bytes;
-  };
-  std::vector<event> e;
-  for (auto& line : ev) {
-    std::istringstream in{line};
-    event x;
-    std::string worker, ps, closure;
-    in >> x.t >> x.what >> worker >> ps >> closure >> x.bytes;
-    x.what += " " + worker;
-    e.push_back(x);
-  }
+  auto e = events_of(o.record);
+  REQUIRE(e.size() == 8);
   // A byte takes 1 us on a link, a message 100 us of latency more; a link
   // carries one message at a time. Both pulls leave at 0: worker 0's takes
   // the server's incoming link first, worker 1's waits for it. The server
@@ -175,30 +189,13 @@ TEST_CASE("two workers on one machine compute one step at a time: the "
           "second waits for the first",
           "[simulate][machines]") {
   test::temp_dir dir{"simulate"};
-  auto cfg = small_job();
-  cfg.workers = 2;
-  cfg.ps = 1;
-  cfg.epochs = 1;
-  cfg.train_limit = 128; // one step per worker
   sim_options o;
-  o.network = parse_network("8mbit,100us"); // a byte takes 1 us
-  o.compute = parse_compute("const:5ms");
+  auto cfg = one_step_each(o, "const:5ms");
   o.workers_per_machine = 2;
   o.record = dir.file("events.txt");
   auto r = simulate(cfg, o);
-  auto ev = lines_of(o.record);
-  REQUIRE(ev.size() == 8);
-  std::vector<std::pair<uint64_t, std::string>> e;
-  std::vector<uint64_t> bytes;
-  for (auto& line : ev) {
-    std::istringstream in{line};
-    uint64_t t = 0;
-    uint64_t b = 0;
-    std::string what, worker, ps, closure;
-    in >> t >> what >> worker >> ps >> closure >> b;
-    e.emplace_back(t, what + " " + worker);
-    bytes.push_back(b);
-  }
+  auto e = events_of(o.record);
+  REQUIRE(e.size() == 8);
   // As in the two-worker case above, but worker 1's step starts only when
   // worker 0's has ended (5 ms after worker 0's reply), not when its own
   // reply arrives, since the machine computes one step at a time.
@@ -208,10 +205,10 @@ TEST_CASE("two workers on one machine compute one step at a time: the "
                                  "<pull w1", "push> w0", "<push w0",
                                  "push> w1", "<push w1"};
   for (size_t i = 0; i < 8; ++i)
-    CHECK(e[i].second == order[i]);
-  REQUIRE(e[3].first < e[1].first + 5000 * us); // w1's reply came meanwhile
-  CHECK(e[4].first == e[1].first + 5000 * us + bytes[4] * us + latency);
-  CHECK(e[6].first == e[1].first + 10000 * us + bytes[6] * us + latency);
+    CHECK(e[i].what == order[i]);
+  REQUIRE(e[3].t < e[1].t + 5000 * us); // w1's reply came meanwhile
+  CHECK(e[4].t == e[1].t + 5000 * us + e[4].bytes * us + latency);
+  CHECK(e[6].t == e[1].t + 10000 * us + e[6].bytes * us + latency);
   REQUIRE(r.workers_per_machine == 2);
   REQUIRE(r.idle.size() == 1); // per machine
   // The machine computed 10 ms of the run.
