@@ -213,12 +213,18 @@ struct pull_request {
   /// The wire format the dense values should come back in ("bf16",
   /// "fp16"; empty: floats). Formats with error feedback (topk) are refused.
   std::string format;
+  /// Sent as an urgent message (cluster.layer_pushes: the next forward pass
+  /// waits for these values): the server's mailbox takes it ahead of the
+  /// pushes queued there. Across processes the data channel's session on
+  /// the server sends it on as urgent too (BASP keeps a message's
+  /// priority by itself).
+  bool urgent = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_request& x) {
   return f(caf::meta::type_name("actorps::pull_request"), x.group, x.view,
-           x.worker, x.dense, x.tables, x.create, x.format);
+           x.worker, x.dense, x.tables, x.create, x.format, x.urgent);
 }
 
 /// ps -> worker: the dense region (empty unless asked for) and the rows of
@@ -287,12 +293,20 @@ struct push_request {
   float_buffer gradient;
   std::vector<encoded_part> parts;
   std::vector<table_rows> tables;
+  /// One piece of a push sent in pieces (cluster.layer_pushes, async
+  /// only): the dense floats (or parts) cover the run of the region from
+  /// `offset` on instead of all of it; the server applies each piece as it
+  /// comes and counts the update (its id applied, the clock one up) once
+  /// its pieces cover the region (actors/ps_pieces.hpp).
+  bool piece = false;
+  uint64_t offset = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, push_request& x) {
   return f(caf::meta::type_name("actorps::push_request"), x.group, x.view,
-           x.read_clock, x.id, x.gradient, x.parts, x.tables);
+           x.read_clock, x.id, x.gradient, x.parts, x.tables, x.piece,
+           x.offset);
 }
 
 /// ps -> anyone: counters of one parameter server.
@@ -308,6 +322,9 @@ struct ps_stats {
   uint64_t table_bytes = 0;     ///< memory of the table shards (approx.)
   uint64_t keys_pulled = 0;     ///< table keys read by pulls
   uint64_t keys_pushed = 0;     ///< table rows updated by pushes
+  /// Pieces of pushes in pieces applied (cluster.layer_pushes; a push in
+  /// pieces counts once in `pushes`, when complete).
+  uint64_t pieces = 0;
   /// Peak resident memory of the server's process so far, bytes (in one
   /// process: of the whole job).
   uint64_t peak_rss_bytes = 0;
@@ -326,7 +343,7 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
   return f(caf::meta::type_name("actorps::ps_stats"), x.clock, x.pushes,
            x.duplicates, x.staleness_sum, x.staleness_max, x.floats, x.shards,
            x.table_rows, x.table_bytes, x.keys_pulled, x.keys_pushed,
-           x.peak_rss_bytes, x.view, x.primary,
+           x.pieces, x.peak_rss_bytes, x.view, x.primary,
            x.staleness_buckets); // metrics (issue 14)
 }
 
@@ -359,13 +376,16 @@ struct ps_snapshot {
   key_buffer applied;
   uint64_t pushes = 0;
   key_buffer worker_clocks;
+  /// Replication only: the pushes in pieces of which some arrived
+  /// (actors/ps_pieces.hpp, encode_partials).
+  key_buffer partials;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
   return f(caf::meta::type_name("actorps::ps_snapshot"), x.clock,
            x.optimizer_steps, x.values, x.slots, x.tables, x.applied,
-           x.pushes, x.worker_clocks);
+           x.pushes, x.worker_clocks, x.partials);
 }
 
 /// coordinator -> ps: the role of this server in replica group `group` as
@@ -461,6 +481,8 @@ struct step_result {
   uint64_t peak_rss_bytes = 0;
   /// Groups whose dense values came from a pull sent ahead (overlap).
   uint32_t pulls_ahead = 0;
+  /// Pieces of the step's pushes sent during its compute (layer pushes).
+  uint32_t early_pieces = 0;
 };
 
 template <class Inspector>
@@ -468,7 +490,7 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("actorps::step_result"), x.closure, x.worker,
            x.loss, x.samples, x.pull_s, x.compute_s, x.push_s, x.data_epoch,
            x.data_offset, x.keys, x.bytes_pulled, x.bytes_pushed,
-           x.peak_rss_bytes, x.pulls_ahead);
+           x.peak_rss_bytes, x.pulls_ahead, x.early_pieces);
 }
 
 /// What a node believes the job is, field by field, each as canonical text

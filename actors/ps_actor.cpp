@@ -1,4 +1,5 @@
 #include "actors/ps_actor.hpp"
+#include "actors/ps_pieces.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -130,8 +131,9 @@ void close_round(ps_ptr self, ps_replica& r) {
 
 
 /// An encoded push (req.parts set) becomes a plain one: each part decoded
-/// into its run of req.gradient (the region's size). The formats come with
-/// the push, so that a server needs no setting of its own.
+/// into its run of req.gradient (the region's size; a piece: the floats of
+/// its run). The formats come with the push, so that a server needs no
+/// setting of its own.
 caf::error decode_gradient(ps_state& st, const ps_replica& r,
                            push_request& req) {
   if (req.parts.empty())
@@ -143,16 +145,26 @@ caf::error decode_gradient(ps_state& st, const ps_replica& r,
   if (!req.gradient.values.empty())
     return bad("a gradient both as floats and encoded");
   auto region = r.dense.size();
-  req.gradient.values.resize(region);
-  uint64_t next = 0;
+  uint64_t first = req.piece ? req.offset : 0;
+  if (first > region)
+    return bad(fmt::format("a piece at offset {} of a region of {} floats",
+                           first, region));
+  uint64_t next = first;
+  for (auto& part : req.parts) {
+    if (part.offset != next || part.tensor.n == 0
+        || part.tensor.n > region - next)
+      return bad(fmt::format("encoded part at offset {} of {} floats does "
+                             "not continue the parts before it (next "
+                             "offset {}, region of {} floats)",
+                             part.offset, part.tensor.n, next, region));
+    next += part.tensor.n;
+  }
+  if (!req.piece && next != region)
+    return bad(fmt::format("encoded parts cover {} of the region's {} floats",
+                           next, region));
+  req.gradient.values.resize(next - first);
   try {
     for (auto& part : req.parts) {
-      if (part.offset != next || part.tensor.n == 0
-          || part.tensor.n > region - next)
-        return bad(fmt::format("encoded part at offset {} of {} floats does "
-                               "not continue the parts before it (next "
-                               "offset {}, region of {} floats)",
-                               part.offset, part.tensor.n, next, region));
       auto i = st.formats.find(part.format);
       if (i == st.formats.end()) {
         if (st.formats.size() >= 8)
@@ -160,18 +172,80 @@ caf::error decode_gradient(ps_state& st, const ps_replica& r,
         i = st.formats.emplace(part.format, make_wire_format(part.format))
               .first;
       }
-      i->second->decode(part.tensor, req.gradient.values.data() + next,
+      i->second->decode(part.tensor,
+                        req.gradient.values.data() + (part.offset - first),
                         part.tensor.n);
-      next += part.tensor.n;
     }
   } catch (const input_error& e) {
     return bad(e.what());
   }
-  if (next != region)
-    return bad(fmt::format("encoded parts cover {} of the region's {} floats",
-                           next, region));
   req.parts.clear();
   return {};
+}
+
+/// Answers a push whose update was applied before: at once, or with a
+/// backup once the newest forward is applied there (the first copy may
+/// still be on its way, and no acknowledged update may be missing from the
+/// backup).
+caf::result<uint64_t> ack_duplicate(ps_ptr self, ps_replica& r) {
+  ++r.stats.duplicates;
+  if (!r.backup || r.forwards.empty())
+    return r.stats.clock;
+  auto rp = self->make_response_promise<uint64_t>();
+  r.forwards.back().acks.push_back(rp);
+  return rp;
+}
+
+/// Acknowledges an update applied under async or ssp: at once, or with a
+/// backup after forwarding it (chain: once the backup applied it; async
+/// replication: once the backlog allows).
+caf::result<uint64_t> forward_and_ack(ps_ptr self, ps_replica& r,
+                                      push_request&& req) {
+  auto& st = self->state;
+  if (!r.backup)
+    return r.stats.clock;
+  std::vector<update_id> ids{req.id};
+  auto lag = st.opts.replication_lag;
+  if (lag > 0) {
+    auto clock = r.stats.clock;
+    forward(self, r, std::move(ids), 1.0f, std::move(req), {});
+    auto* wait = backlog_wait(r, lag);
+    if (!wait)
+      return clock;
+    auto rp = self->make_response_promise<uint64_t>();
+    wait->push_back(rp);
+    return rp;
+  }
+  auto rp = self->make_response_promise<uint64_t>();
+  forward(self, r, std::move(ids), 1.0f, std::move(req), {rp});
+  return rp;
+}
+
+/// A push in pieces (async only): each piece applied as it comes, the
+/// update counted with its last (actors/ps_pieces.hpp).
+caf::result<uint64_t> push_piece(ps_ptr self, ps_replica& r,
+                                 push_request& req) {
+  auto& st = self->state;
+  if (st.opts.mode != consistency::async)
+    return caf::make_error(errc::bad_message, "push to ps", st.opts.index,
+                           "group", r.group,
+                           "a push in pieces needs training.mode \"async\"");
+  auto staleness = r.stats.clock >= req.read_clock
+                     ? r.stats.clock - req.read_clock
+                     : 0;
+  auto done = apply_piece(r, req, st.opts, staleness, st.opts.index);
+  if (!done)
+    return done.error();
+  if (done->outcome == piece_outcome::duplicate)
+    return ack_duplicate(self, r);
+  if (done->outcome == piece_outcome::whole) {
+    ++r.stats.pushes;
+    r.stats.staleness_sum += done->staleness;
+    r.stats.staleness_max = std::max(r.stats.staleness_max, done->staleness);
+    telemetry::record_staleness(r.stats, done->staleness); // issue 14
+    ++r.stats.clock;
+  }
+  return forward_and_ack(self, r, std::move(req));
 }
 
 caf::result<uint64_t> push(ps_ptr self, push_request& req) {
@@ -184,6 +258,11 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   auto w = req.id.worker;
   if (auto err = decode_gradient(st, r, req))
     return err;
+  if (req.piece) {
+    if (auto err = check_tables(r, req.tables, true, st.opts.index))
+      return err;
+    return push_piece(self, r, req);
+  }
   if (req.gradient.values.size() != r.dense.size())
     return caf::make_error(errc::shape_mismatch, "push to ps", st.opts.index,
                            "group", r.group, r.dense.size(),
@@ -200,17 +279,8 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   if (st.opts.mode == consistency::sync && r.pushed_this_round[w]
       && !r.was_applied(req.id.closure))
     close_round(self, r);
-  if (r.was_applied(req.id.closure)) {
-    ++r.stats.duplicates;
-    if (!r.backup || r.forwards.empty())
-      return r.stats.clock;
-    // The first copy may still be on its way to the backup: this ack waits
-    // for the newest forward (the backup applies them in order), so that
-    // no acknowledged update is missing from the backup.
-    auto rp = self->make_response_promise<uint64_t>();
-    r.forwards.back().acks.push_back(rp);
-    return rp;
-  }
+  if (r.was_applied(req.id.closure))
+    return ack_duplicate(self, r);
   r.applied.insert(req.id.closure);
   ++r.stats.pushes;
   auto staleness = r.stats.clock >= req.read_clock
@@ -227,25 +297,7 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
       ++r.worker_clock[w];
       release_pulls(self, r);
     }
-    if (!r.backup)
-      return r.stats.clock;
-    std::vector<update_id> ids{req.id};
-    auto lag = st.opts.replication_lag;
-    if (lag > 0) {
-      // async: acknowledged now unless the backup is more than `lag`
-      // forwards behind; then once it is back to `lag`.
-      auto clock = r.stats.clock;
-      forward(self, r, std::move(ids), 1.0f, std::move(req), {});
-      auto* wait = backlog_wait(r, lag);
-      if (!wait)
-        return clock;
-      auto rp = self->make_response_promise<uint64_t>();
-      wait->push_back(rp);
-      return rp;
-    }
-    auto rp = self->make_response_promise<uint64_t>();
-    forward(self, r, std::move(ids), 1.0f, std::move(req), {rp});
-    return rp;
+    return forward_and_ack(self, r, std::move(req));
   }
   // sync: sum this round's gradients; the last push applies their mean.
   add_to_round(r, req);

@@ -1,4 +1,5 @@
 #include "actors/ps_chain.hpp"
+#include "actors/ps_pieces.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -193,6 +194,43 @@ caf::result<bool> configure(ps_ptr self, replica_config& cfg) {
   return true;
 }
 
+/// A piece of a push in pieces forwarded by the primary: applied as the
+/// primary applied it (actors/ps_pieces.hpp); the update's counters move
+/// with its last piece, the clock follows the primary's.
+caf::result<uint64_t> replicate_piece(ps_state& st, ps_replica& r,
+                                      replicate_request& req) {
+  if (st.opts.mode != consistency::async || req.ids.size() != 1
+      || req.scale != 1.0f)
+    return caf::make_error(errc::bad_message, "replicate to ps", st.opts.index,
+                           "group", r.group,
+                           "a piece outside async, of several updates or "
+                           "scaled");
+  if (auto err = check_tables(r, req.update.tables, true, st.opts.index))
+    return err;
+  // The staleness the primary recorded at the update's first piece: its
+  // clock then was the clock after this piece (a piece moves it only when
+  // it completes the update: then one more).
+  auto alone = r.partial.count(req.update.id.closure) == 0
+               && req.update.gradient.values.size() == r.dense.size();
+  auto arrival = alone && req.clock > 0 ? req.clock - 1 : req.clock;
+  auto read = req.update.read_clock;
+  auto staleness = arrival >= read ? arrival - read : 0;
+  auto done = apply_piece(r, req.update, st.opts, staleness, st.opts.index);
+  if (!done)
+    return done.error();
+  if (done->outcome == piece_outcome::whole) {
+    // As the primary's clock before the update completed.
+    auto s = done->staleness;
+    r.stats.staleness_sum += s;
+    r.stats.staleness_max = std::max(r.stats.staleness_max, s);
+    add_staleness(r.stats.staleness_buckets, s);
+    ++r.stats.pushes;
+  }
+  if (done->outcome != piece_outcome::duplicate)
+    r.stats.clock = req.clock;
+  return r.stats.clock;
+}
+
 caf::result<uint64_t> replicate(ps_ptr self, replicate_request& req) {
   auto& st = self->state;
   auto found = find_group(st, req.group);
@@ -205,6 +243,8 @@ caf::result<uint64_t> replicate(ps_ptr self, replicate_request& req) {
   // A forwarded update is input from a peer like a push: the same checks
   // before anything touches the buffers (fuzz/ps_requests_fuzz.cpp found an
   // unchecked gradient size and an unknown table shard here).
+  if (req.update.piece)
+    return replicate_piece(st, r, req);
   if (req.update.gradient.values.size() != r.dense.size())
     return caf::make_error(errc::shape_mismatch, "replicate to ps",
                            st.opts.index, "group", r.group, r.dense.size(),

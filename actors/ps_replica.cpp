@@ -1,4 +1,5 @@
 #include "actors/ps_replica.hpp"
+#include "actors/ps_pieces.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -159,6 +160,7 @@ ps_snapshot save_replica(const ps_replica& r, bool replication) {
     snap.applied.keys.assign(r.applied.begin(), r.applied.end());
     snap.pushes = r.stats.pushes;
     snap.worker_clocks.keys = r.worker_clock;
+    snap.partials = encode_partials(r);
   }
   return snap;
 }
@@ -176,6 +178,13 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
     if (s.values.size() != r.dense.size())
       return caf::make_error(errc::shape_mismatch, "restore of ps slot",
                              ps_index, r.dense.size(), s.values.size());
+  std::map<uint64_t, ps_replica::partial_push> partials;
+  if (replication) {
+    auto decoded = decode_partials(r, snap.partials, ps_index);
+    if (!decoded)
+      return decoded.error();
+    partials = std::move(*decoded);
+  }
   if (replication && !snap.worker_clocks.keys.empty()
       && snap.worker_clocks.keys.size() != r.worker_clock.size())
     return caf::make_error(errc::shape_mismatch, "worker clocks",
@@ -230,6 +239,7 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
   r.round_tables.clear();
   std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
   if (replication) {
+    r.partial = std::move(partials);
     r.applied = std::set<uint64_t>(snap.applied.keys.begin(),
                                    snap.applied.keys.end());
     r.stats.pushes = snap.pushes;
@@ -237,8 +247,9 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
       r.worker_clock = snap.worker_clocks.keys;
   } else {
     // The restored state predates every push applied since: their ids no
-    // longer count as applied.
+    // longer count as applied, nor do pushes in pieces under way.
     r.applied.clear();
+    r.partial.clear();
     // Without sync's rounds, the clock counts the pushes applied.
     if (mode != consistency::sync)
       r.stats.pushes = snap.clock;
@@ -285,6 +296,7 @@ void prune_replica(ps_replica& r, uint64_t first, uint64_t watermark) {
   r.watermark = watermark;
   r.applied.erase(r.applied.lower_bound(first),
                   r.applied.lower_bound(watermark));
+  prune_partials(r, first, watermark);
 }
 
 } // namespace actorps

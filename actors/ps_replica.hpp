@@ -63,6 +63,15 @@ struct ps_replica {
   std::set<uint64_t> applied;
   uint64_t pruned_first = 0;
   uint64_t watermark = 0;
+  /// Pushes in pieces of which some arrived, by closure id: the runs of the
+  /// region applied so far (actors/ps_pieces.hpp).
+  struct partial_push {
+    uint64_t step = 0;      ///< the dense region's step its runs apply with
+    uint64_t staleness = 0; ///< the update's, taken at its first piece
+    uint64_t covered = 0;   ///< floats of the region applied
+    std::vector<std::pair<uint64_t, uint64_t>> runs; ///< (offset, floats)
+  };
+  std::map<uint64_t, partial_push> partial;
   // -- sync -----------------------------------------------------------------------
   std::vector<float> round_sum;
   std::map<uint32_t, round_rows> round_tables;

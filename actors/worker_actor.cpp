@@ -152,6 +152,7 @@ void start_next(worker_ptr self) {
   st.failed = false;
   ++st.seq;
   std::fill(st.in_flight.begin(), st.in_flight.end(), 0);
+  std::fill(st.outstanding.begin(), st.outstanding.end(), 0);
   std::fill(st.encoded_for_seq.begin(), st.encoded_for_seq.end(), false);
   st.result = step_result{};
   st.result.closure = req.id;
@@ -181,6 +182,9 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
   st.read_clocks.resize(st.opts.servers.size());
   st.in_flight.assign(st.opts.servers.size(), 0);
+  st.outstanding.assign(st.opts.servers.size(), 0);
+  st.sent_from.assign(st.opts.servers.size(), 0);
+  st.runs_sent.resize(st.opts.servers.size());
   st.ahead.resize(st.opts.servers.size());
   st.encoded.resize(st.opts.servers.size());
   st.plan = make_push_plan(layout, st.opts.push_format,

@@ -117,6 +117,16 @@ struct worker_options {
   /// most one step old, so at most one step of extra staleness, counted as
   /// such by the servers); rows are still pulled when it starts.
   bool overlap = false;
+  /// Layer pushes (async only; cluster.layer_pushes): the worker pushes
+  /// each layer's gradient to its servers as soon as backpropagation
+  /// produces it (model_workspace::gradient_ready), last layer first, as
+  /// pieces of the step's push (actors/ps_pieces.hpp); the first layer's
+  /// run and the table rows go with the last piece, after the compute.
+  /// Pulls are sent as urgent messages, which a server takes ahead of the
+  /// pushes in its mailbox (Jayarajan et al., "Priority-based Parameter
+  /// Propagation", SysML 2019: values first, in the order the next forward
+  /// pass needs them; here by message, not by slices of a pull).
+  bool layer_pushes = false;
   /// cluster.push_format / pull_format "auto": at its start, the worker
   /// times a pull of every group's values in fp32 and in bf16 from a helper
   /// thread (actors/format_probe.hpp), logs both, and from then on pushes

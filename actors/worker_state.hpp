@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "caf/stateful_actor.hpp"
@@ -80,7 +82,23 @@ struct worker_state {
   /// answer of the old server (or none: a server that died with the request)
   /// must neither count twice nor be waited for.
   std::vector<uint64_t> in_flight;
+  /// Per group: the requests of the token in_flight awaiting their answer
+  /// (a push in pieces sends several).
+  std::vector<uint32_t> outstanding;
   uint64_t next_token = 0;
+  /// Layer pushes (worker_options::layer_pushes), for the running step: the
+  /// flat-model offset from which the gradient is final; per group, the
+  /// region offset from which pieces were pushed during the compute (the
+  /// region's size: none).
+  uint64_t ready_from = 0;
+  std::vector<uint64_t> sent_from;
+  /// Per group: the runs of its region pushed by the running step, as
+  /// (from, to), sent again whole when the group moves to a new server.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> runs_sent;
+  /// The compute runs (pieces pushed from the model's callback), and what
+  /// failed in one of them (handled once the compute returned).
+  bool in_compute = false;
+  std::string piece_error;
   /// With a push format: per group, the running closure's encoded gradient
   /// (sent again as it is: encoding again would count a topk residual
   /// twice) and the error-feedback residual (topk).
@@ -126,7 +144,8 @@ void finish(worker_ptr self, const caf::error& err);
 void fail(worker_ptr self, caf::error err);
 
 /// The running closure's own code failed (the dataset, the model or the push
-/// format threw): the closure's error, not the worker's. Nothing was pushed.
+/// format threw): the closure's error, not the worker's. Nothing was pushed,
+/// except with layer pushes the layers pushed before the model threw.
 void step_error(worker_ptr self, const char* where, const std::exception& e);
 
 /// A pull or push to server `p` failed with `err`: a server that is gone is

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 #include "caf/actor_system.hpp"
 
@@ -55,33 +56,102 @@ void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
   req.parts = st.encoded[p];
 }
 
-/// Pushes the running closure's gradients to server `p`.
-void push_one(worker_ptr self, uint32_t p) {
+/// Sends pull `req` to group `p`'s server: as an urgent message under
+/// layer pushes (pull_request::urgent), so that it passes the pushes
+/// queued there. Only to an actor of this process (a server in one
+/// process, or the data link to one in another): CAF 0.17's BASP loses
+/// the answer to an urgent request sent to a remote actor (tried: a job
+/// with --data-channel off stalled at its first step).
+auto request_pull(worker_ptr self, uint32_t p, pull_request req) {
+  auto& st = self->state;
+  auto& server = st.opts.servers[p];
+  req.urgent = st.opts.layer_pushes && server.node() == self->node();
+  if (req.urgent)
+    return self->request<caf::message_priority::high>(
+      server, caf::infinite, pull_atom_v, std::move(req));
+  return self->request(server, caf::infinite, pull_atom_v, std::move(req));
+}
+
+/// Puts the run [from, to) of group `p`'s dense gradient into `req` (a
+/// piece of a layer push), each run of the plan cut to it and encoded in
+/// its format (a piece sent again is encoded again: no format with error
+/// feedback is allowed with layer pushes, job_config::layer_pushes).
+void encode_piece(worker_ptr self, uint32_t p, uint64_t from, uint64_t to,
+                  push_request& req) {
+  auto& st = self->state;
+  auto grad = gather_shards(*st.opts.layout, p, st.grad.data(), from, to);
+  if (plain_floats(st.plan, p)) {
+    req.gradient.values = std::move(grad);
+    return;
+  }
+  for (auto& run : st.plan[p]) {
+    auto lo = std::max(run.offset, from);
+    auto hi = std::min(run.offset + run.size, to);
+    if (lo >= hi)
+      continue;
+    float* residual = nullptr;
+    if (run.format->uses_residual()) {
+      st.residual[p].resize(st.opts.layout->ps_sizes[p], 0.0f);
+      residual = st.residual[p].data() + lo;
+    }
+    encoded_part part;
+    part.offset = lo;
+    part.format = run.format->name();
+    run.format->encode(grad.data() + (lo - from), hi - lo, part.tensor,
+                       residual);
+    req.parts.push_back(std::move(part));
+  }
+}
+
+/// Pushes the run [from, to) of the running closure's gradient to group
+/// `p`'s server: the whole push when it is the whole region, else a piece
+/// of it (layer pushes); the table rows go with the run that starts at 0.
+/// Counts the request in `pending` and under the group's token.
+void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
   auto& st = self->state;
   auto seq = st.seq;
+  auto region = st.opts.layout->ps_sizes[p];
   push_request req;
   req.group = p;
   req.view = st.opts.views[p];
   req.read_clock = st.read_clocks[p];
   req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
-  if (st.opts.layout->ps_sizes[p] > 0) {
-    if (!plain_floats(st.plan, p)) {
-      try {
-        encode_gradient(self, p, req);
-      } catch (const std::exception& e) {
-        return step_error(self, "the push format", e);
-      }
-    } else
+  req.piece = from > 0 || to < region;
+  req.offset = from;
+  try {
+    if (req.piece)
+      encode_piece(self, p, from, to, req);
+    else if (region > 0 && !plain_floats(st.plan, p))
+      encode_gradient(self, p, req);
+    else if (region > 0)
       req.gradient.values = gather_shards(*st.opts.layout, p,
                                           st.grad.data());
+  } catch (const std::exception& e) {
+    // During the compute (a piece), failing the closure would start the
+    // next one under the model's feet: the compute ends first.
+    if (st.in_compute) {
+      st.piece_error = e.what();
+      return;
+    }
+    return step_error(self, "the push format", e);
   }
-  st.routes.fill_push(p, st.tables, req.tables);
+  if (from == 0)
+    st.routes.fill_push(p, st.tables, req.tables);
   st.result.bytes_pushed += payload_bytes(req);
+  if (st.in_flight[p] == 0) {
+    st.in_flight[p] = ++st.next_token;
+    st.outstanding[p] = 0;
+  }
+  auto token = st.in_flight[p];
+  st.runs_sent[p].emplace_back(from, to);
+  if (st.in_compute)
+    ++st.result.early_pieces;
+  ++st.outstanding[p];
+  ++st.pending;
   // No timeout (caf::infinite): under sync the ack waits for the round;
   // a server that dies or is cut off is noticed by the monitor (down_msg),
   // which fails the step.
   auto sent = steady_clock::now(); // metrics (issue 14)
-  auto token = st.in_flight[p] = ++st.next_token;
   self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
@@ -90,7 +160,8 @@ void push_one(worker_ptr self, uint32_t p) {
         auto& st = self->state;
         if (st.failed || st.seq != seq || st.in_flight[p] != token)
           return;
-        st.in_flight[p] = 0;
+        if (--st.outstanding[p] == 0)
+          st.in_flight[p] = 0;
         if (--st.pending == 0) {
           st.result.push_s = seconds_since(st.t0);
           st.result.peak_rss_bytes = peak_rss_bytes();
@@ -103,6 +174,43 @@ void push_one(worker_ptr self, uint32_t p) {
         if (st.seq == seq && st.in_flight[p] == token)
           fail(self, server_error(self, p, std::move(err)));
       });
+}
+
+/// Pushes what is left of group `p`'s gradient after the compute: all of
+/// it, or (layer pushes) the run before the pieces pushed during it.
+void push_one(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  auto region = st.opts.layout->ps_sizes[p];
+  push_run(self, p, 0, st.opts.layer_pushes ? st.sent_from[p] : region);
+}
+
+/// Layer pushes: backpropagation made the flat gradient [first, last)
+/// final. Where that extends the final part (a suffix of the model, as
+/// backpropagation runs from the last layer), each group whose shards in it
+/// are new pushes them as a piece; the run at the start of a region waits
+/// for the push after the compute, which carries the table rows.
+void layer_ready(worker_ptr self, const float* first, const float* last) {
+  auto& st = self->state;
+  auto& pl = *st.opts.layout;
+  const float* base = st.grad.data();
+  if (first < base || last > base + pl.model_size || first >= last
+      || static_cast<uint64_t>(last - base) != st.ready_from)
+    return; // not next to what is final: pushed after the compute
+  st.ready_from = static_cast<uint64_t>(first - base);
+  for (uint32_t p = 0; p < st.opts.servers.size(); ++p) {
+    auto from = st.sent_from[p];
+    for (auto& s : pl.shards)
+      if (s.ps == p && s.kind == variable_kind::dense
+          && s.model_offset >= st.ready_from && s.ps_offset < from)
+        from = s.ps_offset;
+    if (from == 0 || from == st.sent_from[p])
+      continue;
+    auto to = st.sent_from[p];
+    st.sent_from[p] = from;
+    push_run(self, p, from, to);
+    if (!st.piece_error.empty())
+      return;
+  }
 }
 
 /// One part of the running step's pull of group `p` has arrived: a pull's
@@ -183,7 +291,7 @@ void pull_one(worker_ptr self, uint32_t p, bool dense = true) {
   // (down_msg), which fails the step.
   auto sent = steady_clock::now(); // metrics (issue 14)
   auto token = st.in_flight[p] = ++st.next_token;
-  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
+  request_pull(self, p, std::move(req))
     .then(
       [=](pull_reply& reply) {
         telemetry::request_latency(telemetry::request_kind::pull, p,
@@ -225,7 +333,7 @@ void send_ahead(worker_ptr self, uint32_t p) {
   a.token = ++st.next_token;
   a.sent = self->system().clock().now();
   auto token = a.token;
-  self->request(st.opts.servers[p], caf::infinite, pull_atom_v, std::move(req))
+  request_pull(self, p, std::move(req))
     .then(
       [=](pull_reply& reply) {
         auto& a = self->state.ahead[p];
@@ -269,9 +377,10 @@ void push_all(worker_ptr self) {
   auto& st = self->state;
   st.at = phase::pushing;
   st.t0 = steady_clock::now();
-  st.pending = st.opts.servers.size();
   pull_ahead_all(self);
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
+  // (pending counts the pieces pushed during the compute already: their
+  // answers cannot arrive before this handler returns.)
+  for (uint32_t p = 0; p < st.opts.servers.size() && !st.failed; ++p)
     push_one(self, p);
 }
 
@@ -283,12 +392,33 @@ void compute(worker_ptr self) {
   if (st.opts.lean)
     st.grad.resize(st.opts.layout->model_size);
   model_inputs in{st.params.data(), &st.tables};
+  auto layers = st.opts.layer_pushes && st.step->pushes;
+  for (auto& runs : st.runs_sent)
+    runs.clear();
+  if (layers) {
+    st.ready_from = st.opts.layout->model_size;
+    for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
+      st.sent_from[p] = st.opts.layout->ps_sizes[p];
+    st.piece_error.clear();
+    st.in_compute = true;
+    st.ws->gradient_ready = [self](const float* first, const float* last) {
+      if (self->state.piece_error.empty())
+        layer_ready(self, first, last);
+    };
+  }
   try {
     st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
                                       st.grad.data(), *st.ws);
   } catch (const std::exception& e) {
+    st.ws->gradient_ready = nullptr;
+    st.in_compute = false;
     return step_error(self, "the model", e);
   }
+  st.ws->gradient_ready = nullptr;
+  st.in_compute = false;
+  if (!st.piece_error.empty())
+    return step_error(self, "the push format",
+                      std::runtime_error{st.piece_error});
   if (st.opts.lean)
     release(st.params);
   st.result.compute_s = seconds_since(t0);
@@ -401,9 +531,18 @@ void resend(worker_ptr self, uint32_t p) {
             "closure {}: its {} of group {} is sent again to the new server",
              st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
   st.in_flight[p] = 0;
-  if (st.at == phase::pushing)
-    push_one(self, p);
-  else
+  if (st.at == phase::pushing) {
+    // Every run pushed to the old server goes again, as it was cut: the
+    // new one drops those it applied already (a piece is named by its
+    // closure and run).
+    st.pending -= st.outstanding[p];
+    st.outstanding[p] = 0;
+    auto runs = std::move(st.runs_sent[p]);
+    st.runs_sent[p].clear();
+    for (auto [from, to] : runs)
+      if (!st.failed)
+        push_run(self, p, from, to);
+  } else
     pull_one(self, p);
 }
 

@@ -82,6 +82,9 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          | auto (cluster.pull_format)
   --overlap              async: send the next step's pull of dense values with
                          each push (cluster.overlap)
+  --layer-pushes         async: push each layer's gradient as backpropagation
+                         produces it; pulls go ahead of queued pushes
+                         (cluster.layer_pushes)
   --data-channel on|off  between processes, pulls and pushes over a data
                          channel beside CAF's BASP (default on;
                          cluster.data_channel)
@@ -192,6 +195,7 @@ train_command parse_job_args(
     {"--replicas", true},        {"--replication", true},
     {"--replication-lag", true},  {"--push-format", true},
     {"--pull-format", true},     {"--overlap", false},
+    {"--layer-pushes", false},
     {"--data-channel", true},
     {"--variable-format", true},
     {"--threads", true},         {"--data-dir", true},
@@ -294,6 +298,8 @@ train_command parse_job_args(
       job.pull_format = value;
     else if (flag == "--overlap")
       job.overlap = true;
+    else if (flag == "--layer-pushes")
+      job.layer_pushes = true;
     else if (flag == "--data-channel") {
       if (value != "on" && value != "off")
         throw input_error(fmt::format("--data-channel: expected on or off, "

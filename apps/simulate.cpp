@@ -110,6 +110,10 @@ int run_simulate(const std::vector<std::string>& args) {
     if (*f == "auto")
       throw input_error("wire format \"auto\" times real pulls on a real "
                         "network; under simulate name one (fp32, bf16, ...)");
+  if (cmd.job.layer_pushes)
+    throw input_error("cluster.layer_pushes: the simulator models a step's "
+                      "compute as one span before its pushes, so pieces "
+                      "sent during it are not modelled; simulate without it");
   std::ofstream json;
   if (!out.empty()) {
     json.open(out, std::ios::out | std::ios::trunc);

@@ -176,6 +176,18 @@ link_behavior(link_ptr self, ps_actor server,
       // Table keys and rows would be serialised by CAF in the frame too:
       // over BASP they save the session's hand-off (measured: a 64K-key
       // pull or push 10-15% faster).
+      if (!req.tables.empty() && req.urgent) {
+        // A delegated message keeps its id, and with it its priority: the
+        // answer to an urgent request from across BASP gets lost in CAF
+        // 0.17 (see actors/worker_step.cpp, request_pull). Asked anew, as
+        // a normal message.
+        auto rp = self->make_response_promise<pull_reply>();
+        req.urgent = false;
+        self->request(st.server, caf::infinite, a, std::move(req))
+          .then([rp](pull_reply& r) mutable { rp.deliver(std::move(r)); },
+                [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      }
       if (!req.tables.empty())
         return self->delegate(st.server, a, std::move(req));
       auto id = st.next++;
@@ -232,9 +244,14 @@ void on_requests(session_ptr self) {
         conn->send(encode_error(sys, id, err));
       };
       if (f.header.kind == frame_kind::pull) {
-        self->request(st.server, caf::infinite, pull_atom_v,
-                      decode_pull(sys, f))
-          .then(
+        auto req = decode_pull(sys, f);
+        auto urgent = req.urgent;
+        auto sent = urgent ? self->request<caf::message_priority::high>(
+                               st.server, caf::infinite, pull_atom_v,
+                               std::move(req))
+                           : self->request(st.server, caf::infinite,
+                                           pull_atom_v, std::move(req));
+        std::move(sent).then(
             [conn, &sys, id](pull_reply& r) {
               conn->send(encode(sys, id, std::move(r)));
             },

@@ -161,6 +161,7 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"bytes_pulled_per_step", double(r.bytes_pulled) / double(steps)},
               {"bytes_pushed_per_step", double(r.bytes_pushed) / double(steps)},
               {"pulls_ahead", r.pulls_ahead},
+              {"early_pieces", r.early_pieces},
               {"dense_equivalent_bytes_per_step", r.dense_equivalent_bytes},
               {"table_rows", r.table_rows},
               {"table_bytes", r.table_bytes},
@@ -247,6 +248,12 @@ void print_summary(std::FILE* out, const train_report& r) {
                "overlap: {} of {} dense pulls were sent with the worker's "
                "previous push\n",
                r.pulls_ahead, r.closures * r.dense_groups);
+  if (r.early_pieces > 0)
+    fmt::print(out,
+               "layer pushes: {} pieces went out during backpropagation "
+               "({:.1f} per step), the rest of each push after it\n",
+               r.early_pieces,
+               double(r.early_pieces) / double(std::max<uint64_t>(r.closures, 1)));
   fmt::print(out, "memory: {}\n", memory_line(r));
   std::fflush(out);
 }

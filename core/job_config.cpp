@@ -218,6 +218,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("push_format", cfg.push_format);
     s.get("pull_format", cfg.pull_format);
     s.get("overlap", cfg.overlap);
+    s.get("layer_pushes", cfg.layer_pushes);
     s.get("data_channel", cfg.data_channel);
     {
       auto v = s.sub("variable_formats");
@@ -384,19 +385,34 @@ void validate(const job_config& cfg) {
                      "under sync and ssp a server may hold a pull, and values "
                      "pulled ahead would count against the staleness bound",
                      cfg.mode));
-  try {
-    if (cfg.push_format != "auto")
-      make_wire_format(cfg.push_format);
-  } catch (const input_error& e) {
-    fail("cluster.push_format", e.what());
-  }
-  for (auto& [name, spec] : cfg.variable_formats) {
+  if (cfg.layer_pushes && cfg.mode != "async")
+    fail("cluster.layer_pushes",
+         fmt::format("needs training.mode \"async\" (this job: \"{}\"): a "
+                     "push in pieces is applied piece by piece, which a sync "
+                     "round's mean or ssp's clocks do not allow",
+                     cfg.mode));
+  auto no_residual_with_layers = [&](const std::string& field,
+                                     const wire_format& f) {
+    if (cfg.layer_pushes && f.uses_residual())
+      fail(field, fmt::format("\"{}\" with cluster.layer_pushes: a top-k "
+                              "format keeps k of a whole run, which layer "
+                              "pushes cut into pieces; use fp32, bf16, fp16 "
+                              "or auto",
+                              f.name()));
+  };
+  auto format_of = [&](const std::string& field, const std::string& spec) {
+    std::shared_ptr<const wire_format> f;
     try {
-      make_wire_format(spec);
+      f = make_wire_format(spec);
     } catch (const input_error& e) {
-      fail("cluster.variable_formats." + name, e.what());
+      fail(field, e.what());
     }
-  }
+    no_residual_with_layers(field, *f);
+  };
+  if (cfg.push_format != "auto")
+    format_of("cluster.push_format", cfg.push_format);
+  for (auto& [name, spec] : cfg.variable_formats)
+    format_of("cluster.variable_formats." + name, spec);
   std::shared_ptr<const wire_format> pull_format;
   try {
     pull_format = make_wire_format(cfg.pull_format == "auto" ? "fp32"

@@ -151,6 +151,12 @@ struct job_config {
   /// at the same time; at most one step of extra staleness
   /// (worker_options::overlap).
   bool overlap = false;
+  /// Layer pushes (async only): each worker pushes a layer's gradient as
+  /// soon as backpropagation produces it, last layer first, as pieces of its
+  /// push, and sends pulls as urgent messages that pass queued pushes
+  /// (worker_options::layer_pushes). Formats with error feedback (topk)
+  /// are refused with it: their k is chosen over a whole run.
+  bool layer_pushes = false;
   /// Multi-process clusters: a worker moves its pulls and pushes over a
   /// data channel to each ps (cluster/data_link.hpp) instead of CAF's BASP;
   /// a ps serves both. Off: everything over BASP.

@@ -204,4 +204,16 @@ float_vector gather_shards(const placement& pl, uint32_t ps,
   return result;
 }
 
+float_vector gather_shards(const placement& pl, uint32_t ps,
+                           const float* model, uint64_t from, uint64_t to) {
+  float_vector result;
+  result.reserve(to - from);
+  for (auto& s : pl.shards)
+    if (s.ps == ps && s.kind == variable_kind::dense && s.ps_offset >= from
+        && s.ps_offset < to)
+      result.insert(result.end(), model + s.model_offset,
+                    model + s.model_offset + s.size);
+  return result;
+}
+
 } // namespace actorps

@@ -192,4 +192,10 @@ void scatter_shards(const placement& pl, uint32_t ps, const float* ps_buffer,
 float_vector gather_shards(const placement& pl, uint32_t ps,
                            const float* model);
 
+/// The run [from, to) of parameter server `ps`'s dense region (region
+/// offsets): the shards that start in it, copied out of `model`.
+/// @pre from and to are shard boundaries of that region (or its end).
+float_vector gather_shards(const placement& pl, uint32_t ps,
+                           const float* model, uint64_t from, uint64_t to);
+
 } // namespace actorps

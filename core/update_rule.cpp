@@ -216,4 +216,24 @@ void dense_region::apply(const float* g, float step_scale) {
   scale_step(values.data(), before_.data(), values.size(), step_scale);
 }
 
+void dense_region::apply_run(const float* g, uint64_t offset, size_t n,
+                             uint64_t t, float step_scale) {
+  assert(rule_ != nullptr);
+  unshare();
+  auto& values = *values_;
+  assert(offset + n <= values.size());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    assert(slots_[s].size() == values.size());
+    slot_ptrs_[s] = slots_[s].data() + offset;
+  }
+  float* w = values.data() + offset;
+  if (step_scale == 1.0f) {
+    rule_->apply(w, slot_ptrs_.data(), g, n, t);
+    return;
+  }
+  before_.assign(w, w + n);
+  rule_->apply(w, slot_ptrs_.data(), g, n, t);
+  scale_step(w, before_.data(), n, step_scale);
+}
+
 } // namespace actorps

@@ -163,6 +163,20 @@ public:
   ///      (slots() may be replaced, e.g. from a checkpoint, at that size).
   void apply(const float* g, float step_scale = 1.0f);
 
+  /// Starts a step that arrives in runs (a push in pieces, one per layer;
+  /// actors/ps_replica.hpp, partial_push): steps() + 1, returned as the
+  /// step number every run of it passes to apply_run().
+  uint64_t begin_step() noexcept {
+    return ++steps_;
+  }
+
+  /// Applies step `t` (from begin_step()) to the `n` parameters from
+  /// `offset` with gradient `g` (n floats), as apply() does to all of them;
+  /// the step count stays.
+  /// @pre offset + n <= size(); constructed with a rule.
+  void apply_run(const float* g, uint64_t offset, size_t n, uint64_t t,
+                 float step_scale = 1.0f);
+
   size_t size() const noexcept {
     return values_ ? values_->size() : 0;
   }

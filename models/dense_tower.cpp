@@ -96,8 +96,8 @@ void dense_tower::forward(const float* params, workspace& ws,
 }
 
 void dense_tower::backward(const float* params, workspace& ws,
-                           Eigen::Index rows, float* grad,
-                           bool input_grad) const {
+                           Eigen::Index rows, float* grad, bool input_grad,
+                           const gradient_ready_fn* ready) const {
   auto n = widths_.size() - 1;
   for (size_t i = n; i-- > 0;) {
     auto in = static_cast<Eigen::Index>(widths_[i]);
@@ -116,6 +116,10 @@ void dense_tower::backward(const float* params, workspace& ws,
     gb.setZero();
     for (Eigen::Index r = 0; r < rows; ++r)
       gb += d_out.row(r);
+    // The layer's gradient is final: a worker may push it while the layers
+    // below are still being computed.
+    if (ready != nullptr && *ready)
+      (*ready)(grad + offsets_[i], grad + offsets_[i] + in * out + out);
     if (i > 0 || input_grad) {
       const_matrix_map w{params + offsets_[i], in, out};
       auto d_in = ws.delta[i].topRows(rows);

@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 
 #include "core/placement.hpp"
+#include "models/model.hpp"
 
 namespace actorps {
 
@@ -58,9 +59,12 @@ public:
   /// Back-propagation from ws.delta.back() (d loss / d logits, first `rows`
   /// rows) after forward(): writes every parameter's gradient into `grad`
   /// (same layout as params, overwritten) and, with `input_grad`, d loss /
-  /// d input into ws.delta[0].
+  /// d input into ws.delta[0]. With `ready` set, calls it with each layer's
+  /// run of `grad` (kernel and bias) as soon as that run is final, last
+  /// layer first (model_workspace::gradient_ready).
   void backward(const float* params, workspace& ws, Eigen::Index rows,
-                float* grad, bool input_grad) const;
+                float* grad, bool input_grad,
+                const gradient_ready_fn* ready = nullptr) const;
 
 private:
   std::vector<uint64_t> widths_;

@@ -137,7 +137,8 @@ double embedding_mlp::loss_and_gradient(const model_inputs& in,
   auto& dz = ws.delta.back();
   auto loss = binary_loss_and_delta(z.data(), z.cols(), batch.labels.data(),
                                     batch.rows, dz.data());
-  tower_.backward(in.dense, ws, rows, dense_grad, true);
+  tower_.backward(in.dense, ws, rows, dense_grad, true,
+                  &base.gradient_ready);
   // d loss / d input -> each occurrence's row, scaled by its weight.
   auto& tables = *in.tables;
   auto& dx = ws.delta[0];

@@ -104,7 +104,8 @@ double mlp::loss_and_gradient(const model_inputs& in,
   for (Eigen::Index r = 0; r < rows; ++r)
     top(r, batch.labels[r]) -= 1.0f;
   top.topRows(rows) *= 1.0f / static_cast<float>(rows);
-  tower_.backward(in.dense, ws, rows, dense_grad, false);
+  tower_.backward(in.dense, ws, rows, dense_grad, false,
+                  &base.gradient_ready);
   return loss / static_cast<double>(rows);
 }
 

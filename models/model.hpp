@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,11 +13,27 @@
 
 namespace actorps {
 
+/// Called by a model's backpropagation once the dense gradient floats
+/// [first, last) of loss_and_gradient's `dense_grad` are final (a layer's
+/// kernel and bias), in the order backpropagation produces them (last layer
+/// first); see model_workspace::gradient_ready.
+using gradient_ready_fn = std::function<void(const float* first,
+                                             const float* last)>;
+
 /// Scratch memory of one model user (one worker, one evaluation thread);
-/// opaque to callers.
+/// opaque to callers except for `gradient_ready`.
 class model_workspace {
 public:
   virtual ~model_workspace();
+
+  /// Set by a worker that pushes each layer's gradient as soon as
+  /// backpropagation produces it (job_config::layer_pushes; Jayarajan et
+  /// al., "Priority-based Parameter Propagation", SysML 2019); empty
+  /// otherwise. A model may call it during loss_and_gradient for any run of
+  /// dense_grad it will not write again; one that never calls it has its
+  /// gradient pushed whole after loss_and_gradient returns, as without the
+  /// setting. Must not throw into the model (the worker's callback does not).
+  gradient_ready_fn gradient_ready;
 };
 
 /// What a model computes with for one batch: the dense variables in one flat

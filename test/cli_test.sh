@@ -161,6 +161,17 @@ if "$bin" train --config "$cfg" "${short[@]}" --overlap >"$tmp/o.out" 2>&1 \
 else
   bad "--overlap failed or said nothing: $(tail -3 "$tmp/o.out")"
 fi
+# Layer pushes with overlap (the configuration that hides the most): the
+# summary counts the pieces that left during backpropagation (the second
+# layer's and the third's parts of each server: 2 per server and step).
+if "$bin" train --config "$cfg" "${short[@]}" --layer-pushes --overlap \
+     >"$tmp/l.out" 2>&1 \
+   && grep -q "^layer pushes: [1-9][0-9]* pieces went out during backpropagation (4.0 per step)" \
+        "$tmp/l.out"; then
+  learns "--layer-pushes --overlap" "$tmp/l.out" 1 0.3
+else
+  bad "--layer-pushes failed or said nothing: $(tail -3 "$tmp/l.out")"
+fi
 if "$bin" train --config "$cfg" "${short[@]}" --push-format auto \
      --pull-format auto >"$tmp/a.out" 2>&1 \
    && [[ $(grep -c "wire format by measurement: .* ms in fp32 .* ms in the candidate" \
@@ -189,6 +200,12 @@ else
 fi
 expect_input_error "overlap under ssp" "cluster.overlap: needs training.mode" \
   --config "$cfg" --overlap --mode ssp "${short[@]}"
+expect_input_error "layer pushes under sync" \
+  "cluster.layer_pushes: needs training.mode" \
+  --config "$cfg" --layer-pushes --mode sync "${short[@]}"
+expect_input_error "layer pushes with a top-k format" \
+  'cluster.push_format: "topk:0.01" with cluster.layer_pushes' \
+  --config "$cfg" --layer-pushes --push-format topk:0.01 "${short[@]}"
 expect_input_error "a data channel neither on nor off" \
   '--data-channel: expected on or off, got "maybe"' \
   --config "$cfg" --data-channel maybe "${short[@]}"
