@@ -308,3 +308,69 @@ TEST_CASE_METHOD(deterministic,
   caf::anon_send_exit(backup, caf::exit_reason::kill);
   sched->run();
 }
+
+namespace {
+
+/// Run [from, from + grad.size()) of closure `closure`'s push as a piece.
+push_request piece_at(uint64_t view, uint64_t closure, uint64_t from,
+                      std::vector<float> grad) {
+  auto req = push_at(view, closure, std::move(grad));
+  req.piece = true;
+  req.offset = from;
+  return req;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(chain,
+                 "a backup applies the pieces of a push as its primary did; "
+                 "after failover the pieces sent again are not applied twice",
+                 "[actors][ps][replication][pieces]") {
+  // Closure 1 in two pieces (layer pushes): the second run first.
+  CHECK(push(primary, piece_at(1, 1, 1, {2})) == 0);
+  CHECK(values(backup) == std::vector<float>{1, 1});
+  CHECK(stats(backup).clock == 0);
+  CHECK(push(primary, piece_at(1, 1, 0, {2})) == 1);
+  CHECK(values(backup) == values(primary));
+  auto b = stats(backup);
+  CHECK(b.clock == 1);
+  CHECK(b.pushes == 1);
+  CHECK(b.pieces == 2);
+  // Closure 2: one piece reached both, then the primary died.
+  CHECK(push(primary, piece_at(1, 2, 1, {2})) == 1);
+  caf::anon_send_exit(primary, caf::exit_reason::kill);
+  sched->run();
+  REQUIRE(ask<bool>(backup, configure_atom_v, as_primary(2)));
+  // The worker sends every piece of closure 2 again: the first is a
+  // duplicate, the second completes the update.
+  CHECK(push(backup, piece_at(2, 2, 1, {2})) == 1);
+  CHECK(push(backup, piece_at(2, 2, 0, {2})) == 2);
+  // (Closure 1 took {1, 2} to {0, 1}; closure 2's second run, applied
+  // once, takes w[1] to 0.)
+  CHECK(values(backup) == std::vector<float>{-1, 0});
+  b = stats(backup);
+  CHECK(b.pushes == 2);
+  CHECK(b.duplicates == 1);
+}
+
+TEST_CASE_METHOD(deterministic,
+                 "a new backup's install carries the pushes in pieces under "
+                 "way, which it completes with the later pieces",
+                 "[actors][ps][replication][pieces]") {
+  auto primary = spawn(options(sgd(0.5f), sgd(0.5f)));
+  auto backup = spawn(options(sgd(0.5f), sgd(0.5f)));
+  create(primary, dense_shard("w", 2, 1, {1, 2}));
+  create(backup, dense_shard("w", 2, 1, {0, 0}));
+  CHECK(push(primary, piece_at(0, 5, 1, {2})) == 0);
+  REQUIRE(ask<bool>(backup, configure_atom_v, as_backup(1)));
+  auto cfg = as_primary(1, backup);
+  cfg.install = true;
+  REQUIRE(ask<bool>(primary, configure_atom_v, cfg));
+  CHECK(push(primary, piece_at(1, 5, 0, {2})) == 1);
+  auto b = stats(backup);
+  CHECK(b.clock == 1);
+  CHECK(b.pushes == 1);
+  CHECK(as_vector(save(backup).values.values)
+        == as_vector(save(primary).values.values));
+  CHECK(as_vector(save(backup).values.values) == std::vector<float>{0, 1});
+}
