@@ -169,4 +169,34 @@ void resend(worker_ptr self, uint32_t p);
 /// lost).
 void drop_ahead(worker_ptr self, uint32_t p);
 
+/// Seconds since `t` by the actor system's clock, which is virtual under
+/// simulate: what decides whether values pulled ahead are used must not
+/// depend on wall time there, or a seed would not give one event order.
+double clock_seconds_since(worker_ptr self, steady_clock::time_point t);
+
+// -- worker_push.cpp ----------------------------------------------------------
+
+/// Pushes the run [from, to) of the running closure's gradient to group
+/// `p`'s server: the whole push when it is the whole region, else a piece
+/// of it (layer pushes); the table rows go with the run that starts at 0.
+/// Counts the request in `pending` and under the group's token.
+void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to);
+
+/// Pushes what is left of group `p`'s gradient after the compute: all of
+/// it, or (layer pushes) the run before the pieces pushed during it.
+void push_one(worker_ptr self, uint32_t p);
+
+/// Layer pushes: backpropagation made the flat gradient [first, last)
+/// final; pushes what that completes of each group as a piece.
+void layer_ready(worker_ptr self, const float* first, const float* last);
+
+/// Layer pushes, around the compute: hands the model the callback that
+/// pushes pieces (model_workspace::gradient_ready), and takes it back.
+void start_pieces(worker_ptr self);
+void end_pieces(worker_ptr self);
+
+/// Group `p` moved to a new server during the pushes: every run pushed to
+/// the old one goes there again.
+void resend_pushes(worker_ptr self, uint32_t p);
+
 } // namespace actorps::detail

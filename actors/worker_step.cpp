@@ -1,6 +1,7 @@
 // One step of a worker's closure: the pulls (or the values pulled ahead),
-// the compute, and the pushes. The closure's life around it (queue, failure,
-// routes) is in worker_actor.cpp.
+// the compute, and the start of the pushes (which are in worker_push.cpp).
+// The closure's life around it (queue, failure, routes) is in
+// worker_actor.cpp.
 
 #include <algorithm>
 #include <limits>
@@ -21,40 +22,6 @@ namespace {
 
 void compute(worker_ptr self);
 
-/// Seconds since `t` by the actor system's clock, which is virtual under
-/// simulate: what decides whether values pulled ahead are used must not
-/// depend on wall time there, or a seed would not give one event order.
-double clock_seconds_since(worker_ptr self, steady_clock::time_point t) {
-  return std::chrono::duration<double>(self->system().clock().now() - t)
-    .count();
-}
-
-/// Puts group `p`'s dense gradient into `req`, each run in its push format
-/// (worker_state::plan), encoded once per closure (a push sent again
-/// carries the same bytes).
-void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
-  auto& st = self->state;
-  auto& runs = st.plan[p];
-  if (!st.encoded_for_seq[p]) {
-    auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
-    st.encoded[p].resize(runs.size());
-    for (size_t i = 0; i < runs.size(); ++i) {
-      auto& run = runs[i];
-      float* residual = nullptr;
-      if (run.format->uses_residual()) {
-        st.residual[p].resize(grad.size(), 0.0f);
-        residual = st.residual[p].data() + run.offset;
-      }
-      auto& part = st.encoded[p][i];
-      part.offset = run.offset;
-      part.format = run.format->name();
-      run.format->encode(grad.data() + run.offset, run.size, part.tensor,
-                         residual);
-    }
-    st.encoded_for_seq[p] = true;
-  }
-  req.parts = st.encoded[p];
-}
 
 /// Sends pull `req` to group `p`'s server: as an urgent message under
 /// layer pushes (pull_request::urgent), so that it passes the pushes
@@ -70,147 +37,6 @@ auto request_pull(worker_ptr self, uint32_t p, pull_request req) {
     return self->request<caf::message_priority::high>(
       server, caf::infinite, pull_atom_v, std::move(req));
   return self->request(server, caf::infinite, pull_atom_v, std::move(req));
-}
-
-/// Puts the run [from, to) of group `p`'s dense gradient into `req` (a
-/// piece of a layer push), each run of the plan cut to it and encoded in
-/// its format (a piece sent again is encoded again: no format with error
-/// feedback is allowed with layer pushes, job_config::layer_pushes).
-void encode_piece(worker_ptr self, uint32_t p, uint64_t from, uint64_t to,
-                  push_request& req) {
-  auto& st = self->state;
-  auto grad = gather_shards(*st.opts.layout, p, st.grad.data(), from, to);
-  if (plain_floats(st.plan, p)) {
-    req.gradient.values = std::move(grad);
-    return;
-  }
-  for (auto& run : st.plan[p]) {
-    auto lo = std::max(run.offset, from);
-    auto hi = std::min(run.offset + run.size, to);
-    if (lo >= hi)
-      continue;
-    float* residual = nullptr;
-    if (run.format->uses_residual()) {
-      st.residual[p].resize(st.opts.layout->ps_sizes[p], 0.0f);
-      residual = st.residual[p].data() + lo;
-    }
-    encoded_part part;
-    part.offset = lo;
-    part.format = run.format->name();
-    run.format->encode(grad.data() + (lo - from), hi - lo, part.tensor,
-                       residual);
-    req.parts.push_back(std::move(part));
-  }
-}
-
-/// Pushes the run [from, to) of the running closure's gradient to group
-/// `p`'s server: the whole push when it is the whole region, else a piece
-/// of it (layer pushes); the table rows go with the run that starts at 0.
-/// Counts the request in `pending` and under the group's token.
-void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
-  auto& st = self->state;
-  auto seq = st.seq;
-  auto region = st.opts.layout->ps_sizes[p];
-  push_request req;
-  req.group = p;
-  req.view = st.opts.views[p];
-  req.read_clock = st.read_clocks[p];
-  req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
-  req.piece = from > 0 || to < region;
-  req.offset = from;
-  try {
-    if (req.piece)
-      encode_piece(self, p, from, to, req);
-    else if (region > 0 && !plain_floats(st.plan, p))
-      encode_gradient(self, p, req);
-    else if (region > 0)
-      req.gradient.values = gather_shards(*st.opts.layout, p,
-                                          st.grad.data());
-  } catch (const std::exception& e) {
-    // During the compute (a piece), failing the closure would start the
-    // next one under the model's feet: the compute ends first.
-    if (st.in_compute) {
-      st.piece_error = e.what();
-      return;
-    }
-    return step_error(self, "the push format", e);
-  }
-  if (from == 0)
-    st.routes.fill_push(p, st.tables, req.tables);
-  st.result.bytes_pushed += payload_bytes(req);
-  if (st.in_flight[p] == 0) {
-    st.in_flight[p] = ++st.next_token;
-    st.outstanding[p] = 0;
-  }
-  auto token = st.in_flight[p];
-  st.runs_sent[p].emplace_back(from, to);
-  if (st.in_compute)
-    ++st.result.early_pieces;
-  ++st.outstanding[p];
-  ++st.pending;
-  // No timeout (caf::infinite): under sync the ack waits for the round;
-  // a server that dies or is cut off is noticed by the monitor (down_msg),
-  // which fails the step.
-  auto sent = steady_clock::now(); // metrics (issue 14)
-  self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
-    .then(
-      [=](uint64_t) {
-        telemetry::request_latency(telemetry::request_kind::push, p,
-                                   steady_clock::now() - sent); // issue 14
-        auto& st = self->state;
-        if (st.failed || st.seq != seq || st.in_flight[p] != token)
-          return;
-        if (--st.outstanding[p] == 0)
-          st.in_flight[p] = 0;
-        if (--st.pending == 0) {
-          st.result.push_s = seconds_since(st.t0);
-          st.result.peak_rss_bytes = peak_rss_bytes();
-          st.last_step_s = clock_seconds_since(self, st.step_started);
-          finish(self, caf::error{});
-        }
-      },
-      [=](caf::error& err) {
-        auto& st = self->state;
-        if (st.seq == seq && st.in_flight[p] == token)
-          fail(self, server_error(self, p, std::move(err)));
-      });
-}
-
-/// Pushes what is left of group `p`'s gradient after the compute: all of
-/// it, or (layer pushes) the run before the pieces pushed during it.
-void push_one(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  auto region = st.opts.layout->ps_sizes[p];
-  push_run(self, p, 0, st.opts.layer_pushes ? st.sent_from[p] : region);
-}
-
-/// Layer pushes: backpropagation made the flat gradient [first, last)
-/// final. Where that extends the final part (a suffix of the model, as
-/// backpropagation runs from the last layer), each group whose shards in it
-/// are new pushes them as a piece; the run at the start of a region waits
-/// for the push after the compute, which carries the table rows.
-void layer_ready(worker_ptr self, const float* first, const float* last) {
-  auto& st = self->state;
-  auto& pl = *st.opts.layout;
-  const float* base = st.grad.data();
-  if (first < base || last > base + pl.model_size || first >= last
-      || static_cast<uint64_t>(last - base) != st.ready_from)
-    return; // not next to what is final: pushed after the compute
-  st.ready_from = static_cast<uint64_t>(first - base);
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p) {
-    auto from = st.sent_from[p];
-    for (auto& s : pl.shards)
-      if (s.ps == p && s.kind == variable_kind::dense
-          && s.model_offset >= st.ready_from && s.ps_offset < from)
-        from = s.ps_offset;
-    if (from == 0 || from == st.sent_from[p])
-      continue;
-    auto to = st.sent_from[p];
-    st.sent_from[p] = from;
-    push_run(self, p, from, to);
-    if (!st.piece_error.empty())
-      return;
-  }
 }
 
 /// One part of the running step's pull of group `p` has arrived: a pull's
@@ -393,29 +219,16 @@ void compute(worker_ptr self) {
     st.grad.resize(st.opts.layout->model_size);
   model_inputs in{st.params.data(), &st.tables};
   auto layers = st.opts.layer_pushes && st.step->pushes;
-  for (auto& runs : st.runs_sent)
-    runs.clear();
-  if (layers) {
-    st.ready_from = st.opts.layout->model_size;
-    for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-      st.sent_from[p] = st.opts.layout->ps_sizes[p];
-    st.piece_error.clear();
-    st.in_compute = true;
-    st.ws->gradient_ready = [self](const float* first, const float* last) {
-      if (self->state.piece_error.empty())
-        layer_ready(self, first, last);
-    };
-  }
+  if (layers)
+    start_pieces(self);
   try {
     st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
                                       st.grad.data(), *st.ws);
   } catch (const std::exception& e) {
-    st.ws->gradient_ready = nullptr;
-    st.in_compute = false;
+    end_pieces(self);
     return step_error(self, "the model", e);
   }
-  st.ws->gradient_ready = nullptr;
-  st.in_compute = false;
+  end_pieces(self);
   if (!st.piece_error.empty())
     return step_error(self, "the push format",
                       std::runtime_error{st.piece_error});
@@ -445,6 +258,11 @@ bool use_ahead(worker_ptr self, uint32_t p) {
 }
 
 } // namespace
+
+double clock_seconds_since(worker_ptr self, steady_clock::time_point t) {
+  return std::chrono::duration<double>(self->system().clock().now() - t)
+    .count();
+}
 
 void release(std::vector<float>& xs) {
   std::vector<float>{}.swap(xs);
@@ -531,18 +349,9 @@ void resend(worker_ptr self, uint32_t p) {
             "closure {}: its {} of group {} is sent again to the new server",
              st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
   st.in_flight[p] = 0;
-  if (st.at == phase::pushing) {
-    // Every run pushed to the old server goes again, as it was cut: the
-    // new one drops those it applied already (a piece is named by its
-    // closure and run).
-    st.pending -= st.outstanding[p];
-    st.outstanding[p] = 0;
-    auto runs = std::move(st.runs_sent[p]);
-    st.runs_sent[p].clear();
-    for (auto [from, to] : runs)
-      if (!st.failed)
-        push_run(self, p, from, to);
-  } else
+  if (st.at == phase::pushing)
+    resend_pushes(self, p);
+  else
     pull_one(self, p);
 }
 
