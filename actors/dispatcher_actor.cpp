@@ -59,8 +59,9 @@ void enqueue(dispatcher_ptr self, closure_ptr c, bool front) {
 void cancel_running(dispatcher_ptr self) {
   auto& st = self->state;
   for (uint32_t w = 0; w < st.running.size(); ++w)
-    if (st.running[w] && st.alive[w])
-      self->send(st.workers[w], cancel_atom_v, st.running[w]->id);
+    if (st.alive[w])
+      for (auto& c : st.running[w])
+        self->send(st.workers[w], cancel_atom_v, c->id);
 }
 
 /// The first error of closure `c`'s epoch: cancels the rest of the epoch.
@@ -90,8 +91,8 @@ void plan_restart(dispatcher_ptr self, uint32_t w) {
   ++st.pending_restarts;
 }
 
-/// Takes worker `w` out of service; its running closure, if any, goes back
-/// to the front of the queue.
+/// Takes worker `w` out of service; the closures it held go back to the
+/// front of the queue, in their order.
 void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
   auto& st = self->state;
   if (!st.alive[w])
@@ -104,17 +105,29 @@ void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
   plan_restart(self, w);
-  if (auto c = std::move(st.running[w])) {
-    st.running[w] = nullptr;
+  auto held = std::move(st.running[w]);
+  st.running[w].clear();
+  if (!held.empty()) {
+    std::string ids;
+    for (auto& c : held)
+      ids += (ids.empty() ? "" : ", ") + std::to_string(c->id);
     log::warn("coordinator", -1,
-              "worker {} lost ({}) while running closure {}; re-queued, {} "
+              "worker {} lost ({}) while holding closure{} {}; re-queued, {} "
               "worker(s) left",
-              w, why, c->id, st.alive_count);
-    enqueue(self, std::move(c), true);
+              w, why, held.size() > 1 ? "s" : "", ids, st.alive_count);
+    for (auto i = held.rbegin(); i != held.rend(); ++i)
+      enqueue(self, std::move(*i), true);
   } else {
     log::warn("coordinator", -1, "worker {} lost ({}); {} worker(s) left", w,
               why, st.alive_count);
   }
+}
+
+/// Worker `w` finished a closure: its place takes another, unless the
+/// worker sits out a back-off (the back-off's end gives its places back).
+void free_place(dispatcher_state& st, uint32_t w) {
+  if (!st.benched[w])
+    st.idle.push_back(w);
 }
 
 /// Whether a closure error means "the worker is gone, run it elsewhere".
@@ -179,6 +192,8 @@ void bench(dispatcher_ptr self, uint32_t w, int64_t p,
   auto delay = capped_backoff(std::chrono::milliseconds(500), st.strikes[w]++,
                               std::chrono::seconds(5));
   st.benched[w] = true;
+  st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
+                st.idle.end());
   log::warn("coordinator", -1,
             "worker {} cannot reach ps{} ({}); it takes no closure for {:.1f} "
             "s",
@@ -195,7 +210,7 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
     lose_worker(self, w, self->system().render(err));
     return;
   }
-  st.running[w] = nullptr;
+  st.take_closure(w, c);
   auto g = err == errc::ps_lost ? lost_server(err) : -1;
   if (g >= 0 && g < int64_t(st.groups.size()) && !st.groups[g].lost
       && !st.groups[g].promoting && !st.fatal) {
@@ -204,7 +219,7 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
     enqueue(self, c, true);
     return;
   }
-  st.idle.push_back(w);
+  free_place(st, w);
   if (err == errc::stale_view) {
     // The worker used an old route (a failover it has not heard of yet).
     send_routes(self, w);
@@ -243,13 +258,13 @@ void dispatch(dispatcher_ptr self) {
     auto c = std::move(st.queue.front());
     st.queue.pop_front();
     auto attempt = ++c->attempts;
-    st.running[w] = c;
+    st.running[w].push_back(c);
     // Fencing: a reply counts only for the attempt it answers. A worker that
     // was lost and taken back (or the same closure run again on it) may
     // still answer an earlier attempt; that late reply is dropped.
     auto current = [=] {
       auto& st = self->state;
-      return st.running[w] == c && c->attempts == attempt;
+      return st.has_closure(w, c) && c->attempts == attempt;
     };
     // No timeout (caf::infinite): a closure may run as long as its step
     // takes (a sync round, an ssp wait); a worker that dies or falls silent
@@ -261,13 +276,13 @@ void dispatch(dispatcher_ptr self) {
           if (!current())
             return; // a late reply of an earlier attempt
           auto& st = self->state;
-          st.running[w] = nullptr;
+          st.take_closure(w, c);
           st.strikes[w] = 0;
           st.positions[w] = data_position{r.data_epoch, r.data_offset};
           st.has_position[w] = true;
           c->complete(&r, nullptr);
           maybe_prune(self, *c);
-          st.idle.push_back(w);
+          free_place(st, w);
           dispatch(self);
         },
         [=](caf::error& err) {
@@ -293,7 +308,8 @@ void admit(dispatcher_ptr self, uint32_t w, worker_actor worker) {
   ++st.alive_count;
   st.grace_started = false;
   st.grace_over = false;
-  st.idle.push_back(w);
+  for (uint32_t i = 0; i < st.per_worker; ++i)
+    st.idle.push_back(w);
   send_routes(self, w);
   dispatch(self);
 }
@@ -321,7 +337,8 @@ dispatcher_actor::behavior_type
 dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
                      worker_respawn respawn, uint32_t restart_budget,
                      std::chrono::milliseconds no_worker_grace,
-                     std::vector<ps_actor> servers, ps_recovery recovery) {
+                     std::vector<ps_actor> servers, ps_recovery recovery,
+                     uint32_t closures_per_worker) {
   auto& st = self->state;
   st.no_worker_grace = no_worker_grace;
   st.workers = std::move(workers);
@@ -339,8 +356,10 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
   st.lost_reason.assign(n, "never started");
   st.alive.assign(n, true);
   st.alive_count = n;
+  st.per_worker = std::max<uint32_t>(closures_per_worker, 1);
   for (uint32_t i = 0; i < n; ++i) {
-    st.idle.push_back(i);
+    for (uint32_t k = 0; k < st.per_worker; ++k)
+      st.idle.push_back(i);
     // A remote worker's death fails no request: CAF only reports it here.
     self->monitor(st.workers[i]);
   }
@@ -417,8 +436,12 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
           || number != st.bench_number[w])
         return;
       st.benched[w] = false;
-      if (st.alive[w] && !st.running[w])
-        st.idle.push_back(w);
+      if (st.alive[w]) {
+        auto places = st.running[w].size()
+                      + std::count(st.idle.begin(), st.idle.end(), w);
+        for (auto i = places; i < st.per_worker; ++i)
+          st.idle.push_back(w);
+      }
       dispatch(self);
     },
     [=](respawn_atom, uint32_t w) {
@@ -490,10 +513,12 @@ dispatcher_actor spawn_dispatcher(caf::actor_system& sys,
                                     uint32_t restart_budget,
                                     std::chrono::milliseconds no_worker_grace,
                                     std::vector<ps_actor> servers,
-                                    ps_recovery recovery) {
+                                    ps_recovery recovery,
+                                    uint32_t closures_per_worker) {
   return sys.spawn(detail::dispatcher_behavior, std::move(workers),
                    std::move(respawn), restart_budget, no_worker_grace,
-                   std::move(servers), std::move(recovery));
+                   std::move(servers), std::move(recovery),
+                   closures_per_worker);
 }
 
 } // namespace actorps

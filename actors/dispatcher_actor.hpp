@@ -146,10 +146,15 @@ struct ps_recovery {
 /// p and, with recovery.replicas 1, as the backup of group (p - 1) mod n):
 /// see above for what happens when one is lost; closures that failed with
 /// errc::ps_lost meanwhile run again.
+/// Each worker is handed up to `closures_per_worker` closures at once (at
+/// least 1): it runs one and queues the others, so that across processes it
+/// starts the next without waiting a round trip to the coordinator; a lost
+/// worker's closures all go back to the queue.
 dispatcher_actor spawn_dispatcher(
   caf::actor_system& sys, std::vector<worker_actor> workers,
   worker_respawn respawn = nullptr, uint32_t restart_budget = 0,
   std::chrono::milliseconds no_worker_grace = std::chrono::milliseconds{0},
-  std::vector<ps_actor> servers = {}, ps_recovery recovery = {});
+  std::vector<ps_actor> servers = {}, ps_recovery recovery = {},
+  uint32_t closures_per_worker = 1);
 
 } // namespace actorps

@@ -5,6 +5,7 @@
 // actors/dispatcher_servers.cpp: parameter servers, replica groups,
 // failover and recovery). Internal to actors/.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -40,8 +41,13 @@ struct group_state {
 struct dispatcher_state {
   // -- closures ---------------------------------------------------------------
   std::deque<closure_ptr> queue;
-  /// The closure each worker runs (null: none).
-  std::vector<closure_ptr> running;
+  /// The closures each worker holds, in the order they were sent: the first
+  /// runs, the others wait in the worker's queue (at most per_worker).
+  std::vector<std::vector<closure_ptr>> running;
+  /// Closures handed to a worker at once (spawn_dispatcher's
+  /// closures_per_worker): with 2, a worker starts its next closure the
+  /// moment one ends, not a round trip to the coordinator later.
+  uint32_t per_worker = 1;
   /// Closures of an epoch below this are cancelled: an error of their epoch
   /// happened and the facade has not raised it yet.
   uint64_t cancel_below = 0;
@@ -54,6 +60,8 @@ struct dispatcher_state {
   std::vector<worker_actor> workers;
   std::vector<bool> alive;
   size_t alive_count = 0;
+  /// One entry per free place of a worker (a worker with two free places
+  /// is in it twice).
   std::deque<uint32_t> idle;
   std::vector<std::string> lost_reason; ///< per worker index
   worker_respawn respawn;
@@ -106,9 +114,19 @@ struct dispatcher_state {
     };
     for (auto& c : queue)
       cancel(c);
-    for (auto& c : running)
-      if (c)
+    for (auto& held : running)
+      for (auto& c : held)
         cancel(c);
+  }
+
+  /// Whether worker `w` holds closure `c`; takes it off the worker.
+  bool has_closure(uint32_t w, const closure_ptr& c) const {
+    auto& held = running[w];
+    return std::find(held.begin(), held.end(), c) != held.end();
+  }
+  void take_closure(uint32_t w, const closure_ptr& c) {
+    auto& held = running[w];
+    held.erase(std::remove(held.begin(), held.end(), c), held.end());
   }
 
   static constexpr const char* name = "dispatcher";

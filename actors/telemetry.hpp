@@ -87,8 +87,8 @@ void sample_mailbox(Self* self, const char* role, uint32_t index) {
 /// workers (gauges actorps_closures_queued and actorps_closures_running).
 void dispatcher_closures(size_t queued, size_t running);
 
-/// Samples the dispatcher's queue, its running closures (a container of
-/// closure pointers, null for an idle worker) and its mailbox when it goes
+/// Samples the dispatcher's queue, the closures its workers hold (per
+/// worker, a container of closure pointers) and its mailbox when it goes
 /// out of scope: one line at the top of a function samples at every return.
 template <class Self, class Queue, class Running>
 class dispatcher_sampler {
@@ -105,9 +105,8 @@ public:
     if (!enabled())
       return;
     size_t busy = 0;
-    for (auto& c : running_)
-      if (c)
-        ++busy;
+    for (auto& held : running_)
+      busy += held.size();
     dispatcher_closures(queue_.size(), busy);
     mailbox_depth("coordinator", 0, self_->mailbox().size());
   }

@@ -65,6 +65,9 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          ...) has not improved for --patience N epochs (3;
                          training.early_stopping_monitor, _patience)
   --threads N            CAF scheduler threads (0 = one per core)
+  --closures-per-worker N  1 .. 8: closures a worker holds at once, one
+                         running (cluster.closures_per_worker; default 2
+                         between processes, 1 in one)
   --replicas N           0 | 1: keep a backup of every ps's shards on the next
                          ps (chain replication; cluster.replicas)
   --replication M        chain | async: acknowledge a push once both copies
@@ -192,7 +195,7 @@ train_command parse_job_args(
     {"--steps-per-epoch", true}, {"--batch-size", true},
     {"--optimizer", true},       {"--learning-rate", true},
     {"--table-optimizer", true}, {"--table-learning-rate", true},
-    {"--replicas", true},        {"--replication", true},
+    {"--replicas", true},        {"--closures-per-worker", true},        {"--replication", true},
     {"--replication-lag", true},  {"--push-format", true},
     {"--pull-format", true},     {"--overlap", false},
     {"--layer-pushes", false},
@@ -285,6 +288,9 @@ train_command parse_job_args(
         static_cast<uint32_t>(to_count(flag, value, 0, 1u << 20));
     else if (flag == "--divergence-factor")
       job.divergence_factor = value == "0" ? 0.0f : to_real(flag, value);
+    else if (flag == "--closures-per-worker")
+      job.closures_per_worker =
+        static_cast<uint32_t>(to_count(flag, value, 1, 8));
     else if (flag == "--replicas")
       job.replicas = static_cast<uint32_t>(to_count(flag, value, 0, 1));
     else if (flag == "--replication")

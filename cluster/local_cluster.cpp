@@ -392,7 +392,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   dispatcher_ = spawn_dispatcher(
     sys, workers_, std::move(respawn), cfg.restart_budget,
     std::chrono::milliseconds(cfg.connect_timeout_ms), servers_,
-    std::move(recovery));
+    std::move(recovery),
+    cfg.closures_per_worker == 0 ? 1 : cfg.closures_per_worker);
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued);
   if (cfg.heartbeat_interval_ms > 0)

@@ -471,8 +471,9 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                                                uint32_t g) {
     restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
-  dispatcher_ = spawn_dispatcher(sys, workers_, nullptr, 0, timeout, servers,
-                                  std::move(recovery));
+  dispatcher_ = spawn_dispatcher(
+    sys, workers_, nullptr, 0, timeout, servers, std::move(recovery),
+    cfg.closures_per_worker == 0 ? 2 : cfg.closures_per_worker);
   caf::anon_send(watcher_, dispatcher_);
   // Closure ids start at a random multiple of 2^40: a coordinator restarted
   // against running servers must not repeat the ids its predecessor used

@@ -74,7 +74,8 @@ sim_cluster::sim_cluster(sim_env& env, const job_config& cfg,
   // virtual time for one, as in one process.
   dispatcher_ = env_.keep(spawn_dispatcher(
     env_.sys, std::move(workers), std::move(respawn), cfg.restart_budget,
-    std::chrono::milliseconds(cfg.connect_timeout_ms), links_, recovery()));
+    std::chrono::milliseconds(cfg.connect_timeout_ms), links_, recovery(),
+    cfg.closures_per_worker == 0 ? 1 : cfg.closures_per_worker));
 }
 
 ps_actor sim_cluster::spawn_server(uint32_t p) {

@@ -208,6 +208,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("ps", cfg.ps, 1, 1024);
     s.get("threads", cfg.threads, 0, 1024);
     s.get("restart_budget", cfg.restart_budget, 0, 1000);
+    s.get("closures_per_worker", cfg.closures_per_worker, 0, 8);
     s.get("connect_timeout_ms", cfg.connect_timeout_ms, 1, 3600000);
     s.get("heartbeat_interval_ms", cfg.heartbeat_interval_ms, 0, 600000);
     s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);

@@ -212,6 +212,12 @@ struct job_config {
   /// How often the coordinator restarts a lost worker (in one process: a
   /// new actor after 100 ms, doubling each time), per worker index.
   uint32_t restart_budget = 3;
+  /// Closures the dispatcher hands each worker at once (1 .. 8): the worker
+  /// runs one and queues the others, so it starts the next as soon as one
+  /// ends instead of a round trip to the coordinator later. 0 (default):
+  /// 2 between processes (node, launch), 1 in one process and under
+  /// simulate, where that round trip costs next to nothing.
+  uint32_t closures_per_worker = 0;
 
   // -- faults -------------------------------------------------------------------
   /// Failures to inject (the "faults" array; --fault flags add more).
