@@ -220,6 +220,19 @@ void ps_requests() {
   put("ps_requests", "ssp",
       byte(2) + request(2, ser(second)) + request(2, ser(push))
         + request(1, ser(w1)) + request(9, ser(g)));
+  // A push in pieces (layer pushes; async, adam): the last run, the same
+  // piece again (a duplicate), then the first run with the table rows.
+  auto last = push;
+  last.piece = true;
+  last.offset = 9;
+  last.gradient.values.assign(6, 0.02f);
+  last.tables.clear();
+  auto first = push;
+  first.piece = true;
+  first.gradient.values.assign(9, 0.01f);
+  put("ps_requests", "async_push_pieces",
+      byte(3 * 3) + request(2, ser(last)) + request(2, ser(last))
+        + request(2, ser(first)) + request(6, ser(g)));
   auto snap = sample_snapshot();
   put("ps_requests", "restore_save",
       byte(0) + request(8, ser(g, snap)) + request(7, ser(g)));
