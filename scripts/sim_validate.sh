@@ -20,8 +20,10 @@ workers=("$@")
 [[ ${#workers[@]} -gt 0 ]] || workers=(1 2 4)
 bin=${ACTORPS:-build/actorps}
 limit=${LIMIT:-20000}
+# One closure per worker on both sides: launch's default is 2, simulate's
+# 1, and the table in docs/simulation.md was measured with 1.
 job=(--config configs/fashion_mnist.json --ps 2 --epochs 1
-     --train-limit "$limit" --test-limit 1000)
+     --train-limit "$limit" --test-limit 1000 --closures-per-worker 1)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
