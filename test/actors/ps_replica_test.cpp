@@ -84,17 +84,23 @@ ps_actor::behavior_type silent_backup(ps_actor::pointer self,
   };
 }
 
-/// Two servers holding group 0 (a dense shard "w" of 2 floats): `primary`
-/// serves it at view 1 and forwards to `backup`.
-struct chain : deterministic {
+/// Two servers holding group 0 (a dense shard "w" of 2 floats), the
+/// primary's at {1, 2}, the other's at `other`; neither configured yet.
+struct two_copies : deterministic {
   ps_actor primary;
   ps_actor backup;
 
-  chain() {
+  explicit two_copies(std::vector<float> other) {
     primary = spawn(options(sgd(0.5f), sgd(0.5f)));
     backup = spawn(options(sgd(0.5f), sgd(0.5f)));
     create(primary, dense_shard("w", 2, 1, {1, 2}));
-    create(backup, dense_shard("w", 2, 1, {1, 2}));
+    create(backup, dense_shard("w", 2, 1, std::move(other)));
+  }
+};
+
+/// `primary` serves group 0 at view 1 and forwards to `backup`.
+struct chain : two_copies {
+  chain() : two_copies({1, 2}) {
     REQUIRE(ask<bool>(backup, configure_atom_v, as_backup(1)));
     REQUIRE(ask<bool>(primary, configure_atom_v, as_primary(1, backup)));
   }
@@ -206,20 +212,33 @@ TEST_CASE_METHOD(deterministic,
   CHECK(log->requests.size() == 1);
 }
 
-TEST_CASE_METHOD(deterministic,
+namespace {
+
+/// A primary serving group 0 alone and a server with initial values only,
+/// to be made its backup.
+struct new_backup : two_copies {
+  new_backup() : two_copies({0, 0}) {
+    // nop
+  }
+
+  /// The backup joins at view 1 with a copy of the primary's state.
+  void install() {
+    REQUIRE(ask<bool>(backup, configure_atom_v, as_backup(1)));
+    auto cfg = as_primary(1, backup);
+    cfg.install = true;
+    REQUIRE(ask<bool>(primary, configure_atom_v, cfg));
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(new_backup,
                  "a new backup gets its primary's state, applied ids included, "
                  "then every later update",
                  "[actors][ps][replication]") {
-  auto primary = spawn(options(sgd(0.5f), sgd(0.5f)));
-  auto backup = spawn(options(sgd(0.5f), sgd(0.5f)));
-  create(primary, dense_shard("w", 2, 1, {1, 2}));
-  create(backup, dense_shard("w", 2, 1, {0, 0})); // initial values only
   CHECK(push(primary, push_at(0, 1, {1, 1})) == 1);
   CHECK(push(primary, push_at(0, 2, {1, 1})) == 2);
-  REQUIRE(ask<bool>(backup, configure_atom_v, as_backup(1)));
-  auto cfg = as_primary(1, backup);
-  cfg.install = true;
-  REQUIRE(ask<bool>(primary, configure_atom_v, cfg));
+  install();
   CHECK(push(primary, push_at(1, 3, {1, 1}, 2)) == 3);
   auto p = save(primary);
   auto b = save(backup);
@@ -353,19 +372,12 @@ TEST_CASE_METHOD(chain,
   CHECK(b.duplicates == 1);
 }
 
-TEST_CASE_METHOD(deterministic,
+TEST_CASE_METHOD(new_backup,
                  "a new backup's install carries the pushes in pieces under "
                  "way, which it completes with the later pieces",
                  "[actors][ps][replication][pieces]") {
-  auto primary = spawn(options(sgd(0.5f), sgd(0.5f)));
-  auto backup = spawn(options(sgd(0.5f), sgd(0.5f)));
-  create(primary, dense_shard("w", 2, 1, {1, 2}));
-  create(backup, dense_shard("w", 2, 1, {0, 0}));
   CHECK(push(primary, piece_at(0, 5, 1, {2})) == 0);
-  REQUIRE(ask<bool>(backup, configure_atom_v, as_backup(1)));
-  auto cfg = as_primary(1, backup);
-  cfg.install = true;
-  REQUIRE(ask<bool>(primary, configure_atom_v, cfg));
+  install();
   CHECK(push(primary, piece_at(1, 5, 0, {2})) == 1);
   auto b = stats(backup);
   CHECK(b.clock == 1);

@@ -1,9 +1,11 @@
 #pragma once
 
 // What the worker tests share: a tiny data set, a worker's options on it,
-// and running one closure with a bounded wait.
+// running one closure with a bounded wait, and a small job of servers and
+// one worker.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -12,9 +14,12 @@
 
 #include "actors/ps_actor.hpp"
 #include "actors/worker_actor.hpp"
+#include "cluster/local_cluster.hpp"
 #include "core/dataset.hpp"
+#include "core/job_config.hpp"
 #include "core/placement.hpp"
 #include "models/model.hpp"
+#include "models/registry.hpp"
 #include "models/step_function.hpp"
 #include "test/actor_fixture.hpp"
 
@@ -64,5 +69,49 @@ inline step_result run_closure(actor_fixture& t, const worker_actor& worker,
              });
   return out;
 }
+
+/// Async servers and one worker on them for an MLP 4-3-2 on tiny_data():
+/// base.ps servers hold its variables (each split over all of them) under
+/// base.optimizer; `tune` sets what a test varies in the worker's options.
+struct small_job {
+  job_config cfg;
+  std::shared_ptr<const dataset> data = tiny_data();
+  std::shared_ptr<const model> net;
+  std::shared_ptr<const placement> layout;
+  std::vector<ps_actor> servers;
+  worker_actor worker;
+
+  small_job(actor_fixture& t, job_config base,
+            const std::function<void(worker_options&)>& tune)
+    : cfg(std::move(base)) {
+    cfg.layers = {4, 3, 2};
+    cfg.workers = 1;
+    net = make_model(cfg, data->schema);
+    layout = std::make_shared<const placement>(job_placement(cfg, *net));
+    for (uint32_t i = 0; i < cfg.ps; ++i)
+      servers.push_back(t.keep(spawn_ps(t.sys, ps_options_of(cfg, i))));
+    create_variables(t.sys, *layout, servers, cfg, *net);
+    auto opts = worker_options_on(servers, net, data, layout);
+    tune(opts);
+    worker = t.keep(spawn_worker(t.sys, std::move(opts)));
+  }
+
+  step_result run(actor_fixture& t, uint64_t c) {
+    return run_closure(t, worker, c);
+  }
+
+  /// Server `p`'s dense values.
+  std::vector<float> values(actor_fixture& t, uint32_t p = 0) {
+    pull_request req;
+    req.group = p;
+    req.worker = no_worker;
+    auto r = t.ask<pull_reply>(servers[p], pull_atom_v, req);
+    return {r.values.values.begin(), r.values.values.end()};
+  }
+
+  ps_stats stats(actor_fixture& t, uint32_t p = 0) {
+    return t.ask<ps_stats>(servers[p], stats_atom_v, p);
+  }
+};
 
 } // namespace actorps::test

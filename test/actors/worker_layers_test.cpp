@@ -23,43 +23,15 @@ using test::tiny_data;
 
 namespace {
 
-/// Two async servers and one worker: an MLP 4-3-2 whose kernels and biases
-/// are split over both.
-struct two_servers {
+/// Two async servers (Adam) and one worker: an MLP 4-3-2 whose kernels and
+/// biases are split over both.
+test::small_job two_servers(test::actor_fixture& t, bool layers) {
   job_config cfg;
-  std::shared_ptr<const dataset> data = tiny_data();
-  std::shared_ptr<const model> net;
-  std::shared_ptr<const placement> layout;
-  std::vector<ps_actor> servers;
-  worker_actor worker;
-
-  two_servers(test::actor_fixture& t, bool layers) {
-    cfg.layers = {4, 3, 2};
-    cfg.ps = 2;
-    cfg.workers = 1;
-    cfg.optimizer = optimizer_config{"adam", 0.01f, {}};
-    net = make_model(cfg, data->schema);
-    layout = std::make_shared<const placement>(job_placement(cfg, *net));
-    for (uint32_t i = 0; i < 2; ++i)
-      servers.push_back(t.keep(spawn_ps(t.sys, ps_options_of(cfg, i))));
-    create_variables(t.sys, *layout, servers, cfg, *net);
-    auto opts = test::worker_options_on(servers, net, data, layout);
-    opts.layer_pushes = layers;
-    worker = t.keep(spawn_worker(t.sys, std::move(opts)));
-  }
-
-  std::vector<float> values(test::actor_fixture& t, uint32_t p) {
-    pull_request req;
-    req.group = p;
-    req.worker = no_worker;
-    auto r = t.ask<pull_reply>(servers[p], pull_atom_v, req);
-    return {r.values.values.begin(), r.values.values.end()};
-  }
-
-  ps_stats stats(test::actor_fixture& t, uint32_t p) {
-    return t.ask<ps_stats>(servers[p], stats_atom_v, p);
-  }
-};
+  cfg.ps = 2;
+  cfg.optimizer = optimizer_config{"adam", 0.01f, {}};
+  return test::small_job{t, cfg,
+                         [&](worker_options& o) { o.layer_pushes = layers; }};
+}
 
 } // namespace
 
@@ -67,8 +39,8 @@ TEST_CASE("with layer pushes, a worker pushes each layer in a piece of its "
           "push and the servers end where whole pushes take them",
           "[worker][layers]") {
   test::actor_fixture t{false};
-  two_servers whole{t, false};
-  two_servers layers{t, true};
+  auto whole = two_servers(t, false);
+  auto layers = two_servers(t, true);
   for (uint64_t c = 1; c <= 6; ++c) {
     auto a = test::run_closure(t, whole.worker, c);
     auto b = test::run_closure(t, layers.worker, c);

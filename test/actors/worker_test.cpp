@@ -209,38 +209,12 @@ TEST_CASE("a lean worker (buffers freed between steps) pushes the same "
 namespace {
 
 /// One async ps and one worker on it, with or without overlap.
-struct lone_worker {
+test::small_job lone_worker(test::actor_fixture& t, bool overlap) {
   job_config cfg;
-  std::shared_ptr<const dataset> data = tiny_data();
-  std::shared_ptr<const model> net;
-  std::shared_ptr<const placement> layout;
-  ps_actor ps;
-  worker_actor worker;
-
-  lone_worker(test::actor_fixture& t, bool overlap) {
-    cfg.layers = {4, 3, 2};
-    cfg.ps = 1;
-    cfg.workers = 1;
-    net = make_model(cfg, data->schema);
-    layout = std::make_shared<const placement>(job_placement(cfg, *net));
-    ps = t.keep(spawn_ps(t.sys, ps_options_of(cfg, 0)));
-    create_variables(t.sys, *layout, {ps}, cfg, *net);
-    auto opts = test::worker_options_on({ps}, net, data, layout);
-    opts.overlap = overlap;
-    worker = t.keep(spawn_worker(t.sys, std::move(opts)));
-  }
-
-  step_result run(test::actor_fixture& t, uint64_t c) {
-    return test::run_closure(t, worker, c);
-  }
-
-  std::vector<float> values(test::actor_fixture& t) {
-    pull_request req;
-    req.worker = no_worker;
-    auto r = t.ask<pull_reply>(ps, pull_atom_v, req);
-    return {r.values.values.begin(), r.values.values.end()};
-  }
-};
+  cfg.ps = 1;
+  return test::small_job{t, cfg,
+                         [&](worker_options& o) { o.overlap = overlap; }};
+}
 
 } // namespace
 
@@ -249,7 +223,7 @@ TEST_CASE("with overlap, a worker's next step takes the values it pulled "
           "[worker][overlap]") {
   test::actor_fixture t{false};
   for (int overlap = 0; overlap < 2; ++overlap) {
-    lone_worker w{t, overlap == 1};
+    auto w = lone_worker(t, overlap == 1);
     CHECK(w.run(t, 1).pulls_ahead == 0);
     // (Values pulled ahead wait at most a step, or 5 ms: on a loaded host
     // the test's own round trip may exceed that, so not every step must
@@ -263,7 +237,7 @@ TEST_CASE("with overlap, a worker's next step takes the values it pulled "
       CHECK(ahead == 0);
     // Alone on its server, the worker's pushes are stale only by what it
     // pulled ahead: values read before its own previous push.
-    auto stats = t.ask<ps_stats>(w.ps, stats_atom_v, uint32_t{0});
+    auto stats = w.stats(t);
     CHECK(stats.pushes == 5);
     CHECK(stats.staleness_sum == ahead);
     CHECK(stats.staleness_max == (ahead > 0 ? 1u : 0u));
@@ -274,7 +248,7 @@ TEST_CASE("values pulled ahead are not used when older than a step, nor "
           "after a route moved their group",
           "[worker][overlap]") {
   test::actor_fixture t{false};
-  lone_worker w{t, true};
+  auto w = lone_worker(t, true);
   CHECK(w.run(t, 1).pulls_ahead == 0);
   w.run(t, 2);
   // A step of this model takes well under 50 ms (and the floor is 5 ms):
@@ -294,5 +268,5 @@ TEST_CASE("values pulled ahead are not used when older than a step, nor "
                    0, 1, 1, caf::actor_cast<caf::strong_actor_ptr>(b)}});
   CHECK(w.run(t, 4).pulls_ahead == 0);
   CHECK(t.ask<ps_stats>(b, stats_atom_v, uint32_t{0}).pushes == 1);
-  CHECK(t.ask<ps_stats>(w.ps, stats_atom_v, uint32_t{0}).pushes == 3);
+  CHECK(w.stats(t).pushes == 3);
 }
