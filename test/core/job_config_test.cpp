@@ -34,6 +34,9 @@ TEST_CASE("an empty config gives the documented defaults",
   CHECK(cfg.table_optimizer.type == "adagrad");
   CHECK(cfg.table_partition_strategy == table_partition::mod);
   CHECK_FALSE(cfg.reset_lost_ps);
+  CHECK_FALSE(cfg.layer_pushes);
+  // 0: two closures per worker between processes, one in one process.
+  CHECK(cfg.closures_per_worker == 0);
   CHECK(cfg.partitioner.type == partitioner_config::kind::fixed_shards);
   // fixed_shards with num_shards 0: one shard per parameter server.
   CHECK(cfg.partitioner.num_shards == 0);
@@ -78,7 +81,8 @@ TEST_CASE("every field of a config is read into the job config",
     "model": {"type": "mlp", "layers": [6, 5, 3], "seed": 7},
     "data": {"dataset": "fashion_mnist", "dir": "/data", "batch_size": 32,
              "shuffle_seed": 9, "train_limit": 1000, "test_limit": 100},
-    "cluster": {"workers": 4, "ps": 3, "threads": 8},
+    "cluster": {"workers": 4, "ps": 3, "threads": 8, "layer_pushes": true,
+                "closures_per_worker": 3},
     "optimizer": {"type": "momentum", "learning_rate": 0.5, "momentum": 0.5,
                   "nesterov": true},
     "table_optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1": 0.01,
@@ -101,6 +105,8 @@ TEST_CASE("every field of a config is read into the job config",
   CHECK(cfg.workers == 4);
   CHECK(cfg.ps == 3);
   CHECK(cfg.threads == 8);
+  CHECK(cfg.layer_pushes);
+  CHECK(cfg.closures_per_worker == 3);
   CHECK(cfg.optimizer.type == "momentum");
   CHECK(cfg.optimizer.learning_rate == 0.5f);
   CHECK(cfg.optimizer.params
@@ -192,6 +198,14 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
      "true or false"},
     {R"({"cluster": {"data_channel": "on"}})", "cluster.data_channel",
      "true or false"},
+    {R"({"cluster": {"layer_pushes": true}, "training": {"mode": "sync"}})",
+     "cluster.layer_pushes", "needs training.mode \"async\""},
+    {R"({"cluster": {"layer_pushes": true, "push_format": "topk:8"}})",
+     "cluster.push_format", "with cluster.layer_pushes"},
+    {R"({"cluster": {"layer_pushes": true, "variable_formats": {"dense_0/kernel": "topk:0.1"}}})",
+     "cluster.variable_formats.dense_0/kernel", "with cluster.layer_pushes"},
+    {R"({"cluster": {"closures_per_worker": 9}})",
+     "cluster.closures_per_worker", "out of range"},
     {R"({"partitioner": {"type": "round_robin"}})", "partitioner.type",
      "round_robin"},
     {R"({"partitioner": {"type": "max_size"}})",
