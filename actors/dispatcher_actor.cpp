@@ -214,8 +214,10 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
   auto g = err == errc::ps_lost ? lost_server(err) : -1;
   if (g >= 0 && g < int64_t(st.groups.size()) && !st.groups[g].lost
       && !st.groups[g].promoting && !st.fatal) {
-    // The group is served: this worker's own link is down.
-    bench(self, w, g, self->system().render(err));
+    // The group is served: this worker's own link is down. (Its other
+    // closure, queued with this one, fails alike: one back-off, not two.)
+    if (!st.benched[w])
+      bench(self, w, g, self->system().render(err));
     enqueue(self, c, true);
     return;
   }

@@ -3,6 +3,8 @@
 // (one runs, the others wait in its queue); a lost worker's closures all
 // go back to the queue, in their order, and each runs once more elsewhere.
 
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "test/actors/dispatcher_fixture.hpp"
@@ -55,4 +57,46 @@ TEST_CASE_METHOD(deterministic,
   auto counts = coord.counts();
   CHECK(counts.finished == 5);
   CHECK(counts.reexecuted == 2);
+}
+
+TEST_CASE_METHOD(deterministic,
+                 "with two closures per worker, a worker that cannot reach a "
+                 "server gets both back in the queue, sits out one back-off, "
+                 "then holds two again, not more",
+                 "[actors][coordinator][fencing]") {
+  auto workers = add_workers(2);
+  ps_actor server = sys.spawn(fake_ps);
+  keep(server);
+  ps_recovery recover;
+  recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
+                                                 std::vector<uint32_t>> {
+    throw std::runtime_error("not used");
+  };
+  auto dispatcher = keep(spawn_dispatcher(sys, std::move(workers), nullptr, 0,
+                                          60s, {server}, recover, 2));
+  cluster_coordinator coord{sys, dispatcher, 64};
+  sched.run();
+  sc->fail_code = errc::ps_lost;
+  sc->fail_worker = 0;
+  std::vector<remote_value> rvs;
+  for (int i = 0; i < 20; ++i)
+    rvs.push_back(coord.schedule("train_step"));
+  sched.run();
+  // Worker 0 failed the two closures it held; worker 1 ran all 20.
+  for (auto& rv : rvs)
+    REQUIRE(rv.done());
+  CHECK(coord.counts().finished == 20);
+  CHECK(coord.counts().reexecuted == 2);
+  CHECK(sc->runs_by(0) == 2);
+  // Its link back, its back-off over: it takes its two places again.
+  sc->fail_worker = -1;
+  sc->fallback = action::hold;
+  sched.trigger_timeouts();
+  sched.run();
+  for (int i = 0; i < 6; ++i)
+    rvs.push_back(coord.schedule("train_step"));
+  sched.run();
+  CHECK(sc->runs_by(0) == 4);
+  CHECK(sc->runs_by(1) == 22);
+  CHECK(sc->run_count() == 26);
 }
