@@ -123,9 +123,11 @@ struct worker_options {
   /// pieces of the step's push (actors/ps_pieces.hpp); the first layer's
   /// run and the table rows go with the last piece, after the compute.
   /// Pulls are sent as urgent messages, which a server takes ahead of the
-  /// pushes in its mailbox (Jayarajan et al., "Priority-based Parameter
-  /// Propagation", SysML 2019: values first, in the order the next forward
-  /// pass needs them; here by message, not by slices of a pull).
+  /// pushes in its mailbox: to servers in this process and through the
+  /// data channel, not across BASP (see request_pull in worker_step.cpp).
+  /// After Jayarajan et al., "Priority-based Parameter Propagation", SysML
+  /// 2019 (values first, in the order the next forward pass needs them);
+  /// here by message, not by slices of a pull.
   bool layer_pushes = false;
   /// cluster.push_format / pull_format "auto": at its start, the worker
   /// times a pull of every group's values in fp32 and in bf16 from a helper
