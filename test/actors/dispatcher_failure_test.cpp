@@ -208,24 +208,9 @@ TEST_CASE_METHOD(deterministic,
                  "[actors][coordinator][fencing]") {
   // Worker 0 answers every closure with ps_lost for ps 0, which the
   // dispatcher is not recovering (its own link is down); worker 1 is fine.
-  auto workers = add_workers(2);
-  ps_actor server = sys.spawn(fake_ps);
-  keep(server);
-  ps_recovery recover;
-  recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
-                                                 std::vector<uint32_t>> {
-    throw std::runtime_error("not used");
-  };
-  auto dispatcher = add_dispatcher(workers, 60s, nullptr, 0, {server},
-                                   recover);
-  cluster_coordinator coord{sys, dispatcher, 64};
-  sched.run();
-  sc->fail_code = errc::ps_lost;
-  sc->fail_worker = 0;
-  std::vector<remote_value> rvs;
-  for (int i = 0; i < 20; ++i)
-    rvs.push_back(coord.schedule("train_step"));
-  sched.run();
+  std::unique_ptr<cluster_coordinator> owner;
+  auto rvs = run_with_worker_cut_off(owner, 1, 20);
+  auto& coord = *owner;
   // Worker 0 failed one closure and is benched; worker 1 ran the rest.
   for (auto& rv : rvs)
     REQUIRE(rv.done());

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "caf/actor_system.hpp"
@@ -224,6 +226,41 @@ struct fixture : test::actor_fixture {
                                  budget, grace, std::move(servers),
                                  std::move(recover)));
   }
+
+  /// A dispatcher over two workers and one fake server that is never lost
+  /// (its recovery would throw), `places` closures per worker; then
+  /// worker 0 answers every closure with ps_lost for that server (its own
+  /// link is down) while `n` closures are scheduled and run.
+  std::vector<remote_value>
+  run_with_worker_cut_off(std::unique_ptr<cluster_coordinator>& coord,
+                          uint32_t places, int n) {
+    auto workers = add_workers(2);
+    ps_actor server = sys.spawn(fake_ps);
+    keep(server);
+    ps_recovery recover;
+    recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
+                                                   std::vector<uint32_t>> {
+      throw std::runtime_error("not used");
+    };
+    auto dispatcher = keep(spawn_dispatcher(sys, std::move(workers), nullptr,
+                                            0, 60s, {server},
+                                            std::move(recover), places));
+    coord = std::make_unique<cluster_coordinator>(sys, dispatcher, 64);
+    run_all();
+    sc->fail_code = errc::ps_lost;
+    sc->fail_worker = 0;
+    std::vector<remote_value> rvs;
+    for (int i = 0; i < n; ++i)
+      rvs.push_back(coord->schedule("train_step"));
+    run_all();
+    return rvs;
+  }
+
+  /// Runs what is queued (deterministic fixtures; the threaded ones run by
+  /// themselves).
+  virtual void run_all() {
+    // nop
+  }
 };
 
 struct deterministic : fixture {
@@ -231,6 +268,10 @@ struct deterministic : fixture {
 
   deterministic() : fixture(true), sched(*fixture::sched) {
     // nop
+  }
+
+  void run_all() override {
+    sched.run();
   }
 };
 

@@ -64,24 +64,9 @@ TEST_CASE_METHOD(deterministic,
                  "server gets both back in the queue, sits out one back-off, "
                  "then holds two again, not more",
                  "[actors][coordinator][fencing]") {
-  auto workers = add_workers(2);
-  ps_actor server = sys.spawn(fake_ps);
-  keep(server);
-  ps_recovery recover;
-  recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
-                                                 std::vector<uint32_t>> {
-    throw std::runtime_error("not used");
-  };
-  auto dispatcher = keep(spawn_dispatcher(sys, std::move(workers), nullptr, 0,
-                                          60s, {server}, recover, 2));
-  cluster_coordinator coord{sys, dispatcher, 64};
-  sched.run();
-  sc->fail_code = errc::ps_lost;
-  sc->fail_worker = 0;
-  std::vector<remote_value> rvs;
-  for (int i = 0; i < 20; ++i)
-    rvs.push_back(coord.schedule("train_step"));
-  sched.run();
+  std::unique_ptr<cluster_coordinator> owner;
+  auto rvs = run_with_worker_cut_off(owner, 2, 20);
+  auto& coord = *owner;
   // Worker 0 failed the two closures it held; worker 1 ran all 20.
   for (auto& rv : rvs)
     REQUIRE(rv.done());
