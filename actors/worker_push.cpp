@@ -17,45 +17,13 @@ namespace actorps::detail {
 
 namespace {
 
-/// Puts group `p`'s dense gradient into `req`, each run in its push format
-/// (worker_state::plan), encoded once per closure (a push sent again
-/// carries the same bytes).
-void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
-  auto& st = self->state;
-  auto& runs = st.plan[p];
-  if (!st.encoded_for_seq[p]) {
-    auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
-    st.encoded[p].resize(runs.size());
-    for (size_t i = 0; i < runs.size(); ++i) {
-      auto& run = runs[i];
-      float* residual = nullptr;
-      if (run.format->uses_residual()) {
-        st.residual[p].resize(grad.size(), 0.0f);
-        residual = st.residual[p].data() + run.offset;
-      }
-      auto& part = st.encoded[p][i];
-      part.offset = run.offset;
-      part.format = run.format->name();
-      run.format->encode(grad.data() + run.offset, run.size, part.tensor,
-                         residual);
-    }
-    st.encoded_for_seq[p] = true;
-  }
-  req.parts = st.encoded[p];
-}
-
-/// Puts the run [from, to) of group `p`'s dense gradient into `req` (a
-/// piece of a layer push), each run of the plan cut to it and encoded in
-/// its format (a piece sent again is encoded again: no format with error
-/// feedback is allowed with layer pushes, job_config::layer_pushes).
-void encode_piece(worker_ptr self, uint32_t p, uint64_t from, uint64_t to,
-                  push_request& req) {
-  auto& st = self->state;
-  auto grad = gather_shards(*st.opts.layout, p, st.grad.data(), from, to);
-  if (plain_floats(st.plan, p)) {
-    req.gradient.values = std::move(grad);
-    return;
-  }
+/// Encodes the run [from, to) of group `p`'s dense gradient (`grad`: its
+/// to - from floats) into `parts`: each run of the plan (its variables' push
+/// formats, worker_state::plan) cut to it, with the group's error-feedback
+/// residual where the format keeps one.
+void encode_runs(worker_state& st, uint32_t p, const float* grad,
+                 uint64_t from, uint64_t to, std::vector<encoded_part>& parts) {
+  parts.clear();
   for (auto& run : st.plan[p]) {
     auto lo = std::max(run.offset, from);
     auto hi = std::min(run.offset + run.size, to);
@@ -69,10 +37,36 @@ void encode_piece(worker_ptr self, uint32_t p, uint64_t from, uint64_t to,
     encoded_part part;
     part.offset = lo;
     part.format = run.format->name();
-    run.format->encode(grad.data() + (lo - from), hi - lo, part.tensor,
-                       residual);
-    req.parts.push_back(std::move(part));
+    run.format->encode(grad + (lo - from), hi - lo, part.tensor, residual);
+    parts.push_back(std::move(part));
   }
+}
+
+/// Puts group `p`'s whole dense gradient into `req`, encoded once per
+/// closure (a push sent again carries the same bytes: encoding again would
+/// count a top-k residual twice).
+void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
+  auto& st = self->state;
+  if (!st.encoded_for_seq[p]) {
+    auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
+    encode_runs(st, p, grad.data(), 0, grad.size(), st.encoded[p]);
+    st.encoded_for_seq[p] = true;
+  }
+  req.parts = st.encoded[p];
+}
+
+/// Puts the run [from, to) of group `p`'s dense gradient into `req` (a
+/// piece of a layer push), as floats or encoded (a piece sent again is
+/// encoded again: no format with error feedback is allowed with layer
+/// pushes, job_config::layer_pushes).
+void encode_piece(worker_ptr self, uint32_t p, uint64_t from, uint64_t to,
+                  push_request& req) {
+  auto& st = self->state;
+  auto grad = gather_shards(*st.opts.layout, p, st.grad.data(), from, to);
+  if (plain_floats(st.plan, p))
+    req.gradient.values = std::move(grad);
+  else
+    encode_runs(st, p, grad.data(), from, to, req.parts);
 }
 
 } // namespace

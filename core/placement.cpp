@@ -194,20 +194,14 @@ void scatter_shards(const placement& pl, uint32_t ps, const float* ps_buffer,
 
 float_vector gather_shards(const placement& pl, uint32_t ps,
                            const float* model) {
-  float_vector result;
-  result.reserve(pl.ps_sizes[ps]);
-  // Shards were placed in creation order, so ps_offset grows along pl.shards.
-  for (auto& s : pl.shards)
-    if (s.ps == ps && s.kind == variable_kind::dense)
-      result.insert(result.end(), model + s.model_offset,
-                    model + s.model_offset + s.size);
-  return result;
+  return gather_shards(pl, ps, model, 0, pl.ps_sizes[ps]);
 }
 
 float_vector gather_shards(const placement& pl, uint32_t ps,
                            const float* model, uint64_t from, uint64_t to) {
   float_vector result;
   result.reserve(to - from);
+  // Shards were placed in creation order, so ps_offset grows along pl.shards.
   for (auto& s : pl.shards)
     if (s.ps == ps && s.kind == variable_kind::dense && s.ps_offset >= from
         && s.ps_offset < to)
