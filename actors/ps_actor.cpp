@@ -36,7 +36,7 @@ bool may_read(const ps_state& st, const ps_replica& r, uint32_t w) {
 }
 
 /// The wire format `name` (cached), or null if it cannot carry pulled
-/// values (unknown, or with error feedback).
+/// values (unknown, or sparse: top-k).
 const wire_format* value_format(ps_state& st, const std::string& name) {
   auto i = st.formats.find(name);
   if (i == st.formats.end()) {
@@ -48,7 +48,7 @@ const wire_format* value_format(ps_state& st, const std::string& name) {
       return nullptr;
     }
   }
-  return i->second->uses_residual() ? nullptr : i->second.get();
+  return i->second->is_sparse() ? nullptr : i->second.get();
 }
 
 /// The reply to `req`: read_replica, its dense values encoded in the

@@ -395,8 +395,9 @@ void validate(const job_config& cfg) {
   auto no_residual_with_layers = [&](const std::string& field,
                                      const wire_format& f) {
     if (cfg.layer_pushes && f.uses_residual())
-      fail(field, fmt::format("\"{}\" with cluster.layer_pushes: a top-k "
-                              "format keeps k of a whole run, which layer "
+      fail(field, fmt::format("\"{}\" with cluster.layer_pushes: a format "
+                              "with error feedback (top-k, int8) encodes a "
+                              "whole run with its residual, which layer "
                               "pushes cut into pieces; use fp32, bf16, fp16 "
                               "or auto",
                               f.name()));
@@ -421,10 +422,10 @@ void validate(const job_config& cfg) {
   } catch (const input_error& e) {
     fail("cluster.pull_format", e.what());
   }
-  if (pull_format->uses_residual())
+  if (pull_format->is_sparse())
     fail("cluster.pull_format",
-         fmt::format("\"{}\": values are pulled whole (fp32, bf16 or fp16), "
-                     "not with error feedback",
+         fmt::format("\"{}\": values are pulled whole (fp32, bf16, fp16 or "
+                     "int8), not sparsified",
                      cfg.pull_format));
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");

@@ -21,6 +21,10 @@ bool wire_format::uses_residual() const {
   return false;
 }
 
+bool wire_format::is_sparse() const {
+  return false;
+}
+
 // -- registry -------------------------------------------------------------------
 
 namespace {

@@ -53,9 +53,14 @@ public:
   ///         may call it once per tensor to validate a config early.
   virtual size_t encoded_bytes(size_t n) const = 0;
 
-  /// Whether encode reads and updates a residual (error feedback): true for
-  /// topk, false for the dense formats.
+  /// Whether encode reads and updates a residual (error feedback) when it is
+  /// given one: true for topk and int8, false for fp32, bf16 and fp16.
   virtual bool uses_residual() const;
+
+  /// Whether decode leaves entries that were not sent at 0 (topk), rather
+  /// than giving every entry back approximately (fp32, bf16, fp16, int8).
+  /// Only formats that are not sparse can carry a pull's values.
+  virtual bool is_sparse() const;
 
   /// Encodes `n` floats `values[0..n)` into `out`, replacing its content
   /// (the capacity of out.bytes is reused). Afterwards out.n == n and
@@ -112,6 +117,16 @@ public:
 ///          magnitude (it is always sent). Encoding is O(n), about 2 ms per
 ///          1M floats on one core, with a per-thread scratch buffer of up to
 ///          4n bytes (plus 256 KiB above 2^15 floats) kept between calls.
+/// - int8:  8-bit linear quantization per block of 256 floats with error
+///          feedback (Seide et al., "1-Bit Stochastic Gradient Descent...",
+///          Interspeech 2014; Dettmers, "8-Bit Approximations for
+///          Parallelism in Deep Learning", ICLR 2016): ceil(n / 256) float
+///          scales (max |x| / 127 of the block), then n int8 codes in
+///          [-127, 127]; n + 4 ceil(n / 256) bytes. Error per entry <= max
+///          |x| of its block / 254 (plus float rounding). With a residual
+///          (pushes) x = values + residual and the residual keeps what was
+///          not sent; without one (pulls) values are quantized as they are.
+///          A block with a NaN or infinity decodes to NaN throughout.
 /// @throws input_error "wire format \"SPEC\": unknown format \"NAME\"
 ///         (known: ...)", or naming what is wrong with the argument (one
 ///         given to fp32, bf16 or fp16; none, an empty or malformed one, a

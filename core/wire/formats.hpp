@@ -63,6 +63,9 @@ make_fp16_format(const std::string& spec,
 std::shared_ptr<const wire_format>
 make_topk_format(const std::string& spec,
                  const std::optional<std::string>& arg);
+std::shared_ptr<const wire_format>
+make_int8_format(const std::string& spec,
+                 const std::optional<std::string>& arg);
 
 // -- helpers for format files -----------------------------------------------------
 

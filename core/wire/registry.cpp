@@ -13,6 +13,7 @@ const wire_entry registry[] = {
   {"bf16", make_bf16_format},
   {"fp16", make_fp16_format},
   {"topk", make_topk_format},
+  {"int8", make_int8_format},
 };
 
 } // namespace

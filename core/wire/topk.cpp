@@ -61,6 +61,10 @@ public:
     return true;
   }
 
+  bool is_sparse() const override {
+    return true;
+  }
+
   size_t encoded_bytes(size_t n) const override {
     return entries(n) * entry_bytes;
   }

@@ -2,6 +2,7 @@
 // decodes them before anything else and applies them as plain pushes; a
 // malformed one is refused with errc::bad_message and changes nothing.
 
+#include <cmath>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -113,8 +114,8 @@ TEST_CASE_METHOD(deterministic,
 }
 
 TEST_CASE_METHOD(deterministic,
-                 "a pull that names a format gets its dense values encoded; "
-                 "one with error feedback is refused",
+                 "a pull that names a format gets its dense values encoded "
+                 "(fp16, int8); a sparse one (top-k) is refused",
                  "[actors][ps][wire]") {
   auto ps = spawn(options(plain_sgd(), plain_sgd()));
   create(ps, dense_shard("w", 1, 4, {1.0f, -2.0f, 0.1f, 65536.0f}));
@@ -130,6 +131,16 @@ TEST_CASE_METHOD(deterministic,
   CHECK(v[1] == -2.0f);
   CHECK(v[2] == Approx(0.1f).epsilon(1.0 / 2048));
   CHECK(v[3] == 65504.0f); // fp16 saturates
+  // int8 (error feedback for pushes) quantizes pulled values as they are:
+  // within max |x| / 254 of the block.
+  req.format = "int8";
+  r = pull(ps, req);
+  CHECK(r.format == "int8");
+  CHECK(r.encoded.bytes.size() == 4 + 4);
+  make_wire_format("int8")->decode(r.encoded, v.data(), v.size());
+  CHECK(v[3] == 65536.0f);
+  CHECK(std::fabs(v[0] - 1.0f) <= 65536.0f / 254);
+  CHECK(std::fabs(v[1] + 2.0f) <= 65536.0f / 254);
   req.format = "topk:1";
   CHECK(refusal<pull_reply>(ps, pull_atom_v, req) == errc::bad_message);
   req.format = "fp8";
