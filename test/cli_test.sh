@@ -121,21 +121,25 @@ for f in bf16 topk:0.05; do
     bad "--push-format $f failed: $(tail -3 "$tmp/f.out")"
   fi
 done
-if "$bin" train --config "$cfg" "${lone[@]}" --push-format bf16 \
-     --pull-format bf16 >"$tmp/f.out" 2>&1; then
-  a32=$(accuracy "$tmp/fp32.out")
-  af=$(accuracy "$tmp/f.out")
-  if [[ -n $af ]] && awk -v a="$a32" -v b="$af" \
-       'BEGIN { d = a - b; exit !(d < 0.1 && b > 0.5) }'; then
-    ok "--push-format bf16 --pull-format bf16 learns: accuracy $af (fp32 $a32)"
+for f in bf16 int8; do
+  if "$bin" train --config "$cfg" "${lone[@]}" --push-format "$f" \
+       --pull-format "$f" >"$tmp/f.out" 2>&1; then
+    a32=$(accuracy "$tmp/fp32.out")
+    af=$(accuracy "$tmp/f.out")
+    if [[ -n $af ]] && awk -v a="$a32" -v b="$af" \
+         'BEGIN { d = a - b; exit !(d < 0.1 && b > 0.5) }'; then
+      ok "--push-format $f --pull-format $f learns: accuracy $af (fp32 $a32)"
+    else
+      bad "$f pushes and pulls: accuracy $af, fp32 $a32"
+    fi
   else
-    bad "bf16 pushes and pulls: accuracy $af, fp32 $a32"
+    bad "$f pushes and pulls failed: $(tail -3 "$tmp/f.out")"
   fi
-else
-  bad "bf16 pushes and pulls failed: $(tail -3 "$tmp/f.out")"
-fi
+done
 expect_input_error "top-k pulls" "cluster.pull_format" --config "$cfg" \
   --pull-format topk:0.1 "${short[@]}"
+expect_input_error "int8 with layer pushes" "error feedback" --config "$cfg" \
+  --push-format int8 --layer-pushes "${short[@]}"
 expect_input_error "unknown push format" "cluster.push_format" --config "$cfg" \
   --push-format fp8 "${short[@]}"
 expect_input_error "top-k larger than a group" "cluster.push_format: group 0" \
