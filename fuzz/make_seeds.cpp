@@ -29,6 +29,7 @@
 #include "core/idx.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
+#include "core/wire_format.hpp"
 #include "cluster/data_frame.hpp"
 #include "fuzz/fuzz_system.hpp"
 
@@ -233,6 +234,24 @@ void ps_requests() {
   put("ps_requests", "async_push_pieces",
       byte(3 * 3) + request(2, ser(last)) + request(2, ser(last))
         + request(2, ser(first)) + request(6, ser(g)));
+  // A push whose dense gradient is in int8 (one part over the region), and
+  // a pull of the values in int8 (async, adam).
+  auto q = push;
+  q.id = update_id{1, 0, 9};
+  encoded_part part;
+  part.format = "int8";
+  std::vector<float> g15(15, 0.01f);
+  g15[4] = -0.3f;
+  make_wire_format("int8")->encode(g15.data(), g15.size(), part.tensor,
+                                   nullptr);
+  q.gradient.values.clear();
+  q.parts.push_back(std::move(part));
+  auto qp = pull;
+  qp.dense = true;
+  qp.format = "int8";
+  put("ps_requests", "async_int8",
+      byte(3 * 3) + request(2, ser(q)) + request(1, ser(qp))
+        + request(6, ser(g)));
   auto snap = sample_snapshot();
   put("ps_requests", "restore_save",
       byte(0) + request(8, ser(g, snap)) + request(7, ser(g)));
