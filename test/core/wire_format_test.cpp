@@ -113,7 +113,9 @@ TEST_CASE("an encoded tensor has the documented size in bytes",
         row{"bf16", 7, 7, 14}, row{"topk:10", 1000, 10, 80},
         row{"topk:1000", 1000, 1000, 8000}, row{"topk:0.01", 1000, 10, 80},
         row{"topk:0.01", 10, 1, 8}, row{"topk:0.5", 3, 2, 16},
-        row{"topk:1.0", 5, 5, 40}, row{"topk:0.5", 0, 0, 0}}) {
+        row{"topk:1.0", 5, 5, 40}, row{"topk:0.5", 0, 0, 0},
+        row{"int8", 0, 0, 0}, row{"int8", 1, 1, 5}, row{"int8", 256, 256, 260},
+        row{"int8", 257, 257, 265}, row{"int8", 1000, 1000, 1016}}) {
     INFO(spec << " n = " << n);
     auto f = make_wire_format(spec);
     CHECK(f->encoded_bytes(n) == bytes);
