@@ -479,7 +479,8 @@ struct step_result {
   uint64_t bytes_pushed = 0;
   /// Peak resident memory of the worker's process so far, bytes.
   uint64_t peak_rss_bytes = 0;
-  /// Groups whose dense values came from a pull sent ahead (overlap).
+  /// Groups whose dense values came from a pull sent ahead (overlap,
+  /// prefetch).
   uint32_t pulls_ahead = 0;
   /// Pieces of the step's pushes sent during its compute (layer pushes).
   uint32_t early_pieces = 0;

@@ -117,6 +117,14 @@ struct worker_options {
   /// most one step old, so at most one step of extra staleness, counted as
   /// such by the servers); rows are still pulled when it starts.
   bool overlap = false;
+  /// Prefetch (async only; not with overlap; cluster.prefetch): right after
+  /// each push the worker sends the next step's pull of dense values, which
+  /// comes behind the push on the connection and in the server's mailbox
+  /// and so sees it; the next closure takes the values as with overlap,
+  /// without waiting a round trip after its start. (Under layer pushes a
+  /// pull is urgent and may pass the push; the servers count staleness by
+  /// clocks either way.)
+  bool prefetch = false;
   /// Layer pushes (async only; cluster.layer_pushes): the worker pushes
   /// each layer's gradient to its servers as soon as backpropagation
   /// produces it (model_workspace::gradient_ready), last layer first, as

@@ -32,7 +32,7 @@ inline double seconds_since(steady_clock::time_point t0) {
 }
 
 /// A pull of one group's dense values for the next closure, sent with the
-/// running closure's push (worker_options::overlap).
+/// running closure's push (worker_options::overlap, ::prefetch).
 struct pull_ahead {
   enum class state { none, in_flight, ready };
   state at = state::none;
@@ -109,9 +109,9 @@ struct worker_state {
   std::vector<std::vector<float>> residual;
   /// Decoded values of an encoded pull reply.
   std::vector<float> decoded;
-  /// Overlap (worker_options::overlap): per group, the dense values pulled
-  /// ahead for the next closure, sent right after the running closure's
-  /// push.
+  /// Overlap and prefetch (worker_options::overlap, ::prefetch): per group,
+  /// the dense values pulled ahead for the next closure, sent with the
+  /// running closure's push.
   std::vector<pull_ahead> ahead;
   /// The duration of the last step, from its start to its last push's
   /// acknowledgement, by the actor system's clock (virtual under simulate):

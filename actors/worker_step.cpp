@@ -185,15 +185,15 @@ void send_ahead(worker_ptr self, uint32_t p) {
       });
 }
 
-/// Under overlap, the next step's pulls of dense values go out just before
-/// the pushes: the values come in on the worker's downlink while the push
-/// goes out on its uplink. (Sent after the push, a pull would wait behind
-/// it on the same connection and in the server.) The values therefore lack
-/// this push: the next push is one step staler, and the servers count it.
+/// Sends the next step's pulls of dense values ahead. Under overlap they
+/// go out just before the pushes: the values come in on the worker's
+/// downlink while the push goes out on its uplink, and lack this push (the
+/// next push is one step staler; the servers count it). Under prefetch they
+/// go right after the pushes: they wait behind them on the connection and
+/// in the server, so they see them, and the next closure finds its values
+/// on the way instead of asking after its start.
 void pull_ahead_all(worker_ptr self) {
   auto& st = self->state;
-  if (!st.opts.overlap)
-    return;
   for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
     if (st.opts.layout->ps_sizes[p] > 0 && !st.lost[p])
       send_ahead(self, p);
@@ -203,11 +203,14 @@ void push_all(worker_ptr self) {
   auto& st = self->state;
   st.at = phase::pushing;
   st.t0 = steady_clock::now();
-  pull_ahead_all(self);
+  if (st.opts.overlap)
+    pull_ahead_all(self);
   // (pending counts the pieces pushed during the compute already: their
   // answers cannot arrive before this handler returns.)
   for (uint32_t p = 0; p < st.opts.servers.size() && !st.failed; ++p)
     push_one(self, p);
+  if (st.opts.prefetch && !st.failed)
+    pull_ahead_all(self);
 }
 
 void compute(worker_ptr self) {

@@ -76,15 +76,18 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --replication-lag N    async: updates a backup may lack (1 .. 1000000, 16;
                          cluster.replication_lag)
   --push-format F        the dense gradient in pushes: fp32 | bf16 | fp16 |
-                         topk:K | topk:RATIO (top-k with error feedback) |
+                         int8 (with error feedback) | topk:K | topk:RATIO
+                         (top-k with error feedback) |
                          auto (each worker times fp32 and bf16 pulls at its
                          start and uses the faster; cluster.push_format)
   --variable-format V=F  push variable V's gradient in format F instead
                          (repeatable; cluster.variable_formats)
   --pull-format F        the dense values in pull replies: fp32 | bf16 | fp16
-                         | auto (cluster.pull_format)
+                         | int8 | auto (cluster.pull_format)
   --overlap              async: send the next step's pull of dense values with
                          each push (cluster.overlap)
+  --prefetch             async: send the next step's pull of dense values
+                         right behind each push (cluster.prefetch)
   --layer-pushes         async: push each layer's gradient as backpropagation
                          produces it; pulls go ahead of queued pushes
                          (cluster.layer_pushes)
@@ -195,9 +198,10 @@ train_command parse_job_args(
     {"--steps-per-epoch", true}, {"--batch-size", true},
     {"--optimizer", true},       {"--learning-rate", true},
     {"--table-optimizer", true}, {"--table-learning-rate", true},
-    {"--replicas", true},        {"--closures-per-worker", true},        {"--replication", true},
-    {"--replication-lag", true},  {"--push-format", true},
-    {"--pull-format", true},     {"--overlap", false},
+    {"--replicas", true},        {"--closures-per-worker", true},
+    {"--replication", true},     {"--replication-lag", true},
+    {"--push-format", true},     {"--pull-format", true},
+    {"--overlap", false},        {"--prefetch", false},
     {"--layer-pushes", false},
     {"--data-channel", true},
     {"--variable-format", true},
@@ -304,6 +308,8 @@ train_command parse_job_args(
       job.pull_format = value;
     else if (flag == "--overlap")
       job.overlap = true;
+    else if (flag == "--prefetch")
+      job.prefetch = true;
     else if (flag == "--layer-pushes")
       job.layer_pushes = true;
     else if (flag == "--data-channel") {

@@ -231,6 +231,7 @@ worker_options wire_options_of(const job_config& cfg, const placement& layout) {
   // Checks the formats against the model: variables, run sizes.
   make_push_plan(layout, opts.push_format, opts.variable_formats);
   opts.overlap = cfg.overlap;
+  opts.prefetch = cfg.prefetch;
   opts.layer_pushes = cfg.layer_pushes;
   opts.choose_push_format = cfg.push_format == "auto";
   opts.choose_pull_format = cfg.pull_format == "auto";

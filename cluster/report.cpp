@@ -243,7 +243,12 @@ void print_summary(std::FILE* out, const train_report& r) {
                dense_comparison(2.0 * r.dense_equivalent_bytes, moved),
                r.table_rows, human_bytes(double(r.table_bytes)));
   }
-  if (r.pulls_ahead > 0)
+  if (r.pulls_ahead > 0 && r.prefetch)
+    fmt::print(out,
+               "prefetch: {} of {} dense pulls were sent right behind the "
+               "worker's previous push\n",
+               r.pulls_ahead, r.closures * r.dense_groups);
+  else if (r.pulls_ahead > 0)
     fmt::print(out,
                "overlap: {} of {} dense pulls were sent with the worker's "
                "previous push\n",

@@ -250,6 +250,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   train_report report;
   report.workers = cfg.workers;
   report.ps = cfg.ps;
+  report.prefetch = cfg.prefetch;
   report.worker_peak_rss_bytes.assign(cfg.workers, 0);
   report.parameters = net->dense_parameters();
 

@@ -62,6 +62,9 @@ struct train_report {
   /// Overlap: groups whose dense values a step took from the pull sent with
   /// its worker's previous push (at most steps x dense_groups).
   uint64_t pulls_ahead = 0;
+  /// Whether those were sent right behind the push (cluster.prefetch)
+  /// rather than before it (cluster.overlap).
+  bool prefetch = false;
   /// Pieces of pushes sent during backpropagation (layer pushes).
   uint64_t early_pieces = 0;
   /// Replica groups (servers) that hold dense values: a step's dense pulls.

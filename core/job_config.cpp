@@ -219,6 +219,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("push_format", cfg.push_format);
     s.get("pull_format", cfg.pull_format);
     s.get("overlap", cfg.overlap);
+    s.get("prefetch", cfg.prefetch);
     s.get("layer_pushes", cfg.layer_pushes);
     s.get("data_channel", cfg.data_channel);
     {
@@ -386,6 +387,17 @@ void validate(const job_config& cfg) {
                      "under sync and ssp a server may hold a pull, and values "
                      "pulled ahead would count against the staleness bound",
                      cfg.mode));
+  if (cfg.prefetch && cfg.mode != "async")
+    fail("cluster.prefetch",
+         fmt::format("needs training.mode \"async\" (this job: \"{}\"): "
+                     "under sync and ssp a server may hold a pull, and values "
+                     "pulled ahead would count against the staleness bound",
+                     cfg.mode));
+  if (cfg.prefetch && cfg.overlap)
+    fail("cluster.prefetch",
+         "and cluster.overlap both pull the next step's values ahead, "
+         "before the push (overlap) or right behind it (prefetch): choose "
+         "one");
   if (cfg.layer_pushes && cfg.mode != "async")
     fail("cluster.layer_pushes",
          fmt::format("needs training.mode \"async\" (this job: \"{}\"): a "

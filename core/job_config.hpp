@@ -144,13 +144,20 @@ struct job_config {
   /// against the model at start (core/wire_plan.hpp).
   std::map<std::string, std::string> variable_formats;
   /// The wire format of the dense values in pull replies: "fp32", "bf16",
-  /// "fp16" (no error feedback for values) or "auto" (as push_format).
+  /// "fp16", "int8" (no error feedback for values: quantized as they are)
+  /// or "auto" (as push_format).
   std::string pull_format = "fp32";
   /// Overlap (async only): each push is followed at once by the next step's
   /// pull of dense values, so both directions of a worker's link carry data
   /// at the same time; at most one step of extra staleness
   /// (worker_options::overlap).
   bool overlap = false;
+  /// Prefetch (async only; not with overlap): each push is followed at once
+  /// by the next step's pull of dense values, which waits behind the push on
+  /// the connection and in the server and so sees it: no round trip between
+  /// a closure's end and the next one's pull, and no step of extra
+  /// staleness by construction (worker_options::prefetch).
+  bool prefetch = false;
   /// Layer pushes (async only): each worker pushes a layer's gradient as
   /// soon as backpropagation produces it, last layer first, as pieces of its
   /// push, and sends pulls as urgent messages that pass queued pushes

@@ -169,6 +169,18 @@ if "$bin" train --config "$cfg" "${lone[@]}" --overlap >"$tmp/o.out" 2>&1 \
 else
   bad "--overlap failed or said nothing: $(tail -3 "$tmp/o.out")"
 fi
+# Prefetch: the pull right behind the push sees it, so a lone worker
+# computes on the same values as without it and ends at fp32's accuracy to
+# the last digit (overlap's values lack the last push and differ).
+if "$bin" train --config "$cfg" "${lone[@]}" --prefetch >"$tmp/p.out" 2>&1 \
+   && grep -q "^prefetch: [1-9][0-9]* of [0-9]* dense pulls were sent right behind" \
+        "$tmp/p.out" \
+   && [[ -n $(accuracy "$tmp/p.out") \
+         && $(accuracy "$tmp/p.out") == $(accuracy "$tmp/fp32.out") ]]; then
+  ok "--prefetch: $(grep -o '^prefetch: .*' "$tmp/p.out"); accuracy $(accuracy "$tmp/p.out"), as fp32's"
+else
+  bad "--prefetch: accuracy $(accuracy "$tmp/p.out") (fp32 $(accuracy "$tmp/fp32.out")): $(grep -E '^prefetch|error' "$tmp/p.out" | tail -3)"
+fi
 # Layer pushes with overlap (the configuration that hides the most): the
 # summary counts the pieces that left during backpropagation (the second
 # layer's and the third's parts of each server: 2 per server and step).
@@ -209,6 +221,8 @@ else
 fi
 expect_input_error "overlap under ssp" "cluster.overlap: needs training.mode" \
   --config "$cfg" --overlap --mode ssp "${short[@]}"
+expect_input_error "prefetch with overlap" "cluster.prefetch: and cluster.overlap" \
+  --config "$cfg" --overlap --prefetch "${short[@]}"
 expect_input_error "layer pushes under sync" \
   "cluster.layer_pushes: needs training.mode" \
   --config "$cfg" --layer-pushes --mode sync "${short[@]}"

@@ -247,6 +247,24 @@ case_launch() {
   else
     bad "launch --data-channel off --layer-pushes: exit $rc, loss '$l1' -> '$l2': $(tail -5 "$tmp/basp.out")"
   fi
+  # Over the data channel with int8 pushes and pulls and prefetch: the
+  # pulls sent right behind the pushes are taken, every closure's push is
+  # applied once per server, and the loss falls.
+  "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 --prefetch \
+    --push-format int8 --pull-format int8 --metrics-out "$tmp/p.jsonl" \
+    >"$tmp/prefetch.out" 2>&1
+  rc=$?
+  l1=$(train_loss "$tmp/p.jsonl" 1)
+  l2=$(train_loss "$tmp/p.jsonl" 2)
+  local line
+  line=$(grep -o 'closures: .*' "$tmp/prefetch.out" | tail -1)
+  if [[ $rc -eq 0 && -n $l1 && -n $l2 ]] && less_than "$l2" "$l1" \
+     && grep -q '^\[coordinator\] prefetch: [1-9][0-9]* of [0-9]* dense pulls' "$tmp/prefetch.out" \
+     && awk '{ exit !($2 == $4 && $(NF - 5) == 2 * $4) }' <<<"$line"; then
+    ok "launch --prefetch, int8 both ways: exit 0, loss $l1 -> $l2; $(grep -o 'prefetch: [0-9]* of [0-9]*' "$tmp/prefetch.out"); $line"
+  else
+    bad "launch --prefetch, int8: exit $rc, loss '$l1' -> '$l2', '$line': $(tail -5 "$tmp/prefetch.out")"
+  fi
 }
 
 case_fingerprint() {

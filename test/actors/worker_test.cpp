@@ -244,6 +244,39 @@ TEST_CASE("with overlap, a worker's next step takes the values it pulled "
   }
 }
 
+TEST_CASE("with prefetch, a worker's next step takes the values it pulled "
+          "right behind its push: they see the push, so its pushes stay "
+          "fresh and it learns what it learns without prefetch",
+          "[worker][prefetch]") {
+  test::actor_fixture t{false};
+  job_config cfg;
+  cfg.ps = 1;
+  std::vector<float> values[2];
+  for (int prefetch = 0; prefetch < 2; ++prefetch) {
+    test::small_job w{t, cfg, [&](worker_options& o) {
+                        o.prefetch = prefetch == 1;
+                      }};
+    CHECK(w.run(t, 1).pulls_ahead == 0);
+    uint64_t ahead = 0;
+    for (uint64_t c = 2; c <= 6; ++c)
+      ahead += w.run(t, c).pulls_ahead;
+    // (At most a step or 5 ms old, as with overlap: on a loaded host not
+    // every step must take them.)
+    if (prefetch == 1)
+      CHECK(ahead >= 1);
+    else
+      CHECK(ahead == 0);
+    // Under overlap each step that takes values pulled ahead is one step
+    // stale; here none is.
+    auto stats = w.stats(t);
+    CHECK(stats.pushes == 6);
+    CHECK(stats.staleness_sum == 0);
+    values[prefetch] = w.values(t);
+  }
+  REQUIRE_FALSE(values[0].empty());
+  CHECK(values[0] == values[1]);
+}
+
 TEST_CASE("values pulled ahead are not used when older than a step, nor "
           "after a route moved their group",
           "[worker][overlap]") {

@@ -35,6 +35,7 @@ TEST_CASE("an empty config gives the documented defaults",
   CHECK(cfg.table_partition_strategy == table_partition::mod);
   CHECK_FALSE(cfg.reset_lost_ps);
   CHECK_FALSE(cfg.layer_pushes);
+  CHECK_FALSE(cfg.prefetch);
   // 0: two closures per worker between processes, one in one process.
   CHECK(cfg.closures_per_worker == 0);
   CHECK(cfg.partitioner.type == partitioner_config::kind::fixed_shards);
@@ -82,7 +83,7 @@ TEST_CASE("every field of a config is read into the job config",
     "data": {"dataset": "fashion_mnist", "dir": "/data", "batch_size": 32,
              "shuffle_seed": 9, "train_limit": 1000, "test_limit": 100},
     "cluster": {"workers": 4, "ps": 3, "threads": 8, "layer_pushes": true,
-                "closures_per_worker": 3},
+                "closures_per_worker": 3, "prefetch": true},
     "optimizer": {"type": "momentum", "learning_rate": 0.5, "momentum": 0.5,
                   "nesterov": true},
     "table_optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1": 0.01,
@@ -106,6 +107,7 @@ TEST_CASE("every field of a config is read into the job config",
   CHECK(cfg.ps == 3);
   CHECK(cfg.threads == 8);
   CHECK(cfg.layer_pushes);
+  CHECK(cfg.prefetch);
   CHECK(cfg.closures_per_worker == 3);
   CHECK(cfg.optimizer.type == "momentum");
   CHECK(cfg.optimizer.learning_rate == 0.5f);
@@ -194,6 +196,11 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
      "out of range"},
     {R"({"cluster": {"overlap": true}, "training": {"mode": "ssp"}})",
      "cluster.overlap", "needs training.mode \"async\""},
+    {R"({"cluster": {"prefetch": true}, "training": {"mode": "sync"}})",
+     "cluster.prefetch", "needs training.mode \"async\""},
+    {R"({"cluster": {"prefetch": true, "overlap": true}})",
+     "cluster.prefetch", "choose one"},
+    {R"({"cluster": {"prefetch": 1}})", "cluster.prefetch", "true or false"},
     {R"({"cluster": {"overlap": "yes"}})", "cluster.overlap",
      "true or false"},
     {R"({"cluster": {"data_channel": "on"}})", "cluster.data_channel",
