@@ -129,8 +129,8 @@ public:
 ///          A block with a NaN or infinity decodes to NaN throughout.
 /// @throws input_error "wire format \"SPEC\": unknown format \"NAME\"
 ///         (known: ...)", or naming what is wrong with the argument (one
-///         given to fp32, bf16 or fp16; none, an empty or malformed one, a
-///         count of 0, a ratio outside (0, 1] for topk).
+///         given to fp32, bf16, fp16 or int8; none, an empty or malformed
+///         one, a count of 0, a ratio outside (0, 1] for topk).
 std::shared_ptr<const wire_format> make_wire_format(const std::string& spec);
 
 /// The names the registry knows, in registry order: the built-in formats,

@@ -208,12 +208,28 @@ TEST_CASE("a lean worker (buffers freed between steps) pushes the same "
 
 namespace {
 
-/// One async ps and one worker on it, with or without overlap.
-test::small_job lone_worker(test::actor_fixture& t, bool overlap) {
+/// One async ps and one worker on it, with or without overlap (or, with
+/// `prefetch`, with or without prefetch).
+test::small_job lone_worker(test::actor_fixture& t, bool on,
+                            bool prefetch = false) {
   job_config cfg;
   cfg.ps = 1;
-  return test::small_job{t, cfg,
-                         [&](worker_options& o) { o.overlap = overlap; }};
+  return test::small_job{t, cfg, [&](worker_options& o) {
+                           (prefetch ? o.prefetch : o.overlap) = on;
+                         }};
+}
+
+/// Runs closures 1 .. last on `w`; the groups whose values steps 2 .. last
+/// took from a pull sent ahead (closure 1 has none to take). Values pulled
+/// ahead wait at most a step, or 5 ms: on a loaded host the test's own
+/// round trip may exceed that, so not every step must take them.
+uint64_t pulls_ahead_over(test::small_job& w, test::actor_fixture& t,
+                          uint64_t last) {
+  CHECK(w.run(t, 1).pulls_ahead == 0);
+  uint64_t ahead = 0;
+  for (uint64_t c = 2; c <= last; ++c)
+    ahead += w.run(t, c).pulls_ahead;
+  return ahead;
 }
 
 } // namespace
@@ -224,13 +240,7 @@ TEST_CASE("with overlap, a worker's next step takes the values it pulled "
   test::actor_fixture t{false};
   for (int overlap = 0; overlap < 2; ++overlap) {
     auto w = lone_worker(t, overlap == 1);
-    CHECK(w.run(t, 1).pulls_ahead == 0);
-    // (Values pulled ahead wait at most a step, or 5 ms: on a loaded host
-    // the test's own round trip may exceed that, so not every step must
-    // take them.)
-    uint64_t ahead = 0;
-    for (uint64_t c = 2; c <= 5; ++c)
-      ahead += w.run(t, c).pulls_ahead;
+    auto ahead = pulls_ahead_over(w, t, 5);
     if (overlap == 1)
       CHECK(ahead >= 1);
     else
@@ -249,19 +259,10 @@ TEST_CASE("with prefetch, a worker's next step takes the values it pulled "
           "fresh and it learns what it learns without prefetch",
           "[worker][prefetch]") {
   test::actor_fixture t{false};
-  job_config cfg;
-  cfg.ps = 1;
   std::vector<float> values[2];
   for (int prefetch = 0; prefetch < 2; ++prefetch) {
-    test::small_job w{t, cfg, [&](worker_options& o) {
-                        o.prefetch = prefetch == 1;
-                      }};
-    CHECK(w.run(t, 1).pulls_ahead == 0);
-    uint64_t ahead = 0;
-    for (uint64_t c = 2; c <= 6; ++c)
-      ahead += w.run(t, c).pulls_ahead;
-    // (At most a step or 5 ms old, as with overlap: on a loaded host not
-    // every step must take them.)
+    auto w = lone_worker(t, prefetch == 1, true);
+    auto ahead = pulls_ahead_over(w, t, 6);
     if (prefetch == 1)
       CHECK(ahead >= 1);
     else
