@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -33,11 +34,11 @@ size_t blocks_of(size_t n) {
 /// float rounding of the scale) and every entry within scale / 2:
 ///   |decode(encode(x))_i - x_i| <= max_{j in block(i)} |x_j| / 254
 /// plus float rounding (about 2^-24 relative). Codes round to nearest, ties
-/// to even.
-/// A block that is all zero, or whose max |x| is below about 3.7e-37 (where
-/// 127 / max overflows), has scale 0 and decodes to zeros. A block holding a NaN or an
-/// infinity has scale NaN and decodes to NaN throughout (a parameter
-/// server's checks then see a non-finite gradient, as with fp32).
+/// to even. A block that is all zero, or whose max |x| is below about
+/// 3.7e-37 (where 127 / max overflows), has scale 0 and decodes to zeros.
+/// A block holding a NaN or an infinity has scale NaN and decodes to NaN
+/// throughout (a parameter server's checks then see a non-finite gradient,
+/// as with fp32).
 /// With a residual (error feedback; pushes), x = values + residual and the
 /// residual keeps x - decoded, so what was not sent goes with the next
 /// push; without one (pulls), x = values. Scratch blocks on the stack, no
@@ -99,9 +100,8 @@ public:
       // subnormal m under flush-to-zero (the update rules turn it on for
       // their threads): such a block goes as zeros, scale 0.
       const float inv = max_code / m;
-      float scale = !finite             ? std::numeric_limits<float>::quiet_NaN()
-                    : std::isfinite(inv) ? m / max_code
-                                         : 0.0f;
+      constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+      float scale = !finite ? nan : std::isfinite(inv) ? m / max_code : 0.0f;
       std::memcpy(scales + b * sizeof(float), &scale, sizeof(scale));
       int8_t* c = codes + off;
       if (!(scale > 0.0f)) {
