@@ -59,8 +59,9 @@ struct train_report {
   /// Payload bytes of all steps' pulls and pushes (floats and keys).
   uint64_t bytes_pulled = 0;
   uint64_t bytes_pushed = 0;
-  /// Overlap: groups whose dense values a step took from the pull sent with
-  /// its worker's previous push (at most steps x dense_groups).
+  /// Overlap and prefetch: groups whose dense values a step took from the
+  /// pull sent with its worker's previous push (at most steps x
+  /// dense_groups).
   uint64_t pulls_ahead = 0;
   /// Whether those were sent right behind the push (cluster.prefetch)
   /// rather than before it (cluster.overlap).

@@ -381,29 +381,26 @@ void validate(const job_config& cfg) {
                      cfg.replication));
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
     fail("cluster.replication_lag", "must be in 1 .. 1000000");
-  if (cfg.overlap && cfg.mode != "async")
-    fail("cluster.overlap",
-         fmt::format("needs training.mode \"async\" (this job: \"{}\"): "
-                     "under sync and ssp a server may hold a pull, and values "
-                     "pulled ahead would count against the staleness bound",
-                     cfg.mode));
-  if (cfg.prefetch && cfg.mode != "async")
-    fail("cluster.prefetch",
-         fmt::format("needs training.mode \"async\" (this job: \"{}\"): "
-                     "under sync and ssp a server may hold a pull, and values "
-                     "pulled ahead would count against the staleness bound",
-                     cfg.mode));
+  // Settings that only asynchronous training allows, and why.
+  auto needs_async = [&](bool set, const char* field, const char* why) {
+    if (set && cfg.mode != "async")
+      fail(field, fmt::format("needs training.mode \"async\" (this job: "
+                              "\"{}\"): {}",
+                              cfg.mode, why));
+  };
+  const char* pulled_ahead = "under sync and ssp a server may hold a pull, "
+                             "and values pulled ahead would count against "
+                             "the staleness bound";
+  needs_async(cfg.overlap, "cluster.overlap", pulled_ahead);
+  needs_async(cfg.prefetch, "cluster.prefetch", pulled_ahead);
   if (cfg.prefetch && cfg.overlap)
     fail("cluster.prefetch",
          "and cluster.overlap both pull the next step's values ahead, "
          "before the push (overlap) or right behind it (prefetch): choose "
          "one");
-  if (cfg.layer_pushes && cfg.mode != "async")
-    fail("cluster.layer_pushes",
-         fmt::format("needs training.mode \"async\" (this job: \"{}\"): a "
-                     "push in pieces is applied piece by piece, which a sync "
-                     "round's mean or ssp's clocks do not allow",
-                     cfg.mode));
+  needs_async(cfg.layer_pushes, "cluster.layer_pushes",
+              "a push in pieces is applied piece by piece, which a sync "
+              "round's mean or ssp's clocks do not allow");
   auto no_residual_with_layers = [&](const std::string& field,
                                      const wire_format& f) {
     if (cfg.layer_pushes && f.uses_residual())
