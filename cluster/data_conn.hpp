@@ -42,8 +42,10 @@ public:
   data_conn(const data_conn&) = delete;
   data_conn& operator=(const data_conn&) = delete;
 
-  /// Queues `f` (thread-safe); frames go out in the order queued. Frames
-  /// queued after the connection ended are dropped.
+  /// Sends `f` (thread-safe); frames go out in the order of the calls.
+  /// Over plain TCP with nothing queued, the caller writes what the socket
+  /// takes at once; the connection's thread writes the rest. Frames sent
+  /// after the connection ended are dropped.
   void send(out_frame f);
 
   /// Ends the connection without calling the close handler.
@@ -64,6 +66,13 @@ private:
   int wake_fd_ = -1;
   std::mutex mtx_;
   std::deque<out_frame> queue_;
+  /// Bytes of queue_.front() written already (by a caller of send()).
+  size_t front_sent_ = 0;
+  /// Who writes to the socket now: the thread (it holds frames that the
+  /// socket did not take yet), or a caller of send() (plain TCP, nothing
+  /// queued). Frames queued meanwhile wait for them.
+  bool thread_writes_ = false;
+  bool caller_writes_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
