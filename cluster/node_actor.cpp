@@ -91,6 +91,11 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
     [=](shutdown_atom, int32_t status) -> uint32_t {
       log::info(role, index, "shutting down ({})",
                 status == 0 ? "the job is done" : "the job failed");
+      // The role's actor ends before this answer reaches the coordinator,
+      // which tells the servers only then: a worker gone does not report
+      // them lost.
+      if (auto& actor = self->state.opts.role_actor)
+        caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
       stop(self, status == 0 ? 0 : exit_job_failed);
       return self->state.opts.self.index;
     },

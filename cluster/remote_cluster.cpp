@@ -490,25 +490,34 @@ remote_cluster::~remote_cluster() {
   coordinator_.reset();
   caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
   caf::anon_send(watcher_, shutdown_atom_v);
-  // Every node is told at once, workers first (members_ lists the servers
-  // first) so that no worker sees its servers go; a live node answers within
-  // milliseconds, a stopped or lost one is not waited for long.
+  // The workers (and any other node) first, the servers once they answered:
+  // a worker that saw its servers go first would report them lost at the
+  // end of a job that succeeded (a node ends its role's actor before it
+  // answers). A live node answers within milliseconds, a stopped or lost
+  // one is not waited for long.
   std::vector<caf::actor> nodes;
   {
     std::lock_guard<std::mutex> guard{table_->mtx};
     nodes = table_->nodes;
   }
   caf::scoped_actor self{sys_};
-  for (size_t i = nodes.size(); i-- > 0;)
-    self->send(nodes[i], shutdown_atom_v, static_cast<int32_t>(status));
-  size_t answered = 0;
-  bool waiting = true;
-  self->receive_while([&] { return waiting && answered < nodes.size(); })(
-    [&](uint32_t) { ++answered; }, [&](caf::error&) { ++answered; },
-    caf::after(shutdown_timeout_) >> [&] { waiting = false; });
-  if (answered < nodes.size())
-    log::debug("coordinator", -1, "{} of {} nodes did not confirm the shutdown",
-               nodes.size() - answered, nodes.size());
+  for (bool servers : {false, true}) {
+    size_t told = 0;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (i < members_.size() && (members_[i].role == "ps") == servers) {
+        self->send(nodes[i], shutdown_atom_v, static_cast<int32_t>(status));
+        ++told;
+      }
+    size_t answered = 0;
+    bool waiting = true;
+    self->receive_while([&] { return waiting && answered < told; })(
+      [&](uint32_t) { ++answered; }, [&](caf::error&) { ++answered; },
+      caf::after(shutdown_timeout_) >> [&] { waiting = false; });
+    if (answered < told)
+      log::debug("coordinator", -1,
+                 "{} of {} {} did not confirm the shutdown", told - answered,
+                 told, servers ? "servers" : "other nodes");
+  }
   caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
 }
 
