@@ -160,6 +160,13 @@ case_launch() {
     return
   fi
   ok "launch: 2 ps + 2 workers + coordinator exit 0"
+  # The servers are told to stop after the workers: no worker reports one
+  # lost at the end of a job that succeeded.
+  if grep -q "error: lost ps" "$tmp/out"; then
+    bad "launch that succeeded: $(grep "error: lost ps" "$tmp/out" | head -2)"
+  else
+    ok "launch: no worker reports a server lost at the end"
+  fi
   # A launcher SIGKILLed from outside takes its nodes with it.
   "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 --epochs 50 \
     >"$tmp/killed.log" 2>&1 &
