@@ -165,11 +165,13 @@ int wake_threshold(size_t missing, bool tls) {
 } // namespace
 
 data_conn::data_conn(std::unique_ptr<channel> ch, frame_handler on_frame,
-                     close_handler on_close, std::string label)
+                     close_handler on_close, std::string label,
+                     size_t caller_limit)
   : ch_(std::move(ch)),
     on_frame_(std::move(on_frame)),
     on_close_(std::move(on_close)),
-    label_(std::move(label)) {
+    label_(std::move(label)),
+    caller_limit_(caller_limit) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0)
     throw runtime_failure(fmt::format("{}: eventfd: {}", label_,
@@ -201,7 +203,8 @@ void data_conn::send(out_frame f) {
   std::unique_lock<std::mutex> guard{mtx_};
   if (stop_.load())
     return;
-  if (ch_->tls() || thread_writes_ || caller_writes_ || !queue_.empty()) {
+  if (ch_->tls() || f.size() > caller_limit_ || thread_writes_
+      || caller_writes_ || !queue_.empty()) {
     queue_.push_back(std::move(f));
     guard.unlock();
     wake();

@@ -8,6 +8,7 @@
 // on at once: a large pull reply streams in while a push streams out.
 
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -32,9 +33,14 @@ public:
   using close_handler = std::function<void(const std::string& why)>;
 
   /// Takes over `ch` (after the gate's or dial's preamble) and starts the
-  /// thread. `label` names the connection in log lines.
+  /// thread. `label` names the connection in log lines. A frame of at most
+  /// `caller_limit` bytes may be written by the caller of send() itself
+  /// (see there): a server passes a small limit, so that its actor's thread
+  /// does not spend its time writing large pull replies, which the
+  /// connection's thread writes beside it.
   data_conn(std::unique_ptr<channel> ch, frame_handler on_frame,
-            close_handler on_close, std::string label);
+            close_handler on_close, std::string label,
+            size_t caller_limit = SIZE_MAX);
 
   /// close(), then waits for the thread (unless called on it).
   ~data_conn();
@@ -43,9 +49,10 @@ public:
   data_conn& operator=(const data_conn&) = delete;
 
   /// Sends `f` (thread-safe); frames go out in the order of the calls.
-  /// Over plain TCP with nothing queued, the caller writes what the socket
-  /// takes at once; the connection's thread writes the rest. Frames sent
-  /// after the connection ended are dropped.
+  /// Over plain TCP with nothing queued and `f` within the caller limit,
+  /// the caller writes what the socket takes at once (saving the thread's
+  /// wake-up); the connection's thread writes the rest. Frames sent after
+  /// the connection ended are dropped.
   void send(out_frame f);
 
   /// Ends the connection without calling the close handler.
@@ -63,6 +70,7 @@ private:
   frame_handler on_frame_;
   close_handler on_close_;
   std::string label_;
+  size_t caller_limit_;
   int wake_fd_ = -1;
   std::mutex mtx_;
   std::deque<out_frame> queue_;
