@@ -270,6 +270,7 @@ void data_conn::run() {
       // -- write what the socket takes --------------------------------------
       write_blocked = false;
       write_wants_read = false;
+      bool held = !out.frames.empty(); // thread_writes_ is set
       while (!out.frames.empty()) {
         auto [p, n] = out.next();
         size_t wrote = 0;
@@ -287,7 +288,7 @@ void data_conn::run() {
                      ? "the peer closed the connection"
                      : "write failed: " + ch_->error());
       }
-      if (out.frames.empty()) {
+      if (held && out.frames.empty()) {
         std::lock_guard<std::mutex> guard{mtx_};
         thread_writes_ = false;
       }
