@@ -70,6 +70,10 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
   host_spec h;
   h.cores = std::max(1u, std::thread::hardware_concurrency());
   floats = std::max<uint64_t>(floats, 1024);
+  // The per-byte cost is the difference of two round trips: with a pull of
+  // 256 KB a busy second core's scheduling noise cancelled it out (0 in 3-6
+  // of 30 runs beside a busy loop), with 4 MB never (0 of 30).
+  auto probe = std::max<uint64_t>(floats, uint64_t{1} << 20);
   // Two actor systems of this process, one serving a small and a large
   // server (of the job's update rule) behind gates on loopback, the other
   // dialling them: the real path of a message (serialization, BASP or the
@@ -93,7 +97,7 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
     stop();
     throw runtime_failure("--host measured: " + why);
   };
-  // Index 0 holds 1 float, index 1 `floats` floats.
+  // Index 0 holds 1 float, index 1 `probe` floats.
   for (uint32_t i = 0; i < 2; ++i) {
     auto o = ps_options_of(cfg, i);
     o.mode = consistency::async;
@@ -126,7 +130,7 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
   for (uint32_t i = 0; i < 2; ++i) {
     create_shard shard;
     shard.variable = "probe";
-    shard.row_end = i == 0 ? 1 : floats;
+    shard.row_end = i == 0 ? 1 : probe;
     shard.cols = 1;
     shard.values.values.assign(shard.row_end, 0.5f);
     self->request(remote[i], std::chrono::seconds(30), create_atom_v, shard)
@@ -147,7 +151,7 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
   stop();
   // A round trip is two messages, each costing its sender and receiver
   // the fixed cost and the per-byte cost.
-  auto bytes = static_cast<double>(floats * sizeof(float));
+  auto bytes = static_cast<double>(probe * sizeof(float));
   h.ns_per_message = std::max(0.0, small_rtt / 4);
   h.ns_per_byte = std::max(0.0, (large_rtt - small_rtt) / (2 * bytes));
   // The update, timed by itself: as the difference of a push's and a
