@@ -33,6 +33,7 @@
 #include "cluster/stop_request.hpp"
 #include "cluster/tls.hpp"
 #include "cluster/node.hpp"
+#include "core/cpu_policy.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -52,6 +53,18 @@ commands:
            actorps simulate --help)
 )";
 
+/// Schedules this process's threads as the job says (cluster.cpu_policy);
+/// called before the process starts any thread, which then inherit it.
+void use_cpu_policy(const actorps::job_config& job, const char* who,
+                    int index) {
+  auto policy = actorps::parse_cpu_policy(job.cpu_policy, "cluster.cpu_policy");
+  if (auto why = actorps::apply_cpu_policy(policy); !why.empty())
+    actorps::log::warn(who, index,
+                       "cluster.cpu_policy \"{}\" not applied ({}); the "
+                       "threads keep the policy they were started with",
+                       job.cpu_policy, why);
+}
+
 int run_train(const std::vector<std::string>& args) {
   auto cmd = actorps::parse_train_args(args);
   if (cmd.help) {
@@ -61,6 +74,7 @@ int run_train(const std::vector<std::string>& args) {
   if (cmd.quiet)
     actorps::log::set_level(actorps::log::level::warning);
   cmd.options.progress = !cmd.no_progress && isatty(fileno(stdout)) != 0;
+  use_cpu_policy(cmd.job, "train", -1);
   // SIGTERM or SIGUSR1: a checkpoint, then exit_stopped (see main).
   actorps::stop_on_signals();
   actorps::train(cmd.job, cmd.options);
@@ -80,6 +94,12 @@ int run_node(const std::vector<std::string>& args) {
     actorps::log::set_show_origin(false);
   cmd.train.options.progress = !cmd.train.no_progress
                                && isatty(fileno(stdout)) != 0;
+  {
+    auto& task = *cmd.spec.task;
+    bool chief = task.type == "chief";
+    use_cpu_policy(cmd.train.job, chief ? "coordinator" : task.type.c_str(),
+                   chief ? -1 : static_cast<int>(task.index));
+  }
   // TLS first: the node's first line says whether and how it authenticates
   // (the evaluator talks to no node).
   if (auto& task = *cmd.spec.task; task.type != "evaluator")

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cluster/cluster_resolver.hpp"
+#include "core/cpu_policy.hpp"
 #include "core/error.hpp"
 
 namespace actorps {
@@ -94,6 +95,10 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --data-channel on|off  between processes, pulls and pushes over a data
                          channel beside CAF's BASP (default on;
                          cluster.data_channel)
+  --cpu-policy P         batch | normal: schedule this process's threads as
+                         SCHED_BATCH (a thread woken by a message does not
+                         preempt a computing one) or leave them as started
+                         (default batch; cluster.cpu_policy)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -203,7 +208,7 @@ train_command parse_job_args(
     {"--push-format", true},     {"--pull-format", true},
     {"--overlap", false},        {"--prefetch", false},
     {"--layer-pushes", false},
-    {"--data-channel", true},
+    {"--data-channel", true},    {"--cpu-policy", true},
     {"--variable-format", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
@@ -312,6 +317,10 @@ train_command parse_job_args(
       job.prefetch = true;
     else if (flag == "--layer-pushes")
       job.layer_pushes = true;
+    else if (flag == "--cpu-policy") {
+      parse_cpu_policy(value, flag); // an error names the flag
+      job.cpu_policy = value;
+    }
     else if (flag == "--data-channel") {
       if (value != "on" && value != "off")
         throw input_error(fmt::format("--data-channel: expected on or off, "

@@ -222,6 +222,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("prefetch", cfg.prefetch);
     s.get("layer_pushes", cfg.layer_pushes);
     s.get("data_channel", cfg.data_channel);
+    s.get("cpu_policy", cfg.cpu_policy);
     {
       auto v = s.sub("variable_formats");
       for (auto& [name, spec] : v.rest_strings())
@@ -379,6 +380,10 @@ void validate(const job_config& cfg) {
     fail("cluster.replication",
          fmt::format("\"{}\": must be \"chain\" or \"async\"",
                      cfg.replication));
+  if (cfg.cpu_policy != "batch" && cfg.cpu_policy != "normal")
+    fail("cluster.cpu_policy",
+         fmt::format("\"{}\": must be \"batch\" or \"normal\"",
+                     cfg.cpu_policy));
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
     fail("cluster.replication_lag", "must be in 1 .. 1000000");
   // Settings that only asynchronous training allows, and why.

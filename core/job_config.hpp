@@ -170,6 +170,11 @@ struct job_config {
   /// data channel to each ps (cluster/data_link.hpp) instead of CAF's BASP;
   /// a ps serves both. Off: everything over BASP.
   bool data_channel = true;
+  /// How the process's threads are scheduled (core/cpu_policy.hpp): "batch"
+  /// (SCHED_BATCH: a thread woken by a message does not preempt a computing
+  /// one) or "normal" (as started). Applied by `actorps train` and `actorps
+  /// node`; per process, so not part of the job's fingerprint.
+  std::string cpu_policy = "batch";
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
 

@@ -177,6 +177,23 @@ case_launch() {
     [[ $(wc -w <<<"$children") -ge 5 ]] && break
     sleep 0.1
   done
+  # Every thread of every node runs as SCHED_BATCH (cluster.cpu_policy's
+  # default; ps shows class B), once each node has applied it.
+  local nodes classes=""
+  nodes=$(pgrep -P "$lpid" -f ' node --role ' | tr '\n' ' ')
+  for ((i = 0; i < 50; i++)); do
+    classes=$(for c in $nodes; do ps -L -o cls= -p "$c"; done | tr -d ' ' \
+                | sort -u | tr '\n' ' ')
+    [[ $classes == "B " ]] && break
+    sleep 0.1
+  done
+  if [[ $(wc -w <<<"$nodes") -ne 5 ]]; then
+    bad "launch: expected 5 node processes, found '$nodes'"
+  elif [[ $classes == "B " ]]; then
+    ok "launch: every thread of the 5 nodes is scheduled SCHED_BATCH"
+  else
+    bad "launch: node threads scheduled as '$classes', not only B (SCHED_BATCH)"
+  fi
   kill -KILL "$lpid" 2>/dev/null
   wait "$lpid" 2>/dev/null
   local left=""

@@ -36,6 +36,7 @@ TEST_CASE("an empty config gives the documented defaults",
   CHECK_FALSE(cfg.reset_lost_ps);
   CHECK_FALSE(cfg.layer_pushes);
   CHECK_FALSE(cfg.prefetch);
+  CHECK(cfg.cpu_policy == "batch");
   // 0: two closures per worker between processes, one in one process.
   CHECK(cfg.closures_per_worker == 0);
   CHECK(cfg.partitioner.type == partitioner_config::kind::fixed_shards);
@@ -83,7 +84,8 @@ TEST_CASE("every field of a config is read into the job config",
     "data": {"dataset": "fashion_mnist", "dir": "/data", "batch_size": 32,
              "shuffle_seed": 9, "train_limit": 1000, "test_limit": 100},
     "cluster": {"workers": 4, "ps": 3, "threads": 8, "layer_pushes": true,
-                "closures_per_worker": 3, "prefetch": true},
+                "closures_per_worker": 3, "prefetch": true,
+                "cpu_policy": "normal"},
     "optimizer": {"type": "momentum", "learning_rate": 0.5, "momentum": 0.5,
                   "nesterov": true},
     "table_optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1": 0.01,
@@ -109,6 +111,7 @@ TEST_CASE("every field of a config is read into the job config",
   CHECK(cfg.layer_pushes);
   CHECK(cfg.prefetch);
   CHECK(cfg.closures_per_worker == 3);
+  CHECK(cfg.cpu_policy == "normal");
   CHECK(cfg.optimizer.type == "momentum");
   CHECK(cfg.optimizer.learning_rate == 0.5f);
   CHECK(cfg.optimizer.params
@@ -205,6 +208,8 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
      "true or false"},
     {R"({"cluster": {"data_channel": "on"}})", "cluster.data_channel",
      "true or false"},
+    {R"({"cluster": {"cpu_policy": "fifo"}})", "cluster.cpu_policy",
+     "must be \"batch\" or \"normal\""},
     {R"({"cluster": {"layer_pushes": true}, "training": {"mode": "sync"}})",
      "cluster.layer_pushes", "needs training.mode \"async\""},
     {R"({"cluster": {"layer_pushes": true, "push_format": "topk:8"}})",
