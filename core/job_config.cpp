@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_policy.hpp"
 #include "core/data_registry.hpp"
 #include "core/wire_format.hpp"
 #include "core/error.hpp"
@@ -380,10 +381,7 @@ void validate(const job_config& cfg) {
     fail("cluster.replication",
          fmt::format("\"{}\": must be \"chain\" or \"async\"",
                      cfg.replication));
-  if (cfg.cpu_policy != "batch" && cfg.cpu_policy != "normal")
-    fail("cluster.cpu_policy",
-         fmt::format("\"{}\": must be \"batch\" or \"normal\"",
-                     cfg.cpu_policy));
+  parse_cpu_policy(cfg.cpu_policy, cfg.source + ": cluster.cpu_policy");
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
     fail("cluster.replication_lag", "must be in 1 .. 1000000");
   // Settings that only asynchronous training allows, and why.
