@@ -59,8 +59,9 @@ struct closure_state {
   void complete(const step_result* value, const caf::error* err,
                 const std::string& err_text = {});
 
-  /// Adds this closure's outcome to the tracker's counts.
-  void count(const caf::error* err, const std::string& err_text);
+  /// Adds this closure's outcome to the tracker's counts (tracker->mtx
+  /// held); true if that may let a waiter of the tracker's cv through.
+  bool count(const caf::error* err, const std::string& err_text);
 
   // -- guarded by mtx --------------------------------------------------------
   mutable std::mutex mtx;
@@ -90,6 +91,9 @@ struct closure_tracker {
   /// The first id this coordinator hands out (ids below it are another
   /// coordinator's).
   uint64_t first_id = 1;
+  /// schedule() waits while this many closures are unfinished (the
+  /// coordinator's max_queued, at least 1). Set once, before any closure.
+  uint64_t max_queued = 1;
   /// Ids of the closures scheduled and not done yet.
   std::set<uint64_t> unfinished_ids;
 
@@ -224,7 +228,6 @@ private:
 
   caf::actor_system& sys_;
   dispatcher_actor dispatcher_;
-  uint64_t max_queued_;
   std::shared_ptr<detail::closure_tracker> tracker_;
 };
 

@@ -15,7 +15,7 @@
 
 #include "actors/ps_forwarding.hpp"
 #include "core/log.hpp"
-#include "models/model.hpp"
+#include "models/forwarding_model.hpp"
 
 namespace actorps {
 
@@ -145,34 +145,12 @@ worker_proxy(faulty_worker_actor::pointer self, worker_actor worker) {
 
 /// A model whose loss_and_gradient throws once each time its switch is
 /// armed.
-class failing : public model {
+class failing final : public forwarding_model {
 public:
   failing(std::shared_ptr<const model> net,
           std::shared_ptr<step_error_switch> sw, uint32_t worker)
-    : net_(std::move(net)), sw_(std::move(sw)), worker_(worker) {
+    : forwarding_model(std::move(net)), sw_(std::move(sw)), worker_(worker) {
     // nop
-  }
-
-  std::vector<variable_def> variables() const override {
-    return net_->variables();
-  }
-
-  void check_schema(const data_schema& schema) const override {
-    net_->check_schema(schema);
-  }
-
-  void initialize(float* dense, uint64_t seed) const override {
-    net_->initialize(dense, seed);
-  }
-
-  std::unique_ptr<model_workspace>
-  make_workspace(uint64_t max_rows) const override {
-    return net_->make_workspace(max_rows);
-  }
-
-  void collect_keys(const example_batch& batch,
-                    std::vector<table_lookup>& tables) const override {
-    net_->collect_keys(batch, tables);
   }
 
   double loss_and_gradient(const model_inputs& in, const example_batch& batch,
@@ -181,20 +159,10 @@ public:
     if (sw_->armed.exchange(false))
       throw std::runtime_error("injected step error (fault error:worker:"
                                + std::to_string(worker_) + ")");
-    return net_->loss_and_gradient(in, batch, dense_grad, ws);
-  }
-
-  void evaluate(const model_inputs& in, const example_batch& batch,
-                eval_accumulator& acc, model_workspace& ws) const override {
-    net_->evaluate(in, batch, acc, ws);
-  }
-
-  metric_list metrics(const eval_accumulator& acc) const override {
-    return net_->metrics(acc);
+    return inner().loss_and_gradient(in, batch, dense_grad, ws);
   }
 
 private:
-  std::shared_ptr<const model> net_;
   std::shared_ptr<step_error_switch> sw_;
   uint32_t worker_;
 };

@@ -219,12 +219,19 @@ struct pull_request {
   /// the server sends it on as urgent too (BASP keeps a message's
   /// priority by itself).
   bool urgent = false;
+  /// A slice of the dense region (cluster.priority_pulls): with `dense`,
+  /// only its floats [offset, offset + count) come back (count >= 1,
+  /// inside the region, else bad_message); without `slice`, all of them.
+  bool slice = false;
+  uint64_t offset = 0;
+  uint64_t count = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_request& x) {
   return f(caf::meta::type_name("actorps::pull_request"), x.group, x.view,
-           x.worker, x.dense, x.tables, x.create, x.format, x.urgent);
+           x.worker, x.dense, x.tables, x.create, x.format, x.urgent, x.slice,
+           x.offset, x.count);
 }
 
 /// ps -> worker: the dense region (empty unless asked for) and the rows of
@@ -242,18 +249,21 @@ struct pull_reply {
   /// as the server's copy-on-write snapshot (dense_region::snapshot), sent
   /// in place of `values` (which is then empty) with the same bytes, so
   /// the reply needs no copy of its own. Never read in-process, never
-  /// received: the receiver gets `values`.
+  /// received: the receiver gets `values`. Of it, the floats
+  /// [shared_offset, shared_offset + shared_count) are sent (a slice).
   std::shared_ptr<const std::vector<float>> shared_values;
+  uint64_t shared_offset = 0;
+  uint64_t shared_count = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pull_reply& x) {
   if constexpr (std::is_same<Inspector, caf::serializer>::value) {
     if (x.shared_values) {
-      auto& v = *x.shared_values;
+      auto* v = x.shared_values->data() + x.shared_offset;
       if (auto err = f(x.clock))
         return err;
-      if (auto err = detail::save_raw(f, v.data(), v.size()))
+      if (auto err = detail::save_raw(f, v, x.shared_count))
         return err;
       return f(x.tables, x.format, x.encoded);
     }
@@ -484,6 +494,9 @@ struct step_result {
   uint32_t pulls_ahead = 0;
   /// Pieces of the step's pushes sent during its compute (layer pushes).
   uint32_t early_pieces = 0;
+  /// Forward stages run before the step's last pulled values arrived
+  /// (priority pulls).
+  uint32_t early_stages = 0;
 };
 
 template <class Inspector>
@@ -491,7 +504,7 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("actorps::step_result"), x.closure, x.worker,
            x.loss, x.samples, x.pull_s, x.compute_s, x.push_s, x.data_epoch,
            x.data_offset, x.keys, x.bytes_pulled, x.bytes_pushed,
-           x.peak_rss_bytes, x.pulls_ahead, x.early_pieces);
+           x.peak_rss_bytes, x.pulls_ahead, x.early_pieces, x.early_stages);
 }
 
 /// What a node believes the job is, field by field, each as canonical text

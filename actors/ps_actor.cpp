@@ -350,6 +350,13 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
                                r.worker_clock.size());
       if (auto err = check_tables(r, req.tables, false, st.opts.index))
         return err;
+      if (req.dense && req.slice
+          && (req.count == 0 || req.offset > r.dense.size()
+              || req.count > r.dense.size() - req.offset))
+        return caf::make_error(errc::bad_message, "pull from ps",
+                               st.opts.index, "slice", req.offset, req.count,
+                               "outside the dense region of",
+                               r.dense.size());
       if (!req.format.empty() && value_format(st, req.format) == nullptr)
         return caf::make_error(errc::bad_message, "pull from ps",
                                st.opts.index, "wire format", req.format,

@@ -54,11 +54,18 @@ caf::error check_tables(ps_replica& r, const std::vector<table_rows>& tables,
 pull_reply read_replica(ps_replica& r, const pull_request& req, bool share) {
   pull_reply reply;
   reply.clock = r.stats.clock;
-  if (req.dense && share) {
-    reply.shared_values = r.dense.snapshot();
-  } else if (req.dense) {
-    auto& values = std::as_const(r.dense).values();
-    reply.values.values.assign(values.begin(), values.end());
+  if (req.dense) {
+    // A slice was checked against the region when the pull arrived.
+    auto from = req.slice ? req.offset : 0;
+    auto count = req.slice ? req.count : r.dense.size();
+    if (share) {
+      reply.shared_values = r.dense.snapshot();
+      reply.shared_offset = from;
+      reply.shared_count = count;
+    } else {
+      auto* values = std::as_const(r.dense).values().data() + from;
+      reply.values.values.assign(values, values + count);
+    }
   }
   reply.tables.resize(req.tables.size());
   for (size_t i = 0; i < req.tables.size(); ++i) {

@@ -198,6 +198,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.lost.assign(st.opts.servers.size(), false);
   st.reconnecting.assign(st.opts.servers.size(), false);
   st.reconnect_tries.assign(st.opts.servers.size(), 0);
+  plan_slices(self);
   // A remote server's death fails no pull or push: CAF only reports it here.
   for (auto& server : st.opts.servers)
     self->monitor(server);

@@ -137,6 +137,21 @@ struct worker_options {
   /// 2019 (values first, in the order the next forward pass needs them);
   /// here by message, not by slices of a pull.
   bool layer_pushes = false;
+  /// Priority pulls (cluster.priority_pulls): a step pulls each group's
+  /// dense values in slices, one per forward stage of the model
+  /// (model::forward_stages), first layers first, and runs each stage as
+  /// soon as the values it reads are in, while the later slices are still
+  /// on their way (Jayarajan et al., "Priority-based Parameter
+  /// Propagation", SysML 2019). Values pulled ahead (overlap, prefetch)
+  /// come whole; a model or step function without stages pulls whole.
+  bool priority_pulls = false;
+  /// Priority pulls: a slice below this many floats goes with the one
+  /// before it (the first with the one after): a message of its own costs
+  /// both ends more CPU than the microseconds of transfer (16 KiB: 0.13 ms
+  /// at 1 Gbit/s) by which it could let a stage start earlier.
+  /// Fashion-MNIST's MLP: its last layer's 645 floats per server go with
+  /// the layer before, so a pull is two messages, not three.
+  uint64_t min_slice_floats = 4096;
   /// cluster.push_format / pull_format "auto": at its start, the worker
   /// times a pull of every group's values in fp32 and in bf16 from a helper
   /// thread (actors/format_probe.hpp), logs both, and from then on pushes

@@ -41,7 +41,26 @@ struct pull_ahead {
   /// The step (worker_state::seq) that took it as its own pull; 0: none.
   uint64_t taken_by = 0;
   steady_clock::time_point sent;
-  pull_reply reply;
+  /// Its replies: one (the region whole) or one per slice of the group
+  /// (priority pulls: `sliced`); stored[i]: reply i arrived and no step
+  /// took it yet; `left`: replies not arrived yet.
+  std::vector<pull_reply> replies;
+  std::vector<bool> stored;
+  uint32_t left = 0;
+  bool sliced = false;
+};
+
+/// A part of a pull with a group's dense values whole (or none), not a
+/// slice.
+constexpr uint32_t whole_region = UINT32_MAX;
+
+/// Priority pulls: one slice [from, to) of a group's dense region that a
+/// step pulls on its own; once it and the slices before it are in, the
+/// group holds the values of the first `stages` forward stages.
+struct pull_slice {
+  uint64_t from = 0;
+  uint64_t to = 0;
+  uint32_t stages = 0;
 };
 
 /// One closure waiting to run or running.
@@ -107,6 +126,27 @@ struct worker_state {
   wire_plan plan;
   std::vector<bool> encoded_for_seq;
   std::vector<std::vector<float>> residual;
+  /// Priority pulls (worker_options::priority_pulls): the model's forward
+  /// stages (model::forward_stages); per group, the slices of its region
+  /// in stage order and the stages that need none of its values. Empty:
+  /// the values are pulled whole.
+  std::vector<uint64_t> stage_ends;
+  std::vector<std::vector<pull_slice>> slices;
+  std::vector<uint32_t> stages_at_start;
+  /// For the running step: whether it pulls in slices and runs stages as
+  /// they come; the stages run; per group, the stages whose values (and
+  /// rows) it holds, which of its slices arrived, the first slice not yet
+  /// counted in dense_stages, and whether its rows arrived.
+  bool staged = false;
+  uint32_t stages_run = 0;
+  /// Set while a step takes replies that arrived before it, but for the
+  /// last of them: stages run only once they are all in place (run
+  /// earlier, they would not overlap anything).
+  bool hold_stages = false;
+  std::vector<uint32_t> dense_stages;
+  std::vector<std::vector<bool>> slice_in;
+  std::vector<uint32_t> slice_next;
+  std::vector<bool> rows_in;
   /// Decoded values of an encoded pull reply.
   std::vector<float> decoded;
   /// Overlap and prefetch (worker_options::overlap, ::prefetch): per group,
@@ -161,9 +201,43 @@ void release(std::vector<float>& xs);
 /// the values pulled ahead).
 void begin_step(worker_ptr self);
 
+/// One part of the running step's pull of group `p` has arrived: a pull's
+/// reply (`rows`; with the dense values unless they were pulled ahead), or
+/// the values pulled ahead (not `rows`), or (priority pulls) slice `slice`
+/// of the dense values, with the rows if `rows`. What it carries goes into
+/// place; the last part starts the compute, one before it may run forward
+/// stages.
+void take_pull(worker_ptr self, uint32_t p, pull_reply& reply, bool with_dense,
+               bool rows, uint32_t slice = whole_region);
+
 /// Group `p` moved to another server while the running closure awaited its
 /// answer: the request goes to the new server.
 void resend(worker_ptr self, uint32_t p);
+
+// -- worker_ahead.cpp ---------------------------------------------------------
+
+/// True if the running step awaits the values pulled ahead from group `p`.
+bool awaits_ahead(worker_ptr self, uint32_t p);
+
+/// True if the step takes group `p`'s dense values from the pull ahead: one
+/// in flight (sent with the last push), or one sent at most one step's
+/// duration (at least 5 ms) ago, so it adds at most about one step of
+/// staleness.
+bool use_ahead(worker_ptr self, uint32_t p);
+
+/// Reply `i` of the pull ahead of group `p` under `token` arrived: taken
+/// by the running step if it awaits it, else kept for the next.
+void ahead_arrived(worker_ptr self, uint32_t p, uint64_t token, uint32_t i,
+                   pull_reply& reply);
+
+/// The pull ahead of group `p` under `token` failed: forgotten, and the
+/// step that awaits it fails.
+void ahead_failed(worker_ptr self, uint32_t p, uint64_t token,
+                  caf::error& err);
+
+/// At a step's start: takes the replies of group `p`'s pull ahead that
+/// arrived (the rest are taken as they come).
+void take_ahead(worker_ptr self, uint32_t p);
 
 /// Forgets what was pulled ahead from group `p` (its server changed or was
 /// lost).
@@ -198,5 +272,32 @@ void end_pieces(worker_ptr self);
 /// Group `p` moved to a new server during the pushes: every run pushed to
 /// the old one goes there again.
 void resend_pushes(worker_ptr self, uint32_t p);
+
+// -- worker_slices.cpp --------------------------------------------------------
+
+/// Priority pulls: computes the model's stages and every group's slices
+/// (at the worker's start; none when off or the model has one stage).
+void plan_slices(worker_ptr self);
+
+/// At a step's start: whether it pulls in slices (staged), and the stages'
+/// bookkeeping for it.
+void begin_slices(worker_ptr self);
+
+/// Whether the running step pulls group `p`'s dense values in slices.
+bool sliced(worker_ptr self, uint32_t p);
+
+/// The requests the running step's own pull of group `p` takes: its slices
+/// not yet in, or 1 (whole).
+uint32_t pull_parts(worker_ptr self, uint32_t p);
+
+/// Bookkeeping of a part of group `p`'s pull that arrived: with `dense`,
+/// its slice `slice` of the dense values (whole_region: all of them);
+/// with `rows`, its rows.
+void note_part(worker_ptr self, uint32_t p, bool dense, uint32_t slice,
+               bool rows);
+
+/// Runs the forward stages whose values are all in and were not run yet,
+/// counting their time as compute. False if one threw: the step failed.
+bool run_ready_stages(worker_ptr self);
 
 } // namespace actorps::detail

@@ -39,15 +39,15 @@ auto request_pull(worker_ptr self, uint32_t p, pull_request req) {
   return self->request(server, caf::infinite, pull_atom_v, std::move(req));
 }
 
-/// One part of the running step's pull of group `p` has arrived: a pull's
-/// reply (`rows`; with the dense values unless they were pulled ahead), or
-/// the values pulled ahead (not `rows`). What it carries goes into place;
-/// the last part starts the compute.
+} // namespace
+
 void take_pull(worker_ptr self, uint32_t p, pull_reply& reply, bool with_dense,
-               bool rows) {
+               bool rows, uint32_t slice) {
   auto& st = self->state;
   auto& pl = *st.opts.layout;
-  auto dense = pl.ps_sizes[p];
+  auto part = slice == whole_region ? pull_slice{0, pl.ps_sizes[p], 0}
+                                    : st.slices[p][slice];
+  auto dense = part.to - part.from;
   if (with_dense) {
     const float* values = reply.values.values.data();
     auto got = reply.values.values.size();
@@ -81,8 +81,10 @@ void take_pull(worker_ptr self, uint32_t p, pull_reply& reply, bool with_dense,
     if (got != dense)
       return fail(self, caf::make_error(errc::shape_mismatch, "pull from ps",
                                         p, dense, got));
-    if (dense > 0)
+    if (dense > 0 && slice == whole_region)
       scatter_shards(pl, p, values, st.params.data());
+    else if (dense > 0)
+      scatter_shards(pl, p, part.from, part.to, values, st.params.data());
   }
   if (rows)
     if (auto err = st.routes.scatter_pull(p, reply.tables, st.tables))
@@ -91,27 +93,107 @@ void take_pull(worker_ptr self, uint32_t p, pull_reply& reply, bool with_dense,
   // A push's staleness is counted from its oldest values: with values pulled
   // ahead and rows pulled now, from the values pulled ahead.
   st.read_clocks[p] = std::min(st.read_clocks[p], reply.clock);
+  note_part(self, p, with_dense, slice, rows);
   if (--st.pending == 0) {
-    st.result.pull_s = seconds_since(st.t0);
+    // Forward stages run on the way count as compute, not as waiting.
+    st.result.pull_s = seconds_since(st.t0) - st.result.compute_s;
     compute(self);
+  } else if (st.staged && !st.hold_stages) {
+    run_ready_stages(self);
   }
 }
 
-/// Pulls the batch's rows of server `p`, and its dense region unless the
-/// step takes it from what was pulled ahead (`dense` false).
-void pull_one(worker_ptr self, uint32_t p, bool dense = true) {
+namespace {
+
+/// A pull of group `p` as the running step sends it (no dense values, no
+/// rows yet).
+pull_request pull_of(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  auto seq = st.seq;
   pull_request req;
   req.group = p;
   req.view = st.opts.views[p];
   req.worker = st.opts.index;
-  req.dense = dense && st.opts.layout->ps_sizes[p] > 0;
-  if (st.opts.pull_format && req.dense)
+  req.dense = false;
+  return req;
+}
+
+/// A pull of group `p`'s dense values in the pull format: slice `slice`
+/// of them, or all (whole_region).
+pull_request values_pull(worker_ptr self, uint32_t p, uint32_t slice) {
+  auto& st = self->state;
+  auto req = pull_of(self, p);
+  req.dense = true;
+  if (st.opts.pull_format)
     req.format = st.opts.pull_format->name();
+  if (slice != whole_region) {
+    req.slice = true;
+    req.offset = st.slices[p][slice].from;
+    req.count = st.slices[p][slice].to - st.slices[p][slice].from;
+  }
+  return req;
+}
+
+/// Adds the rows of the running step's keys on group `p` to `req`.
+void add_rows(worker_ptr self, uint32_t p, pull_request& req) {
+  auto& st = self->state;
   st.routes.fill_pull(p, req.tables);
   for (auto& t : req.tables)
     st.result.bytes_pulled += t.keys.keys.size() * sizeof(uint64_t);
+}
+
+/// Priority pulls: sends the slices of group `p`'s dense values that are
+/// not in yet, first layers first, under a new token of the group (counted
+/// in outstanding[p]); its rows go with the first if they are not in.
+void pull_slices(worker_ptr self, uint32_t p) {
+  auto& st = self->state;
+  auto seq = st.seq;
+  auto token = st.in_flight[p] = ++st.next_token;
+  st.outstanding[p] = 0;
+  auto rows = !st.rows_in[p];
+  for (uint32_t i = 0; i < st.slices[p].size(); ++i) {
+    if (st.slice_in[p][i])
+      continue;
+    auto req = values_pull(self, p, i);
+    auto with_rows = rows;
+    if (rows)
+      add_rows(self, p, req);
+    rows = false;
+    ++st.outstanding[p];
+    auto sent = steady_clock::now(); // metrics (issue 14)
+    request_pull(self, p, std::move(req))
+      .then(
+        [=](pull_reply& reply) {
+          telemetry::request_latency(telemetry::request_kind::pull, p,
+                                     steady_clock::now() - sent);
+          auto& st = self->state;
+          if (st.failed || st.seq != seq || st.in_flight[p] != token)
+            return;
+          if (--st.outstanding[p] == 0)
+            st.in_flight[p] = 0;
+          take_pull(self, p, reply, true, with_rows, i);
+        },
+        [=](caf::error& err) {
+          auto& st = self->state;
+          if (st.seq == seq && st.in_flight[p] == token)
+            fail(self, server_error(self, p, std::move(err)));
+        });
+  }
+}
+
+/// Pulls the batch's rows of server `p`, and its dense region unless the
+/// step takes it from what was pulled ahead (`dense` false); in slices
+/// under priority pulls unless `whole`.
+void pull_one(worker_ptr self, uint32_t p, bool dense = true,
+              bool whole = false) {
+  if (dense && !whole && sliced(self, p))
+    return pull_slices(self, p);
+  auto& st = self->state;
+  auto seq = st.seq;
+  auto req = pull_of(self, p);
+  req.dense = dense && st.opts.layout->ps_sizes[p] > 0;
+  if (st.opts.pull_format && req.dense)
+    req.format = st.opts.pull_format->name();
+  add_rows(self, p, req);
   // No timeout (caf::infinite): under ssp a pull is held while this worker
   // is ahead; a server that dies or is cut off is noticed by the monitor
   // (down_msg), which fails the step.
@@ -135,54 +217,28 @@ void pull_one(worker_ptr self, uint32_t p, bool dense = true) {
       });
 }
 
-/// True if the running step awaits the values pulled ahead from group `p`.
-bool awaits_ahead(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  auto& a = st.ahead[p];
-  return st.busy && !st.failed && st.at == phase::pulling
-         && a.taken_by == st.seq;
-}
-
-/// Sends the pull of group `p`'s dense values for the next closure.
+/// Sends the pull of group `p`'s dense values for the next closure: whole,
+/// or in slices under priority pulls (whatever the next closure's step
+/// function: one without stages only puts them in place).
 void send_ahead(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  pull_request req;
-  req.group = p;
-  req.view = st.opts.views[p];
-  req.worker = st.opts.index;
-  req.dense = true;
-  if (st.opts.pull_format)
-    req.format = st.opts.pull_format->name();
   auto& a = st.ahead[p];
   a = pull_ahead{};
   a.at = pull_ahead::state::in_flight;
   a.token = ++st.next_token;
   a.sent = self->system().clock().now();
+  a.sliced = !st.slices[p].empty();
+  auto parts = a.sliced ? static_cast<uint32_t>(st.slices[p].size()) : 1u;
+  a.replies.resize(parts);
+  a.stored.assign(parts, false);
+  a.left = parts;
   auto token = a.token;
-  request_pull(self, p, std::move(req))
-    .then(
-      [=](pull_reply& reply) {
-        auto& a = self->state.ahead[p];
-        if (a.token != token)
-          return;
-        if (awaits_ahead(self, p)) {
-          a = pull_ahead{};
-          ++self->state.result.pulls_ahead;
-          take_pull(self, p, reply, true, false);
-          return;
-        }
-        a.at = pull_ahead::state::ready;
-        a.reply = std::move(reply);
-      },
-      [=](caf::error& err) {
-        auto& a = self->state.ahead[p];
-        if (a.token != token)
-          return;
-        auto taken = awaits_ahead(self, p);
-        a = pull_ahead{};
-        if (taken)
-          fail(self, server_error(self, p, std::move(err)));
-      });
+  for (uint32_t i = 0; i < parts; ++i) {
+    request_pull(self, p, values_pull(self, p, a.sliced ? i : whole_region))
+      .then(
+        [=](pull_reply& reply) { ahead_arrived(self, p, token, i, reply); },
+        [=](caf::error& err) { ahead_failed(self, p, token, err); });
+  }
 }
 
 /// Sends the next step's pulls of dense values ahead. Under overlap they
@@ -220,7 +276,8 @@ void compute(worker_ptr self) {
     std::fill(t.grad.begin(), t.grad.end(), 0.0f);
   if (st.opts.lean)
     st.grad.resize(st.opts.layout->model_size);
-  model_inputs in{st.params.data(), &st.tables};
+  model_inputs in{st.params.data(), &st.tables,
+                  st.staged ? st.stages_run : 0};
   auto layers = st.opts.layer_pushes && st.step->pushes;
   if (layers)
     start_pieces(self);
@@ -237,27 +294,10 @@ void compute(worker_ptr self) {
                       std::runtime_error{st.piece_error});
   if (st.opts.lean)
     release(st.params);
-  st.result.compute_s = seconds_since(t0);
+  st.result.compute_s += seconds_since(t0);
   if (!st.step->pushes)
     return finish(self, caf::error{});
   push_all(self);
-}
-
-/// True if the step takes group `p`'s dense values from the pull ahead: one
-/// in flight (sent with the last push), or one sent at most one step's
-/// duration (at least 5 ms) ago, so it adds at most about one step of
-/// staleness.
-bool use_ahead(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  auto& a = st.ahead[p];
-  if (a.at == pull_ahead::state::in_flight)
-    return true;
-  if (a.at != pull_ahead::state::ready)
-    return false;
-  if (clock_seconds_since(self, a.sent) <= std::max(st.last_step_s, 5e-3))
-    return true;
-  a = pull_ahead{};
-  return false;
 }
 
 } // namespace
@@ -305,27 +345,29 @@ void begin_step(worker_ptr self) {
   st.pending = 0;
   std::fill(st.read_clocks.begin(), st.read_clocks.end(),
             std::numeric_limits<uint64_t>::max());
+  begin_slices(self);
   for (uint32_t p = 0; p < n; ++p) {
     auto ahead = use_ahead(self, p);
     if (ahead) {
-      ++st.pending;
-      st.ahead[p].taken_by = st.seq;
-      if (st.ahead[p].at == pull_ahead::state::ready)
+      auto& a = st.ahead[p];
+      st.pending += a.replies.size();
+      a.taken_by = st.seq;
+      if (std::find(a.stored.begin(), a.stored.end(), true) != a.stored.end())
         ready.push_back(p);
     }
-    if (!ahead || st.routes.has_keys(p))
+    if (ahead && st.routes.has_keys(p))
       ++st.pending;
+    else if (!ahead)
+      st.pending += pull_parts(self, p);
   }
   for (uint32_t p = 0; p < n; ++p)
     if (st.ahead[p].taken_by != st.seq || st.routes.has_keys(p))
       pull_one(self, p, st.ahead[p].taken_by != st.seq);
+  auto seq = st.seq;
   for (auto p : ready) {
-    if (st.failed || st.seq != st.ahead[p].taken_by)
+    if (st.failed || st.seq != seq)
       return;
-    auto reply = std::move(st.ahead[p].reply);
-    st.ahead[p] = pull_ahead{};
-    ++st.result.pulls_ahead;
-    take_pull(self, p, reply, true, false);
+    take_ahead(self, p);
   }
 }
 
@@ -335,16 +377,19 @@ void resend(worker_ptr self, uint32_t p) {
     return;
   if (st.at == phase::pulling && awaits_ahead(self, p)) {
     // The values pulled ahead from the old server: the pull of the group
-    // goes to the new server whole (dense values and rows).
+    // goes to the new server whole (dense values and rows), one part in
+    // place of the ahead parts still out and of the rows.
+    st.pending -= st.ahead[p].left;
     st.ahead[p] = pull_ahead{};
     if (st.in_flight[p] != 0)
       --st.pending;
+    ++st.pending;
     log::info("worker", static_cast<int>(st.opts.index),
               "closure {}: its pull of group {} is sent again to the new "
               "server",
               st.result.closure, p);
     st.in_flight[p] = 0;
-    return pull_one(self, p);
+    return pull_one(self, p, true, true);
   }
   if (st.in_flight[p] == 0)
     return;
@@ -358,10 +403,5 @@ void resend(worker_ptr self, uint32_t p) {
     pull_one(self, p);
 }
 
-void drop_ahead(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  if (p < st.ahead.size() && !awaits_ahead(self, p))
-    st.ahead[p] = pull_ahead{};
-}
 
 } // namespace actorps::detail

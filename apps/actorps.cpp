@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "cluster/stop_request.hpp"
 #include "cluster/tls.hpp"
 #include "cluster/node.hpp"
+#include "core/cpu_affinity.hpp"
 #include "core/cpu_policy.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -94,25 +96,26 @@ int run_node(const std::vector<std::string>& args) {
     actorps::log::set_show_origin(false);
   cmd.train.options.progress = !cmd.train.no_progress
                                && isatty(fileno(stdout)) != 0;
-  {
-    auto& task = *cmd.spec.task;
-    bool chief = task.type == "chief";
-    use_cpu_policy(cmd.train.job, chief ? "coordinator" : task.type.c_str(),
-                   chief ? -1 : static_cast<int>(task.index));
-  }
+  // The node's name in log lines: "coordinator" for the chief.
+  auto& task = *cmd.spec.task;
+  bool chief = task.type == "chief";
+  const char* who = chief ? "coordinator" : task.type.c_str();
+  int index = chief ? -1 : static_cast<int>(task.index);
+  use_cpu_policy(cmd.train.job, who, index);
+  if (!cmd.cpus.empty())
+    if (auto why = actorps::apply_cpu_set(cmd.cpus); !why.empty())
+      actorps::log::warn(who, index,
+                         "--cpu-set {} not applied ({}); the threads run on "
+                         "the CPUs they were started with",
+                         actorps::format_cpu_list(cmd.cpus), why);
   // TLS first: the node's first line says whether and how it authenticates
   // (the evaluator talks to no node).
-  if (auto& task = *cmd.spec.task; task.type != "evaluator")
+  if (task.type != "evaluator")
     actorps::open_node_tls(cmd.train.job.tls, {task.type, task.index});
   // Who is where, once per node, when a resolver worked it out.
-  if (!cmd.resolver.empty() && !cmd.train.quiet) {
-    auto& task = *cmd.spec.task;
-    bool chief = task.type == "chief";
-    actorps::log::info(chief ? "coordinator" : task.type,
-                       chief ? -1 : static_cast<int>(task.index),
-                       "cluster from {}: {}", cmd.resolver,
+  if (!cmd.resolver.empty() && !cmd.train.quiet)
+    actorps::log::info(who, index, "cluster from {}: {}", cmd.resolver,
                        actorps::describe_cluster(cmd.spec));
-  }
   // SIGTERM or SIGUSR1: the coordinator checkpoints and exits with
   // exit_stopped; a ps or worker serves until the coordinator ends the job.
   actorps::stop_on_signals();
@@ -128,6 +131,41 @@ std::string self_path() {
     throw actorps::runtime_failure("cannot find this program's path "
                                    "(/proc/self/exe)");
   return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+/// The CPUs of each ps and worker under cluster.cpu_affinity "auto" with the
+/// local launcher (none otherwise: a Slurm step is bound by Slurm's
+/// --cpu-bind). The coordinator, which mostly waits, keeps every CPU. Says
+/// what it chose when `say`.
+std::optional<actorps::cpu_assignment>
+node_cpus(const actorps::launch_command& cmd, bool say) {
+  auto& job = cmd.train.job;
+  auto mode = actorps::parse_cpu_affinity(job.cpu_affinity,
+                                          "cluster.cpu_affinity");
+  if (mode == actorps::cpu_affinity::none || cmd.launcher != "local")
+    return std::nullopt;
+  auto allowed = actorps::allowed_cpus();
+  if (allowed.empty())
+    return std::nullopt; // sched_getaffinity failed: leave it to the kernel
+  auto cpus = actorps::assign_cpus(allowed, job.ps, job.workers);
+  if (say && !cmd.train.quiet) {
+    std::string text;
+    auto add = [&](const char* role, size_t i, const std::vector<int>& set) {
+      text += fmt::format("{}{}{} {}", text.empty() ? "" : ", ", role, i,
+                          actorps::format_cpu_list(set));
+    };
+    for (size_t i = 0; i < std::max(job.ps, job.workers); ++i) {
+      if (i < cpus.ps.size())
+        add("ps", i, cpus.ps[i]);
+      if (i < cpus.workers.size())
+        add("worker", i, cpus.workers[i]);
+    }
+    fmt::print(stderr,
+               "[launch] CPUs ({} of this machine's): {}; the coordinator "
+               "any (cluster.cpu_affinity auto; none turns it off)\n",
+               actorps::format_cpu_list(allowed), text);
+  }
+  return cpus;
 }
 
 int run_launch(const std::vector<std::string>& args) {
@@ -163,12 +201,18 @@ int run_launch(const std::vector<std::string>& args) {
   auto exe = self_path();
   for (uint32_t attempt = 0;; ++attempt) {
     launcher->place(job.ps, job.workers, attempt);
+    auto cpus = node_cpus(cmd, attempt == 0);
     std::vector<actorps::child_spec> children;
     auto add = [&](const std::string& role, const std::string& name,
                    uint32_t index) {
       actorps::child_spec c;
       c.name = name;
       c.argv = {exe, "node", "--role", role, "--index", std::to_string(index)};
+      if (role != "coordinator" && cpus) {
+        auto& mine = (role == "ps" ? cpus->ps : cpus->workers).at(index);
+        c.argv.insert(c.argv.end(),
+                      {"--cpu-set", actorps::format_cpu_list(mine)});
+      }
       c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
       c.env = {{"ACTORPS_LAUNCHED", "1"}};
       // A worker or ps that dies is started again: a worker joins its

@@ -5,7 +5,7 @@
 //   actorps-bench [--sizes 1024,65536,1048576,4194304]
 //                 [--sparse-sizes 1024,65536,1048576] [--cold-keys 65536]
 //                 [--iterations N] [--epochs N] [--config FILE]
-//                 [--no-training] [--quick] [--tls]
+//                 [--no-training] [--quick] [--tls] [--shared-memory off]
 //                 [--out bench/results.json] [--markdown docs/benchmarks.md]
 //   actorps-bench --validate FILE     checks a results file (exit 0 / 1)
 //
@@ -27,6 +27,9 @@
 //   samples/s and each worker's share of time per phase.
 // --tls: the two processes talk mutual TLS (throw-away certificates of a
 // new CA; cluster/tls.hpp), as `actorps launch` does by default.
+// --shared-memory off: the data channel's frames go over loopback TCP, not
+// through shared memory (cluster/shm_link.hpp), which it uses by default
+// between two processes of one host, as `actorps launch` does.
 // --quick: sparse benchmarks of 1K keys only (cold: 1K), training of one
 // worker on 4000 examples, unless --sparse-sizes / --cold-keys say
 // otherwise. Latencies in milliseconds; GB/s = N * 4 bytes / p50; keys/s =
@@ -84,6 +87,8 @@ struct bench_options {
   bool quick = false;
   /// Between the processes: mutual TLS (throw-away certificates; issue 12).
   std::string tls_dir;
+  /// The data channel offers shared memory (cluster.shared_memory).
+  bool shared_memory = true;
   std::string config = "configs/fashion_mnist.json";
   std::string out = "bench/results.json";
   std::string md = "docs/benchmarks.md";
@@ -202,7 +207,8 @@ bench_options parse_args(int argc, char** argv) {
       o.quick = true;
     else if (a == "--tls")
       o.tls_dir = "tls"; // made in main
-
+    else if (a == "--shared-memory")
+      o.shared_memory = value() != "off";
     else if (a == "--out")
       o.out = value();
     else if (a == "--config")
@@ -257,7 +263,8 @@ bool connect_servers(const bench_options& o, caf::actor_system& local,
     try {
       h.data.push_back(open_data_link(
         net, h.remote.back(), host_port{"127.0.0.1", ports[i + 1]}, tls.get(),
-        &ps0, std::chrono::seconds(10), "bench"));
+        &ps0, std::chrono::seconds(10), "bench", o.shared_memory,
+        i < o.sizes.size() ? o.sizes[i] * sizeof(float) : 0));
     } catch (const std::exception& e) {
       fmt::print(stderr, "actorps-bench: {}\n", e.what());
       return false;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cluster/cluster_resolver.hpp"
+#include "core/cpu_affinity.hpp"
 #include "core/cpu_policy.hpp"
 #include "core/error.hpp"
 
@@ -92,13 +93,23 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --layer-pushes         async: push each layer's gradient as backpropagation
                          produces it; pulls go ahead of queued pushes
                          (cluster.layer_pushes)
+  --priority-pulls       pull each layer's values as a slice, first layers
+                         first, and run the forward pass's layers as they
+                         arrive (cluster.priority_pulls)
   --data-channel on|off  between processes, pulls and pushes over a data
                          channel beside CAF's BASP (default on;
                          cluster.data_channel)
+  --shared-memory on|off data channels between processes of one host move
+                         their frames through shared memory (default on;
+                         cluster.shared_memory)
   --cpu-policy P         batch | normal: schedule this process's threads as
                          SCHED_BATCH (a thread woken by a message does not
                          preempt a computing one) or leave them as started
                          (default batch; cluster.cpu_policy)
+  --cpu-affinity A       launch: auto | none: restrict each ps and worker to a
+                         share of this machine's CPUs, a ps and the worker of
+                         its index side by side, or let the kernel move them
+                         (default auto; cluster.cpu_affinity)
   --data-dir DIR         folder of the dataset's files (data.dir)
   --train-limit N        use the first N training examples (0 = all)
   --test-limit N         use the first N test examples (0 = all)
@@ -170,6 +181,9 @@ flags; the spec decides the numbers of workers and ps.
                          workers; see docs/slurm.md)
   --port-base P          slurm: port of a host's first task, the next tasks
                          there get the next ports (default 8888)
+  --cpu-set LIST         run this node's threads on these CPUs only, e.g.
+                         0-3,8 (sched_setaffinity; `launch` passes each ps
+                         and worker its share under --cpu-affinity auto)
 )"} + job_flags;
 }
 
@@ -207,8 +221,10 @@ train_command parse_job_args(
     {"--replication", true},     {"--replication-lag", true},
     {"--push-format", true},     {"--pull-format", true},
     {"--overlap", false},        {"--prefetch", false},
-    {"--layer-pushes", false},
+    {"--layer-pushes", false},   {"--priority-pulls", false},
     {"--data-channel", true},    {"--cpu-policy", true},
+    {"--shared-memory", true},
+    {"--cpu-affinity", true},
     {"--variable-format", true},
     {"--threads", true},         {"--data-dir", true},
     {"--train-limit", true},     {"--test-limit", true},
@@ -317,9 +333,22 @@ train_command parse_job_args(
       job.prefetch = true;
     else if (flag == "--layer-pushes")
       job.layer_pushes = true;
+    else if (flag == "--priority-pulls")
+      job.priority_pulls = true;
     else if (flag == "--cpu-policy") {
       parse_cpu_policy(value, flag); // an error names the flag
       job.cpu_policy = value;
+    }
+    else if (flag == "--cpu-affinity") {
+      parse_cpu_affinity(value, flag); // an error names the flag
+      job.cpu_affinity = value;
+    }
+    else if (flag == "--shared-memory") {
+      if (value != "on" && value != "off")
+        throw input_error(fmt::format("--shared-memory: expected on or off, "
+                                      "got \"{}\"",
+                                      value));
+      job.shared_memory = value == "on";
     }
     else if (flag == "--data-channel") {
       if (value != "on" && value != "off")
@@ -476,7 +505,8 @@ node_command parse_node_args(const std::vector<std::string>& args) {
      {"--index", true},
      {"--cluster", true},
      {"--cluster-resolver", true},
-     {"--port-base", true}},
+     {"--port-base", true},
+     {"--cpu-set", true}},
     extras);
   if (cmd.train.help)
     return cmd;
@@ -495,6 +525,8 @@ node_command parse_node_args(const std::vector<std::string>& args) {
       cmd.resolver = value;
     else if (flag == "--port-base")
       port_base = static_cast<uint16_t>(to_count(flag, value, 1, 65535));
+    else if (flag == "--cpu-set")
+      cmd.cpus = parse_cpu_list(value, flag);
   }
   auto source = resolve_node_spec(cmd, file, role, index, port_base);
   if (role == "coordinator")

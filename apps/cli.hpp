@@ -32,6 +32,9 @@ struct node_command {
   cluster_spec spec;
   /// --cluster-resolver NAME as given ("" when not given).
   std::string resolver;
+  /// --cpu-set LIST: the CPUs this node's threads may run on (empty: as
+  /// started; core/cpu_affinity.hpp).
+  std::vector<int> cpus;
 };
 
 /// A parsed `actorps launch` command line: the job flags of `train` plus

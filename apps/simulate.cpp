@@ -114,6 +114,11 @@ int run_simulate(const std::vector<std::string>& args) {
     throw input_error("cluster.layer_pushes: the simulator models a step's "
                       "compute as one span before its pushes, so pieces "
                       "sent during it are not modelled; simulate without it");
+  if (cmd.job.priority_pulls)
+    throw input_error("cluster.priority_pulls: the simulator models a "
+                      "step's pull and compute as two spans, so a forward "
+                      "pass run during the pull is not modelled; simulate "
+                      "without it");
   std::ofstream json;
   if (!out.empty()) {
     json.open(out, std::ios::out | std::ios::trunc);

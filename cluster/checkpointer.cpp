@@ -90,9 +90,14 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
   st.job = checkpoint_job_fields(make_fingerprint(cfg, layout));
   auto servers = cl.servers();
   for (uint32_t p = 0; p < servers.size(); ++p) {
-    auto snap = ask<ps_snapshot>(cl.system(), servers[p],
-                                 fmt::format("saving group {}", p),
-                                 save_atom_v, p);
+    ps_snapshot snap;
+    try {
+      snap = ask<ps_snapshot>(cl.system(), servers[p],
+                              fmt::format("saving group {}", p), save_atom_v,
+                              p);
+    } catch (const detail::lost_while_asking& e) {
+      throw checkpoint_interrupted(e.what());
+    }
     if (snap.values.values.size() != layout.ps_sizes[p])
       throw runtime_failure(fmt::format("saving ps {}: {} floats, expected {}",
                                         p, snap.values.values.size(),

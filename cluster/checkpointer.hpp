@@ -10,6 +10,7 @@
 #include "actors/ps_actor.hpp"
 #include "core/checkpoint.hpp"
 #include "core/dataset.hpp"
+#include "core/error.hpp"
 
 namespace actorps {
 
@@ -26,10 +27,19 @@ struct training_progress {
   std::vector<data_position> workers;
 };
 
+/// A checkpoint could not be taken because a parameter server was lost
+/// while it was being saved (its group may fail over or be brought back:
+/// the job's own recovery decides; nothing was written).
+class checkpoint_interrupted : public runtime_failure {
+public:
+  using runtime_failure::runtime_failure;
+};
+
 /// Snapshots every parameter server of `cl` (values, optimizer slots and
 /// steps, clock) and cuts the buffers into the shards of the placement. Call
 /// it with no closure running, so that the snapshot is consistent.
-/// @throws runtime_failure if a server fails, is lost or does not answer.
+/// @throws checkpoint_interrupted if a server is lost before it answered;
+///         runtime_failure if one fails or does not answer.
 checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
                                     const training_progress& progress);
 

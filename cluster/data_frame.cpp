@@ -163,8 +163,9 @@ out_frame encode(caf::actor_system& sys, uint64_t id, pull_reply reply) {
   const char* bulk = nullptr;
   size_t n = 0;
   if (reply.shared_values) {
-    bulk = reinterpret_cast<const char*>(reply.shared_values->data());
-    n = reply.shared_values->size() * sizeof(float);
+    bulk = reinterpret_cast<const char*>(reply.shared_values->data()
+                                         + reply.shared_offset);
+    n = reply.shared_count * sizeof(float);
     keep = std::move(reply.shared_values);
     reply.shared_values = nullptr;
   } else if (!reply.values.values.empty()) {

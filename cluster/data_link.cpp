@@ -21,6 +21,7 @@
 #include "cluster/data_conn.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/gate_io.hpp"
+#include "cluster/inline_unit.hpp"
 #include "cluster/tls_channel.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -43,25 +44,26 @@ struct inbox {
 };
 
 /// Starts the connection of `ch` for actor `self`: each frame and the end
-/// go into `box`, and the actor is told (retry_atom, 0). With `keep`, the
+/// go into `box`, and the actor is told (retry_atom, 0), on the connection's
+/// thread, which then runs it (cluster/inline_unit.hpp). With `keep`, the
 /// connection holds the actor alive (until it quits); without, the actor
 /// ends when nobody else holds it, and the connection with it.
-template <class Handle>
 std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
                                    std::shared_ptr<inbox> box,
                                    caf::strong_actor_ptr self, bool keep,
-                                   std::string label, size_t caller_limit) {
+                                   std::string label, size_t caller_limit,
+                                   shm_mode shm, size_t frame_bytes = 0) {
   std::function<void()> tell;
   if (keep) {
     tell = [self] {
-      caf::anon_send(caf::actor_cast<Handle>(self), retry_atom_v, uint64_t{0});
+      detail::run_here(self, caf::make_message(retry_atom_v, uint64_t{0}));
     };
   } else {
     auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
     tell = [weak] {
       if (auto strong = weak.lock())
-        caf::anon_send(caf::actor_cast<Handle>(strong), retry_atom_v,
-                       uint64_t{0});
+        detail::run_here(strong,
+                         caf::make_message(retry_atom_v, uint64_t{0}));
     };
   }
   return std::make_shared<data_conn>(
@@ -80,7 +82,7 @@ std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
       }
       tell();
     },
-    std::move(label), caller_limit);
+    std::move(label), caller_limit, shm, frame_bytes);
 }
 
 caf::error channel_lost(const std::string& label, const std::string& why) {
@@ -155,7 +157,8 @@ void on_frames(link_ptr self) {
 
 link_actor::behavior_type
 link_behavior(link_ptr self, ps_actor server,
-              std::shared_ptr<std::unique_ptr<channel>> ch, std::string label) {
+              std::shared_ptr<std::unique_ptr<channel>> ch, std::string label,
+              bool shared_memory, uint64_t frame_bytes) {
   auto& st = self->state;
   st.server = server;
   st.label = label;
@@ -164,9 +167,11 @@ link_behavior(link_ptr self, ps_actor server,
   // The worker's thread writes its pushes itself (it waits for their
   // answers anyway): a 1M-float push 1.5-2.1x raw TCP -> 1.2-1.4x p50
   // (actorps-bench).
-  st.conn = connect<link_actor>(std::move(*ch), st.box,
-                                caf::actor_cast<caf::strong_actor_ptr>(self),
-                                false, label, SIZE_MAX);
+  st.conn = connect(std::move(*ch), st.box,
+                    caf::actor_cast<caf::strong_actor_ptr>(self), false, label,
+                    SIZE_MAX,
+                    shared_memory ? shm_mode::offer : shm_mode::no_offer,
+                    frame_bytes);
   self->monitor(server);
   self->set_down_handler([self](caf::down_msg& dm) {
     if (dm.source == self->state.server.address())
@@ -288,7 +293,8 @@ void on_requests(session_ptr self) {
 ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                         const host_port& where, const tls_context* tls,
                         const node_identity* expect,
-                        std::chrono::milliseconds timeout, std::string label) {
+                        std::chrono::milliseconds timeout, std::string label,
+                        bool shared_memory, uint64_t frame_bytes) {
   dial_result out;
   auto ch = detail::open_channel(where,
                                  std::chrono::steady_clock::now() + timeout,
@@ -299,14 +305,15 @@ ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
   // CAF copies spawn arguments: the channel travels in a shared holder.
   auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
   auto link = sys.spawn(link_behavior, std::move(server), std::move(holder),
-                        std::move(label));
+                        std::move(label), shared_memory, frame_bytes);
   return caf::actor_cast<ps_actor>(link);
 }
 
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
-                        std::unique_ptr<channel> ch, std::string label) {
+                        std::unique_ptr<channel> ch, std::string label,
+                        bool shared_memory) {
   auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
-  sys.spawn([holder, server, label](session_ptr self)
+  sys.spawn([holder, server, label, shared_memory](session_ptr self)
               -> session_actor::behavior_type {
     auto& st = self->state;
     st.server = server;
@@ -317,9 +324,10 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
     // Acknowledgements and errors are written by the server's thread, pull
     // replies of more than 64 KiB by the connection's (the server's one
     // thread serves every worker).
-    st.conn = connect<session_actor>(
+    st.conn = connect(
       std::move(*holder), st.box, caf::actor_cast<caf::strong_actor_ptr>(self),
-      true, label, size_t{64} << 10);
+      true, label, size_t{64} << 10,
+      shared_memory ? shm_mode::answer : shm_mode::decline);
     self->monitor(server);
     self->set_down_handler([self](caf::down_msg& dm) {
       if (dm.source == self->state.server.address())

@@ -22,6 +22,10 @@
 // as a data channel (gate::data_handler) with `server`'s answers, until the
 // connection closes or `server` is down. A peer that sends a malformed
 // frame is logged and its connection closed; the server never sees it.
+//
+// Both ends on one host: the frames go through shared memory
+// (cluster/shm_link.hpp, `cluster.shared_memory`), the TCP connection only
+// wakes the ends and tells when one is gone.
 
 #include <chrono>
 #include <memory>
@@ -41,15 +45,23 @@ struct node_identity;
 /// Opens a data channel to the gate at `where` (with `tls`, whose peer
 /// must be `expect`) within `timeout`, for `server` (the actor the same
 /// node published there), and returns the worker-side link. `label` names
-/// it in log lines ("worker 0 -> ps 1").
+/// it in log lines ("worker 0 -> ps 1"). With `shared_memory`, the
+/// channel offers the server shared memory (cluster/shm_offer.hpp), which
+/// a server on this host takes; the frames then go through it, in rings
+/// sized for frames of `frame_bytes` (the largest dense push or pull
+/// expected; 0: 2 MiB; shm_link::ring_bytes_for).
 /// @throws runtime_failure naming `where` and why (refused, unreachable).
 ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                         const host_port& where, const tls_context* tls,
                         const node_identity* expect,
-                        std::chrono::milliseconds timeout, std::string label);
+                        std::chrono::milliseconds timeout, std::string label,
+                        bool shared_memory = true,
+                        uint64_t frame_bytes = 0);
 
 /// Serves data channel `ch` (from a gate) with `server`; returns at once.
+/// Takes the worker's offer of shared memory if `shared_memory` and it can.
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
-                        std::unique_ptr<channel> ch, std::string label);
+                        std::unique_ptr<channel> ch, std::string label,
+                        bool shared_memory = true);
 
 } // namespace actorps

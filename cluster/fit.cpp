@@ -32,8 +32,8 @@ struct epoch_closures {
 
   /// Calls on_step_end for each closure that finished with a value and was
   /// not reported yet. Failed ones are left to join(), which raises their
-  /// error once. With `all` (after join), waits for each closure's value:
-  /// join() may return a moment before the last closures read as done.
+  /// error once. With `all` (after join, when every closure reads as done),
+  /// takes each closure's value.
   void report(fit_state& st, const fit_options& opts, bool all = false) {
     for (auto i = first_unreported; i < values.size(); ++i) {
       if (reported[i])

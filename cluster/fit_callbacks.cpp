@@ -95,11 +95,22 @@ void checkpoint_callback::on_pause(fit_state& st) {
   // At an epoch's end on_epoch_end saves, after the evaluation.
   if (every > 0 && st.progress.global_step % every == 0
       && st.progress.step_in_epoch < st.closures_per_epoch)
-    save(st);
+    save_or_skip(st);
 }
 
 void checkpoint_callback::on_epoch_end(fit_state& st, epoch_metrics&) {
-  save(st);
+  save_or_skip(st);
+}
+
+void checkpoint_callback::save_or_skip(fit_state& st) {
+  try {
+    save(st);
+  } catch (const checkpoint_interrupted& e) {
+    log::warn("coordinator", -1,
+              "checkpoint at step {} skipped: {} (the newest one on disk "
+              "stays)",
+              st.progress.global_step, e.what());
+  }
 }
 
 void checkpoint_callback::save(fit_state& st) {

@@ -86,6 +86,12 @@ public:
   void save(fit_state& st);
 
 private:
+  /// save(), except that a checkpoint interrupted by a lost server is
+  /// skipped with a warning (the periodic and epoch-end ones: the job's
+  /// recovery goes on as it would between checkpoints, and the newest
+  /// checkpoint on disk stays; the next one is tried at its time).
+  void save_or_skip(fit_state& st);
+
   const job_config& cfg_;
 };
 

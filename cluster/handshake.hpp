@@ -18,8 +18,9 @@ struct placement;
 /// their fields and meaning. Bumped on every change to any of them
 /// (3: the handshake carries a TLS ticket; 4: the data channel, preamble
 /// byte 13 and cluster/data_frame.hpp; 5: pushes in pieces, push_request's
-/// piece and offset, ps_snapshot's partials).
-inline constexpr uint32_t protocol_version = 5;
+/// piece and offset, ps_snapshot's partials; 6: a data channel starts
+/// with the shared-memory offer, cluster/shm_offer.hpp).
+inline constexpr uint32_t protocol_version = 7;
 
 /// This binary's build: "actorps VERSION (git REVISION, CAF 0.17.6)". Two
 /// nodes of one cluster run the same build.

@@ -233,6 +233,7 @@ worker_options wire_options_of(const job_config& cfg, const placement& layout) {
   opts.overlap = cfg.overlap;
   opts.prefetch = cfg.prefetch;
   opts.layer_pushes = cfg.layer_pushes;
+  opts.priority_pulls = cfg.priority_pulls;
   opts.choose_push_format = cfg.push_format == "auto";
   opts.choose_pull_format = cfg.pull_format == "auto";
   return opts;

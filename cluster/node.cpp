@@ -99,10 +99,10 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   // A ps answers the workers' data channels (cluster/data_link.hpp).
   gate::data_handler on_data;
   if (data_server)
-    on_data = [&sys, data_server, label](std::unique_ptr<channel> ch,
-                                         const std::string& peer) {
+    on_data = [&sys, data_server, label, shm = cfg.shared_memory](
+                std::unique_ptr<channel> ch, const std::string& peer) {
       serve_data_channel(sys, data_server, std::move(ch),
-                         fmt::format("{} <- {}", label, peer));
+                         fmt::format("{} <- {}", label, peer), shm);
     };
   std::unique_ptr<gate> door;
   try {
@@ -188,15 +188,16 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   // Pulls and pushes over a data channel to each ps, unless off or
   // refused (then over BASP, as everything else).
   auto tls = node_tls();
-  auto over_data = [&sys, &spec, tls, index,
-                    on = cfg.data_channel](ps_actor ps, uint32_t p) {
+  auto over_data = [&sys, &spec, tls, index, layout, on = cfg.data_channel,
+                    shm = cfg.shared_memory](ps_actor ps, uint32_t p) {
     if (!on || !ps)
       return ps;
     node_identity expect{"ps", p};
     try {
       return open_data_link(sys, ps, spec.ps.at(p), tls.get(),
                             tls ? &expect : nullptr, std::chrono::seconds(5),
-                            fmt::format("worker {} -> ps {}", index, p));
+                            fmt::format("worker {} -> ps {}", index, p),
+                            shm, layout->ps_sizes.at(p) * sizeof(float));
     } catch (const std::exception& e) {
       log::warn("worker", static_cast<int>(index),
                 "{}; its pulls and pushes go over BASP", e.what());

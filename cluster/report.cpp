@@ -162,6 +162,7 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"bytes_pushed_per_step", double(r.bytes_pushed) / double(steps)},
               {"pulls_ahead", r.pulls_ahead},
               {"early_pieces", r.early_pieces},
+              {"early_stages", r.early_stages},
               {"dense_equivalent_bytes_per_step", r.dense_equivalent_bytes},
               {"table_rows", r.table_rows},
               {"table_bytes", r.table_bytes},
@@ -259,6 +260,13 @@ void print_summary(std::FILE* out, const train_report& r) {
                "({:.1f} per step), the rest of each push after it\n",
                r.early_pieces,
                double(r.early_pieces) / double(std::max<uint64_t>(r.closures, 1)));
+  if (r.early_stages > 0)
+    fmt::print(out,
+               "priority pulls: {} forward layers ran before their step's "
+               "last values arrived ({:.2f} per step)\n",
+               r.early_stages,
+               double(r.early_stages)
+                 / double(std::max<uint64_t>(r.closures, 1)));
   fmt::print(out, "memory: {}\n", memory_line(r));
   std::fflush(out);
 }

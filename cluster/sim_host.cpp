@@ -107,8 +107,10 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
       server_sys, host_port{"127.0.0.1", 0},
       caf::actor_cast<caf::strong_actor_ptr>(ps), server_sys.message_types(ps),
       "host probe", nullptr,
-      [&server_sys, ps](std::unique_ptr<channel> ch, const std::string& peer) {
-        serve_data_channel(server_sys, ps, std::move(ch), "host probe <- " + peer);
+      [&server_sys, ps, shm = cfg.shared_memory](std::unique_ptr<channel> ch,
+                                                  const std::string& peer) {
+        serve_data_channel(server_sys, ps, std::move(ch),
+                           "host probe <- " + peer, shm);
       }));
     host_port where{"127.0.0.1", gates.back()->port()};
     auto r = dial(client_sys, where, std::chrono::seconds(10));
@@ -118,7 +120,8 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
     if (cfg.data_channel) {
       try {
         handle = open_data_link(client_sys, handle, where, nullptr, nullptr,
-                                std::chrono::seconds(10), "host probe");
+                                std::chrono::seconds(10), "host probe",
+                                cfg.shared_memory);
       } catch (const std::exception& e) {
         fail(e.what());
       }

@@ -173,6 +173,7 @@ public:
     r_.bytes_pushed += s.bytes_pushed;
     r_.pulls_ahead += s.pulls_ahead;
     r_.early_pieces += s.early_pieces;
+    r_.early_stages += s.early_stages;
     auto& rss = r_.worker_peak_rss_bytes.at(s.worker);
     rss = std::max(rss, s.peak_rss_bytes);
   }

@@ -68,6 +68,9 @@ struct train_report {
   bool prefetch = false;
   /// Pieces of pushes sent during backpropagation (layer pushes).
   uint64_t early_pieces = 0;
+  /// Forward stages run while their step's later values were on their way
+  /// (priority pulls).
+  uint64_t early_stages = 0;
   /// Replica groups (servers) that hold dense values: a step's dense pulls.
   uint32_t dense_groups = 0;
   /// Bytes one step would pull and push if every variable were dense and

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_affinity.hpp"
 #include "core/cpu_policy.hpp"
 #include "core/data_registry.hpp"
 #include "core/wire_format.hpp"
@@ -222,8 +223,11 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("overlap", cfg.overlap);
     s.get("prefetch", cfg.prefetch);
     s.get("layer_pushes", cfg.layer_pushes);
+    s.get("priority_pulls", cfg.priority_pulls);
     s.get("data_channel", cfg.data_channel);
+    s.get("shared_memory", cfg.shared_memory);
     s.get("cpu_policy", cfg.cpu_policy);
+    s.get("cpu_affinity", cfg.cpu_affinity);
     {
       auto v = s.sub("variable_formats");
       for (auto& [name, spec] : v.rest_strings())
@@ -382,6 +386,7 @@ void validate(const job_config& cfg) {
          fmt::format("\"{}\": must be \"chain\" or \"async\"",
                      cfg.replication));
   parse_cpu_policy(cfg.cpu_policy, cfg.source + ": cluster.cpu_policy");
+  parse_cpu_affinity(cfg.cpu_affinity, cfg.source + ": cluster.cpu_affinity");
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
     fail("cluster.replication_lag", "must be in 1 .. 1000000");
   // Settings that only asynchronous training allows, and why.

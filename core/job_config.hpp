@@ -166,15 +166,30 @@ struct job_config {
   /// (worker_options::layer_pushes). Formats with error feedback (topk)
   /// are refused with it: their k is chosen over a whole run.
   bool layer_pushes = false;
+  /// Priority pulls: a step pulls each group's dense values in slices, one
+  /// per forward stage of the model (mlp: one per layer), first layers
+  /// first, and runs each layer of the forward pass as soon as its values
+  /// are in (worker_options::priority_pulls). Any consistency mode.
+  bool priority_pulls = false;
   /// Multi-process clusters: a worker moves its pulls and pushes over a
   /// data channel to each ps (cluster/data_link.hpp) instead of CAF's BASP;
   /// a ps serves both. Off: everything over BASP.
   bool data_channel = true;
+  /// Data channels between processes of one host move their frames
+  /// through shared memory (cluster/shm_link.hpp) instead of loopback TCP;
+  /// the TCP connection only wakes the ends. Per process (a worker offers,
+  /// a ps accepts), so not part of the job's fingerprint.
+  bool shared_memory = true;
   /// How the process's threads are scheduled (core/cpu_policy.hpp): "batch"
   /// (SCHED_BATCH: a thread woken by a message does not preempt a computing
   /// one) or "normal" (as started). Applied by `actorps train` and `actorps
   /// node`; per process, so not part of the job's fingerprint.
   std::string cpu_policy = "batch";
+  /// How `actorps launch` places its nodes on this machine's CPUs
+  /// (core/cpu_affinity.hpp): "auto" (each ps and worker restricted to a
+  /// share of them) or "none". Only the local launcher applies it; not part
+  /// of the job's fingerprint.
+  std::string cpu_affinity = "auto";
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
 

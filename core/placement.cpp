@@ -192,6 +192,28 @@ void scatter_shards(const placement& pl, uint32_t ps, const float* ps_buffer,
                   s.size * sizeof(float));
 }
 
+void scatter_shards(const placement& pl, uint32_t ps, uint64_t from,
+                    uint64_t to, const float* values, float* model) {
+  for (auto& s : pl.shards) {
+    if (s.ps != ps || s.kind != variable_kind::dense)
+      continue;
+    auto lo = std::max(from, s.ps_offset);
+    auto hi = std::min(to, s.ps_offset + s.size);
+    if (lo < hi)
+      std::memcpy(model + s.model_offset + (lo - s.ps_offset),
+                  values + (lo - from), (hi - lo) * sizeof(float));
+  }
+}
+
+uint64_t region_prefix(const placement& pl, uint32_t ps, uint64_t model_end) {
+  uint64_t n = 0;
+  for (auto& s : pl.shards)
+    if (s.ps == ps && s.kind == variable_kind::dense
+        && s.model_offset < model_end)
+      n = s.ps_offset + std::min(s.size, model_end - s.model_offset);
+  return n;
+}
+
 float_vector gather_shards(const placement& pl, uint32_t ps,
                            const float* model) {
   return gather_shards(pl, ps, model, 0, pl.ps_sizes[ps]);

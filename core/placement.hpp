@@ -185,6 +185,18 @@ placement place_variables(const std::vector<variable_def>& vars,
 void scatter_shards(const placement& pl, uint32_t ps, const float* ps_buffer,
                     float* model);
 
+/// Copies the run [from, to) of parameter server `ps`'s dense region
+/// (region offsets; `values` holds its to - from floats) into its places in
+/// `model`. Any run: one may begin or end inside a shard.
+void scatter_shards(const placement& pl, uint32_t ps, uint64_t from,
+                    uint64_t to, const float* values, float* model);
+
+/// The floats of parameter server `ps`'s dense region whose place in the
+/// flat model buffer is below `model_end`. They are a prefix of the region
+/// (both orders follow creation order), so a pull of the region's run
+/// [0, region_prefix(...)) brings every value of [0, model_end) it holds.
+uint64_t region_prefix(const placement& pl, uint32_t ps, uint64_t model_end);
+
 /// Returns the dense region of parameter server `ps` (ps_sizes[ps] floats):
 /// its dense shards copied out of the flat model buffer `model`, in region
 /// order. Appends shard by shard, so no float is written twice (it runs for

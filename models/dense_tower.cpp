@@ -79,20 +79,34 @@ dense_tower::workspace dense_tower::make_workspace(uint64_t max_rows) const {
 
 void dense_tower::forward(const float* params, workspace& ws,
                           Eigen::Index rows) const {
-  auto n = widths_.size() - 1;
-  for (size_t i = 0; i < n; ++i) {
-    auto in = static_cast<Eigen::Index>(widths_[i]);
-    auto out = static_cast<Eigen::Index>(widths_[i + 1]);
-    const float* p = params + offsets_[i];
-    const_matrix_map w{p, in, out};
-    const_row_map b{p + in * out, out};
-    auto a_in = ws.act[i].topRows(rows);
-    auto a_out = ws.act[i + 1].topRows(rows);
-    a_out.noalias() = a_in * w;
-    a_out.rowwise() += b;
-    if (i + 1 < n)
-      a_out = a_out.cwiseMax(0.0f);
-  }
+  for (size_t i = 0; i < layers(); ++i)
+    forward_layer(params, ws, rows, i);
+}
+
+void dense_tower::forward_layer(const float* params, workspace& ws,
+                                Eigen::Index rows, size_t i) const {
+  auto in = static_cast<Eigen::Index>(widths_[i]);
+  auto out = static_cast<Eigen::Index>(widths_[i + 1]);
+  const float* p = params + offsets_[i];
+  const_matrix_map w{p, in, out};
+  const_row_map b{p + in * out, out};
+  auto a_in = ws.act[i].topRows(rows);
+  auto a_out = ws.act[i + 1].topRows(rows);
+  a_out.noalias() = a_in * w;
+  a_out.rowwise() += b;
+  if (i + 1 < layers())
+    a_out = a_out.cwiseMax(0.0f);
+}
+
+uint64_t dense_tower::layer_end(size_t i) const {
+  return offsets_[i] + widths_[i] * widths_[i + 1] + widths_[i + 1];
+}
+
+std::vector<uint64_t> dense_tower::layer_ends() const {
+  std::vector<uint64_t> ends;
+  for (size_t i = 0; i < layers(); ++i)
+    ends.push_back(layer_end(i));
+  return ends;
 }
 
 void dense_tower::backward(const float* params, workspace& ws,

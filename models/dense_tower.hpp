@@ -56,6 +56,23 @@ public:
   /// layer's outputs (logits) in ws.act.back().
   void forward(const float* params, workspace& ws, Eigen::Index rows) const;
 
+  /// Layer i of the forward pass: ws.act[i + 1] from ws.act[i] (first
+  /// `rows` rows), reading only params[0, layer_end(i)).
+  void forward_layer(const float* params, workspace& ws, Eigen::Index rows,
+                     size_t i) const;
+
+  /// The end of layer i's kernel and bias in the flat buffer (i < layers).
+  uint64_t layer_end(size_t i) const;
+
+  /// layer_end(i) of every layer, in order (model::forward_stages of a
+  /// model whose dense part is this tower).
+  std::vector<uint64_t> layer_ends() const;
+
+  /// Dense layers: widths().size() - 1.
+  size_t layers() const noexcept {
+    return widths_.size() - 1;
+  }
+
   /// Back-propagation from ws.delta.back() (d loss / d logits, first `rows`
   /// rows) after forward(): writes every parameter's gradient into `grad`
   /// (same layout as params, overwritten) and, with `input_grad`, d loss /

@@ -1,5 +1,7 @@
 #include "models/embedding_mlp.hpp"
 
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -131,8 +133,10 @@ double embedding_mlp::loss_and_gradient(const model_inputs& in,
                                         model_workspace& base) const {
   auto& ws = static_cast<embedding_workspace&>(base).tower;
   auto rows = static_cast<Eigen::Index>(batch.rows);
-  load_input(in, batch, ws);
-  tower_.forward(in.dense, ws, rows);
+  if (in.stages_done == 0)
+    load_input(in, batch, ws);
+  for (size_t i = in.stages_done; i < tower_.layers(); ++i)
+    tower_.forward_layer(in.dense, ws, rows, i);
   auto& z = ws.act.back();
   auto& dz = ws.delta.back();
   auto loss = binary_loss_and_delta(z.data(), z.cols(), batch.labels.data(),
@@ -158,6 +162,24 @@ double embedding_mlp::loss_and_gradient(const model_inputs& in,
     }
   }
   return loss / static_cast<double>(batch.rows);
+}
+
+std::vector<uint64_t> embedding_mlp::forward_stages() const {
+  // The tower is the only dense part: its layers' ends are the stages'.
+  return tower_.layer_ends();
+}
+
+void embedding_mlp::forward_stage(const model_inputs& in,
+                                  const example_batch& batch, uint32_t s,
+                                  model_workspace& base) const {
+  if (s >= tower_.layers())
+    throw std::logic_error(fmt::format(
+      "embedding_mlp::forward_stage: stage {} of {}", s, tower_.layers()));
+  auto& ws = static_cast<embedding_workspace&>(base).tower;
+  if (s == 0)
+    load_input(in, batch, ws);
+  tower_.forward_layer(in.dense, ws, static_cast<Eigen::Index>(batch.rows),
+                       s);
 }
 
 void embedding_mlp::evaluate(const model_inputs& in,

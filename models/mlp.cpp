@@ -1,6 +1,7 @@
 #include "models/mlp.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -94,8 +95,10 @@ double mlp::loss_and_gradient(const model_inputs& in,
                               model_workspace& base) const {
   auto& ws = static_cast<mlp_workspace&>(base).tower;
   auto rows = static_cast<Eigen::Index>(batch.rows);
-  load_input(ws, batch);
-  tower_.forward(in.dense, ws, rows);
+  if (in.stages_done == 0)
+    load_input(ws, batch);
+  for (size_t i = in.stages_done; i < tower_.layers(); ++i)
+    tower_.forward_layer(in.dense, ws, rows, i);
   // Softmax cross-entropy: d loss / d logits = (softmax - onehot) / rows.
   auto probs = ws.act.back().topRows(rows);
   auto loss = softmax_xent(probs, batch.labels.data()).first;
@@ -107,6 +110,21 @@ double mlp::loss_and_gradient(const model_inputs& in,
   tower_.backward(in.dense, ws, rows, dense_grad, false,
                   &base.gradient_ready);
   return loss / static_cast<double>(rows);
+}
+
+std::vector<uint64_t> mlp::forward_stages() const {
+  return tower_.layer_ends();
+}
+
+void mlp::forward_stage(const model_inputs& in, const example_batch& batch,
+                        uint32_t s, model_workspace& base) const {
+  if (s >= tower_.layers())
+    throw std::logic_error(fmt::format("mlp::forward_stage: stage {} of {}",
+                                       s, tower_.layers()));
+  auto& ws = static_cast<mlp_workspace&>(base).tower;
+  if (s == 0)
+    load_input(ws, batch);
+  tower_.forward_layer(in.dense, ws, static_cast<Eigen::Index>(batch.rows), s);
 }
 
 void mlp::evaluate(const model_inputs& in, const example_batch& batch,

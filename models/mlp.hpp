@@ -25,6 +25,10 @@ public:
   double loss_and_gradient(const model_inputs& in, const example_batch& batch,
                            float* dense_grad,
                            model_workspace& ws) const override;
+  /// One stage per layer (its kernel and bias).
+  std::vector<uint64_t> forward_stages() const override;
+  void forward_stage(const model_inputs& in, const example_batch& batch,
+                     uint32_t s, model_workspace& ws) const override;
   void evaluate(const model_inputs& in, const example_batch& batch,
                 eval_accumulator& acc, model_workspace& ws) const override;
   metric_list metrics(const eval_accumulator& acc) const override;

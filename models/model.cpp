@@ -1,6 +1,7 @@
 #include "models/model.hpp"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,16 @@ model::~model() = default;
 void model::collect_keys(const example_batch&,
                          std::vector<table_lookup>&) const {
   // No tables.
+}
+
+std::vector<uint64_t> model::forward_stages() const {
+  return {};
+}
+
+void model::forward_stage(const model_inputs&, const example_batch&, uint32_t,
+                          model_workspace&) const {
+  throw std::logic_error("forward_stage: this model's forward pass has no "
+                         "stages");
 }
 
 uint64_t model::dense_parameters() const {

@@ -43,6 +43,9 @@ public:
 struct model_inputs {
   const float* dense = nullptr;
   std::vector<table_lookup>* tables = nullptr;
+  /// The forward stages (model::forward_stage) already run on this batch
+  /// with this workspace; loss_and_gradient goes on from the next. 0: none.
+  uint32_t stages_done = 0;
 };
 
 /// A differentiable model whose variables live on the parameter servers.
@@ -96,6 +99,25 @@ public:
                                    float* dense_grad,
                                    model_workspace& ws) const
     = 0;
+
+  /// A staged forward pass (cluster.priority_pulls; after Jayarajan et
+  /// al., "Priority-based Parameter Propagation", SysML 2019: the forward
+  /// pass starts on the first layers' values while the later layers' are
+  /// still on their way). Its stages in order, each given as the end of the
+  /// prefix of the flat dense buffer it reads: stage s reads only
+  /// in.dense[0, result[s]) (and every table's rows). Non-decreasing, each
+  /// at most dense_parameters(). Empty (the default): one stage, run by
+  /// loss_and_gradient; the worker then pulls the values whole.
+  virtual std::vector<uint64_t> forward_stages() const;
+
+  /// Runs forward stage `s` of loss_and_gradient on `batch`, stages 0..s-1
+  /// having run just before on the same batch and workspace; reads only
+  /// in.dense[0, forward_stages()[s]) (the rest may still be on the wire).
+  /// loss_and_gradient then goes on with in.stages_done = s + 1.
+  /// @throws std::logic_error for a model without stages (the default);
+  ///         otherwise as loss_and_gradient.
+  virtual void forward_stage(const model_inputs& in, const example_batch& batch,
+                             uint32_t s, model_workspace& ws) const;
 
   /// Adds the loss and predictions of `batch` to `acc` (no gradients).
   /// Same preconditions as loss_and_gradient().

@@ -28,7 +28,7 @@ double loss_step(const model& net, const model_inputs& in,
 
 /// The registry: one line per step function.
 const step_function registry[] = {
-  {train_step_name, true, train_step},
+  {train_step_name, true, train_step, true},
   {"loss_step", false, loss_step},
 };
 

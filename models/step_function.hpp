@@ -27,6 +27,12 @@ struct step_function {
   double (*compute)(const model& net, const model_inputs& in,
                     const example_batch& batch, float* dense_grad,
                     model_workspace& ws);
+  /// Whether `compute` runs the model's forward pass through
+  /// model::loss_and_gradient, which goes on after in.stages_done stages:
+  /// then a worker with priority pulls (cluster.priority_pulls) runs the
+  /// first stages (model::forward_stage) while the later layers' values
+  /// are still on their way. Otherwise the values come whole first.
+  bool staged = false;
 };
 
 /// The step function registered as `name` (built in, then added with

@@ -66,6 +66,9 @@ if [[ ${FUZZ_NO_BUILD:-0} != 1 ]]; then
   if [[ ! -f $build/CMakeCache.txt ]]; then
     CC=clang CXX=clang++ cmake -S . -B "$build" -DACTORPS_FUZZ=ON \
       -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  else
+    # Configured before: again, so that a target added since is known.
+    cmake -S . -B "$build" >/dev/null
   fi
   build_targets=()
   for t in "${targets[@]}"; do build_targets+=(--target "fuzz_$t"); done

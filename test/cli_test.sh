@@ -181,6 +181,21 @@ if "$bin" train --config "$cfg" "${lone[@]}" --prefetch >"$tmp/p.out" 2>&1 \
 else
   bad "--prefetch: accuracy $(accuracy "$tmp/p.out") (fp32 $(accuracy "$tmp/fp32.out")): $(grep -E '^prefetch|error' "$tmp/p.out" | tail -3)"
 fi
+# Priority pulls: layer 0's values come as a slice, layers 1 and 2's as
+# another (the last layer's few floats go with the layer before), and layer
+# 0 of the forward pass runs before the second slice is in (the servers
+# answer their slices in order); the values are those of whole pulls, so a
+# lone worker ends at fp32's accuracy to the last digit.
+if "$bin" train --config "$cfg" "${lone[@]}" --priority-pulls \
+     >"$tmp/pp.out" 2>&1 \
+   && grep -q "^priority pulls: [1-9][0-9]* forward layers ran before their step's last values arrived (1.00 per step)" \
+        "$tmp/pp.out" \
+   && [[ -n $(accuracy "$tmp/pp.out") \
+         && $(accuracy "$tmp/pp.out") == $(accuracy "$tmp/fp32.out") ]]; then
+  ok "--priority-pulls: $(grep -o '^priority pulls: .*' "$tmp/pp.out"); accuracy $(accuracy "$tmp/pp.out"), as fp32's"
+else
+  bad "--priority-pulls: accuracy $(accuracy "$tmp/pp.out") (fp32 $(accuracy "$tmp/fp32.out")): $(grep -E '^priority|error' "$tmp/pp.out" | tail -3)"
+fi
 # Layer pushes with overlap (the configuration that hides the most): the
 # summary counts the pieces that left during backpropagation (the second
 # layer's and the third's parts of each server: 2 per server and step).
@@ -240,6 +255,22 @@ expect_input_error "a malformed --variable-format" "expected VARIABLE=FORMAT" \
 expect_input_error "a bad per-variable format" \
   "cluster.variable_formats.dense_0/kernel" \
   --config "$cfg" --variable-format dense_0/kernel=fp8 "${short[@]}"
+expect_input_error "shared memory neither on nor off" \
+  '--shared-memory: expected on or off, got "yes"' \
+  --config "$cfg" --shared-memory yes "${short[@]}"
+expect_input_error "a cpu affinity neither auto nor none" \
+  '--cpu-affinity: "cores": must be "auto" or "none"' \
+  --config "$cfg" --cpu-affinity cores "${short[@]}"
+
+# A node's --cpu-set that does not parse: exit 2 naming the flag and the part
+# (before anything listens or connects).
+"$bin" node --role ps --index 0 --cpu-set 0,x >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -eq 2 ]] && grep -q -- '--cpu-set: "0,x": "x" is not a CPU number' "$tmp/err"; then
+  ok "node: a malformed --cpu-set is refused naming it"
+else
+  bad "node --cpu-set 0,x: exit $rc: $(head -c 300 "$tmp/err")"
+fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -160,6 +160,20 @@ case_launch() {
     return
   fi
   ok "launch: 2 ps + 2 workers + coordinator exit 0"
+  if grep -q '^\[launch\] CPUs (.*): ps0 .*worker1 ' "$tmp/out"; then
+    ok "launch: says which CPUs each ps and worker runs on"
+  else
+    bad "launch: no line on the nodes' CPUs: $(head -3 "$tmp/out")"
+  fi
+  # Both ends of every data channel on this host: frames through shared
+  # memory, as each worker says once per ps.
+  local shm
+  shm=$(grep -c '^\[worker[01]\] info: worker [01] -> ps [01]: frames through shared memory$' "$tmp/out")
+  if [[ $shm -eq 4 ]]; then
+    ok "launch: the 4 data channels move their frames through shared memory"
+  else
+    bad "launch: $shm of 4 data channels say shared memory: $(grep -- '-> ps' "$tmp/out" | head -4)"
+  fi
   # The servers are told to stop after the workers: no worker reports one
   # lost at the end of a job that succeeded.
   if grep -q "error: lost ps" "$tmp/out"; then
@@ -193,6 +207,30 @@ case_launch() {
     ok "launch: every thread of the 5 nodes is scheduled SCHED_BATCH"
   else
     bad "launch: node threads scheduled as '$classes', not only B (SCHED_BATCH)"
+  fi
+  # cluster.cpu_affinity auto (the default): each ps and worker is started
+  # with --cpu-set, and every one of its threads may run on those CPUs only;
+  # the coordinator keeps all of the launcher's.
+  local c set want got pinned=0 wrong=""
+  local all
+  all=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+  for c in $nodes; do
+    set=$(tr '\0' ' ' <"/proc/$c/cmdline" | grep -o -- '--cpu-set [0-9,-]*' \
+            | awk '{print $2}')
+    if tr '\0' ' ' <"/proc/$c/cmdline" | grep -q -- '--role coordinator'; then
+      want=$all
+    else
+      want=$set
+      [[ -n $set ]] && pinned=$((pinned + 1))
+    fi
+    got=$(cat /proc/"$c"/task/*/status 2>/dev/null \
+            | awk '/^Cpus_allowed_list/ {print $2}' | sort -u | tr '\n' ' ')
+    [[ $got == "$want " ]] || wrong+=" pid $c: '$got' (want '$want')"
+  done
+  if [[ $pinned -eq 4 && -z $wrong ]]; then
+    ok "launch: the 2 ps and 2 workers run on their --cpu-set, the coordinator on all CPUs"
+  else
+    bad "launch: $pinned of 4 nodes pinned;$wrong"
   fi
   kill -KILL "$lpid" 2>/dev/null
   wait "$lpid" 2>/dev/null
@@ -260,23 +298,33 @@ case_launch() {
   # Pulls and pushes over CAF's BASP, as without the data channel, and in
   # pieces (layer pushes: pulls are not urgent across BASP, whose CAF 0.17
   # loses the answer to an urgent request).
+  # With priority pulls: the slices' replies go out of the servers' snapshots
+  # (BASP serialises them), and the forward pass starts on layer 0.
+  # (And the kernel left to place the nodes: no --cpu-set, no CPUs line.)
   "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 --data-channel off \
-    --layer-pushes --metrics-out "$tmp/b.jsonl" >"$tmp/basp.out" 2>&1
+    --layer-pushes --priority-pulls --cpu-affinity none \
+    --metrics-out "$tmp/b.jsonl" \
+    >"$tmp/basp.out" 2>&1
   rc=$?
   l1=$(train_loss "$tmp/b.jsonl" 1)
   l2=$(train_loss "$tmp/b.jsonl" 2)
   if [[ $rc -eq 0 && -n $l1 && -n $l2 ]] && less_than "$l2" "$l1" \
-     && grep -q '^\[coordinator\] layer pushes: [1-9][0-9]* pieces' "$tmp/basp.out"; then
-    ok "launch --data-channel off --layer-pushes: exit 0, loss $l1 -> $l2"
+     && grep -q '^\[coordinator\] layer pushes: [1-9][0-9]* pieces' "$tmp/basp.out" \
+     && grep -q "^\\[coordinator\\] priority pulls: [1-9][0-9]* forward layers ran before" "$tmp/basp.out" \
+     && ! grep -q '^\[launch\] CPUs' "$tmp/basp.out"; then
+    ok "launch --data-channel off --layer-pushes --priority-pulls --cpu-affinity none: exit 0, loss $l1 -> $l2; $(grep -o 'priority pulls: .*' "$tmp/basp.out")"
   else
     bad "launch --data-channel off --layer-pushes: exit $rc, loss '$l1' -> '$l2': $(tail -5 "$tmp/basp.out")"
   fi
-  # Over the data channel with int8 pushes and pulls and prefetch: the
-  # pulls sent right behind the pushes are taken, every closure's push is
-  # applied once per server, and the loss falls.
+  # Over the data channel on TCP (no shared memory) with int8 pushes and
+  # pulls and prefetch: the pulls sent right behind the pushes are taken,
+  # every closure's push is applied once per server, and the loss falls.
+  # With priority pulls: a step that pulls on its own (each worker's first
+  # at least) pulls int8 slices and starts on layer 0.
   "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 --prefetch \
+    --priority-pulls \
     --push-format int8 --pull-format int8 --metrics-out "$tmp/p.jsonl" \
-    >"$tmp/prefetch.out" 2>&1
+    --shared-memory off >"$tmp/prefetch.out" 2>&1
   rc=$?
   l1=$(train_loss "$tmp/p.jsonl" 1)
   l2=$(train_loss "$tmp/p.jsonl" 2)
@@ -284,8 +332,10 @@ case_launch() {
   line=$(grep -o 'closures: .*' "$tmp/prefetch.out" | tail -1)
   if [[ $rc -eq 0 && -n $l1 && -n $l2 ]] && less_than "$l2" "$l1" \
      && grep -q '^\[coordinator\] prefetch: [1-9][0-9]* of [0-9]* dense pulls' "$tmp/prefetch.out" \
-     && awk '{ exit !($2 == $4 && $(NF - 5) == 2 * $4) }' <<<"$line"; then
-    ok "launch --prefetch, int8 both ways: exit 0, loss $l1 -> $l2; $(grep -o 'prefetch: [0-9]* of [0-9]*' "$tmp/prefetch.out"); $line"
+     && grep -q "^\\[coordinator\\] priority pulls: [1-9][0-9]* forward layers ran before" "$tmp/prefetch.out" \
+     && awk '{ exit !($2 == $4 && $(NF - 5) == 2 * $4) }' <<<"$line" \
+     && [[ $(grep -c -- '-> ps [01]: frames over TCP (shared memory is off here)$' "$tmp/prefetch.out") -eq 4 ]]; then
+    ok "launch --prefetch, int8 both ways, --shared-memory off (4 channels on TCP): exit 0, loss $l1 -> $l2; $(grep -o 'prefetch: [0-9]* of [0-9]*' "$tmp/prefetch.out"); $line"
   else
     bad "launch --prefetch, int8: exit $rc, loss '$l1' -> '$l2', '$line': $(tail -5 "$tmp/prefetch.out")"
   fi

@@ -262,6 +262,15 @@ case_job() {
   else
     bad "expected 5 nodes with a tbf of 1Gbit, saw $n: $(grep '^\[netns\]' "$out" | head -8)"
   fi
+  # Namespaces are hosts as far as the job is concerned: no data channel
+  # takes shared memory past its link (each ps declines a worker of
+  # another network namespace).
+  n=$(grep -c -E '^\[worker[01]\] info: worker [01] -> ps [01]: frames over TCP \(the peer declined shared memory' "$out")
+  if [[ $n -eq 4 ]] && ! grep -q 'frames through shared memory' "$out"; then
+    ok "the 4 data channels stay on the emulated network (no shared memory across namespaces)"
+  else
+    bad "data channels on TCP: $n of 4: $(grep -- '-> ps [01]: frames' "$out" | head -4)"
+  fi
   n=$(grep -c -E '^\[(ps[01]|worker[01]|coordinator)\] info: TLS on: certificate' "$out")
   if [[ $n -eq 5 ]] && grep -q '^\[netns\] TLS: throw-away certificates' "$out"; then
     ok "mutual TLS with throw-away certificates on all 5 nodes"

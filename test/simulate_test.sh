@@ -75,6 +75,8 @@ refused() { # WHY EXPECTED-TEXT ARGS...
   fi
 }
 refused "a rate without a unit" 'the rate "10" has no unit' --network 10
+refused "priority pulls, which it does not model" \
+  'cluster.priority_pulls: the simulator models' --priority-pulls
 refused "an unknown latency unit" 'unit "parsecs"' --network 1gbit,5parsecs
 refused "a bad compute model" '--compute "fast"' --compute fast
 refused "a straggler factor below 1" '--stragglers "5%:0.5x"' --stragglers 5%:0.5x

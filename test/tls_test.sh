@@ -255,6 +255,11 @@ case_refusals() {
   [[ $rc -eq 0 ]] && grep -q '^done: test_loss' "$tmp/chief.log" \
     && ok "then the coordinator with its own certificate runs the job: $(grep '^done' "$tmp/chief.log" | cut -c1-80)" \
     || bad "the real coordinator: exit $rc, $(tail -5 "$tmp/chief.log")"
+  # Under TLS too, a worker and a ps of one host settle on shared memory
+  # (inside the TLS session, after both were authenticated).
+  grep -q 'worker 0 -> ps 0: frames through shared memory$' "$tmp/worker0.log" \
+    && ok "TLS: worker0's data channel to ps0 moves its frames through shared memory" \
+    || bad "TLS: worker0's data channel: $(grep -- '-> ps 0' "$tmp/worker0.log" | head -2)"
 }
 
 case "$case_name" in

@@ -13,7 +13,7 @@ using namespace actorps;
 using namespace actorps::test::dispatch;
 
 TEST_CASE_METHOD(deterministic,
-                 "with two closures per worker, each worker holds two; a lost "
+                 "with two closures per worker, each worker holds two, a lost "
                  "worker's two run again elsewhere, in their order",
                  "[actors][coordinator][faults]") {
   for (uint64_t id : {1, 2, 3, 4})

@@ -158,7 +158,7 @@ TEST_CASE_METHOD(deterministic,
 }
 
 TEST_CASE_METHOD(deterministic,
-                 "schedule raises a pending error once and queues nothing; the "
+                 "schedule raises a pending error once and queues nothing, the "
                  "next schedule runs",
                  "[actors][coordinator][errors]") {
   auto dispatcher = add_dispatcher(add_workers(1));

@@ -42,6 +42,7 @@ TEST_CASE("a pull reply with shared values is serialised as the same bytes "
   copied.values.values.assign(dense.begin(), dense.end());
   auto shared = reply_with_rows();
   shared.shared_values = std::make_shared<const std::vector<float>>(dense);
+  shared.shared_count = dense.size();
   auto expected = bytes_of(copied);
   auto bytes = bytes_of(shared);
   CHECK(bytes == expected);
@@ -55,4 +56,23 @@ TEST_CASE("a pull reply with shared values is serialised as the same bytes "
   REQUIRE(got.tables.size() == 1);
   CHECK(got.tables[0].shard == 3);
   CHECK(got.tables[0].values.values.size() == 2);
+}
+
+TEST_CASE("a pull reply with a slice of shared values is serialised as the "
+          "same bytes as one with that slice copied",
+          "[actors][messages]") {
+  std::vector<float> dense{1.0f, -2.0f, 3.5f, 0.0f, 1e-3f};
+  auto copied = reply_with_rows();
+  copied.values.values.assign(dense.begin() + 1, dense.begin() + 4);
+  auto shared = reply_with_rows();
+  shared.shared_values = std::make_shared<const std::vector<float>>(dense);
+  shared.shared_offset = 1;
+  shared.shared_count = 3;
+  auto bytes = bytes_of(shared);
+  CHECK(bytes == bytes_of(copied));
+  pull_reply got;
+  caf::binary_deserializer source{nullptr, bytes};
+  REQUIRE(!source(got));
+  CHECK(std::vector<float>(got.values.values.begin(), got.values.values.end())
+        == std::vector<float>{-2.0f, 3.5f, 0.0f});
 }

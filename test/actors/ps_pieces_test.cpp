@@ -80,7 +80,7 @@ TEST_CASE_METHOD(deterministic,
 }
 
 TEST_CASE_METHOD(deterministic,
-                 "a piece is applied at most once; overlapping, empty or "
+                 "a piece is applied at most once, overlapping, empty or "
                  "out-of-region pieces and pieces under sync are refused",
                  "[actors][ps][pieces]") {
   auto ps = layer_server(*this);

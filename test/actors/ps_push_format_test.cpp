@@ -115,7 +115,7 @@ TEST_CASE_METHOD(deterministic,
 
 TEST_CASE_METHOD(deterministic,
                  "a pull that names a format gets its dense values encoded "
-                 "(fp16, int8); a sparse one (top-k) is refused",
+                 "(fp16, int8), a sparse one (top-k) is refused",
                  "[actors][ps][wire]") {
   auto ps = spawn(options(plain_sgd(), plain_sgd()));
   create(ps, dense_shard("w", 1, 4, {1.0f, -2.0f, 0.1f, 65536.0f}));

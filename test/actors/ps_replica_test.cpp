@@ -342,7 +342,7 @@ push_request piece_at(uint64_t view, uint64_t closure, uint64_t from,
 } // namespace
 
 TEST_CASE_METHOD(chain,
-                 "a backup applies the pieces of a push as its primary did; "
+                 "a backup applies the pieces of a push as its primary did, "
                  "after failover the pieces sent again are not applied twice",
                  "[actors][ps][replication][pieces]") {
   // Closure 1 in two pieces (layer pushes): the second run first.

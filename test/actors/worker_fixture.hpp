@@ -102,10 +102,16 @@ struct small_job {
 
   /// Server `p`'s dense values.
   std::vector<float> values(actor_fixture& t, uint32_t p = 0) {
+    return values_of(t, servers[p], p);
+  }
+
+  /// The dense values of group `p` on `server`.
+  static std::vector<float> values_of(actor_fixture& t,
+                                      const ps_actor& server, uint32_t p) {
     pull_request req;
     req.group = p;
     req.worker = no_worker;
-    auto r = t.ask<pull_reply>(servers[p], pull_atom_v, req);
+    auto r = t.ask<pull_reply>(server, pull_atom_v, req);
     return {r.values.values.begin(), r.values.values.end()};
   }
 

@@ -154,7 +154,7 @@ TEST_CASE("a server killed while it holds a push fails the closure with "
 }
 
 TEST_CASE("a worker whose model throws fails that closure with step_failed "
-          "and pushes nothing; the next closure runs",
+          "and pushes nothing, the next closure runs",
           "[worker][faults]") {
   auto sw = std::make_shared<step_error_switch>();
   held_push t{sw};

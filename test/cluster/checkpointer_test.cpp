@@ -1,11 +1,22 @@
 #include "cluster/checkpointer.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
+
 #include "checkpoint_fixture.hpp"
+#include "cluster/fit.hpp"
+#include "cluster/fit_callbacks.hpp"
+#include "cluster/local_cluster.hpp"
+#include "cluster/system_config.hpp"
+#include "test/temp_dir.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
@@ -74,4 +85,89 @@ TEST_CASE("a variables-only snapshot keeps a table's rows and starts their "
                                         return s.kind == variable_kind::table;
                                       })));
   CHECK(tables > 0);
+}
+
+namespace {
+
+/// A cluster of parameter servers only, for what a checkpoint asks of it.
+class servers_only : public cluster {
+public:
+  servers_only(caf::actor_system& sys, placement layout,
+               std::vector<ps_actor> servers)
+    : sys_(sys), layout_(std::move(layout)), servers_(std::move(servers)) {
+  }
+
+  cluster_coordinator& coordinator() override {
+    throw std::logic_error("servers_only has no coordinator");
+  }
+  const placement& layout() const override {
+    return layout_;
+  }
+  std::vector<ps_stats> stats() override {
+    return {};
+  }
+  std::vector<server_route> routes() const override {
+    std::vector<server_route> out;
+    for (uint32_t p = 0; p < servers_.size(); ++p)
+      out.push_back(server_route{servers_[p], 0, p});
+    return out;
+  }
+  const std::vector<worker_actor>& workers() const override {
+    return workers_;
+  }
+  caf::actor_system& system() override {
+    return sys_;
+  }
+  void inject(const fault_spec&) override {
+  }
+  void resync_replicas() override {
+  }
+
+private:
+  caf::actor_system& sys_;
+  placement layout_;
+  std::vector<ps_actor> servers_;
+  std::vector<worker_actor> workers_;
+};
+
+} // namespace
+
+TEST_CASE("a checkpoint interrupted by a lost server is skipped at a pause "
+          "and an epoch end, nothing written, and raised when asked for",
+          "[checkpointer]") {
+  system_config sys_cfg{1};
+  caf::actor_system sys{sys_cfg};
+  job_config cfg;
+  cfg.ps = 1;
+  auto layout = layout_of(cfg, images());
+  // A server that is gone before the checkpoint asks it (as when it is
+  // SIGKILLed during a save: its down message answers the question).
+  auto ps = spawn_ps(sys, ps_options{});
+  {
+    caf::scoped_actor self{sys};
+    self->monitor(ps);
+    caf::anon_send_exit(ps, caf::exit_reason::kill);
+    bool down = false;
+    self->receive([&](caf::down_msg&) { down = true; },
+                  caf::after(std::chrono::seconds(5)) >> [] {});
+    REQUIRE(down);
+  }
+  servers_only cl{sys, layout, {ps}};
+  CHECK_THROWS_AS(capture_checkpoint(cl, cfg, training_progress{}),
+                  checkpoint_interrupted);
+  temp_dir dir{"ckpt-skip"};
+  cfg.checkpoint_dir = dir.path().string();
+  cfg.checkpoint_every_steps = 10;
+  checkpoint_callback ckpt{cfg};
+  fit_state st;
+  st.cl = &cl;
+  st.closures_per_epoch = 100;
+  st.progress.global_step = 10;
+  st.progress.step_in_epoch = 10;
+  CHECK_NOTHROW(ckpt.on_pause(st));
+  epoch_metrics m;
+  CHECK_NOTHROW(ckpt.on_epoch_end(st, m));
+  CHECK(std::filesystem::is_empty(dir.path()));
+  // Asked for directly (a stop's checkpoint): the failure is the caller's.
+  CHECK_THROWS_AS(ckpt.save(st), checkpoint_interrupted);
 }

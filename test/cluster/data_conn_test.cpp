@@ -5,13 +5,17 @@
 // a frame and the connection's thread writes the rest after the caller's
 // own write, and when only small frames are the callers' to write; a large frame that trickles in is read whole (the wake-up
 // threshold waits for it without hanging), and a peer that closes in the
-// middle of a frame is reported closed. Every wait is bounded.
+// middle of a frame is reported closed; a frame handler may end its own
+// connection or another one (actors run on the connections' threads:
+// cluster/inline_unit.hpp). Every wait is bounded.
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -20,6 +24,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "caf/actor_system.hpp"
@@ -29,95 +34,18 @@
 #include "cluster/system_config.hpp"
 #include "cluster/tls_channel.hpp"
 
+#include "test/cluster/frame_sink.hpp"
+#include "test/loopback.hpp"
+
 using namespace actorps;
 using namespace std::chrono_literals;
+using actorps::test::push_frame;
+using actorps::test::received;
+using actorps::test::tcp_pair;
+using actorps::test::value_of;
+using actorps::test::wire_bytes;
 
 namespace {
-
-/// Two ends of a TCP connection over 127.0.0.1.
-std::pair<int, int> tcp_pair() {
-  int lst = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(lst >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  REQUIRE(::bind(lst, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  REQUIRE(::listen(lst, 1) == 0);
-  REQUIRE(::getsockname(lst, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  int a = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(::connect(a, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  int b = ::accept(lst, nullptr, nullptr);
-  REQUIRE(b >= 0);
-  ::close(lst);
-  return {a, b};
-}
-
-/// A push frame of `n` floats, each `value`.
-out_frame push_frame(caf::actor_system& sys, uint64_t id, size_t n,
-                     float value) {
-  push_request req;
-  req.gradient.values.assign(n, value);
-  return encode(sys, id, std::move(req));
-}
-
-/// The bytes of `f` as they go on the wire.
-std::string wire_bytes(const out_frame& f) {
-  std::string s(f.header.data(), f.header.size());
-  s.append(f.meta.data(), f.meta.size());
-  s.append(f.bulk, f.bulk_bytes);
-  return s;
-}
-
-/// What a receiving connection got: each frame's id, its number of floats
-/// and whether all of them had the value its id implies; and why it closed.
-struct received {
-  struct frame {
-    uint64_t id;
-    size_t floats;
-    bool values_right;
-  };
-  std::mutex mtx;
-  std::condition_variable cv;
-  std::vector<frame> frames;
-  std::string closed;
-  bool is_closed = false;
-
-  template <class Pred>
-  bool wait_for(Pred pred, std::chrono::seconds limit = 30s) {
-    std::unique_lock<std::mutex> guard{mtx};
-    return cv.wait_for(guard, limit, [&] { return pred(*this); });
-  }
-};
-
-/// The value of every float of frame `id` (sender thread and number).
-float value_of(uint64_t id) {
-  return static_cast<float>((id >> 32) * 1000 + (id & 0xffffffff));
-}
-
-std::unique_ptr<data_conn> receiver(caf::actor_system& sys, int fd,
-                                    received& got) {
-  return std::make_unique<data_conn>(
-    std::make_unique<channel>(fd, nullptr),
-    [&sys, &got](in_frame f) {
-      auto id = f.header.id;
-      auto req = decode_push(sys, f);
-      auto& v = req.gradient.values;
-      bool right = true;
-      for (auto x : v)
-        right = right && x == value_of(id);
-      std::lock_guard<std::mutex> guard{got.mtx};
-      got.frames.push_back({id, v.size(), right});
-      got.cv.notify_all();
-    },
-    [&got](const std::string& why) {
-      std::lock_guard<std::mutex> guard{got.mtx};
-      got.closed = why;
-      got.is_closed = true;
-      got.cv.notify_all();
-    },
-    "test receiver");
-}
 
 struct system_fixture {
   system_config cfg{1};
@@ -136,7 +64,7 @@ TEST_CASE_METHOD(system_fixture,
   int small = 64 << 10;
   REQUIRE(::setsockopt(a, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) == 0);
   received got;
-  auto rx = receiver(sys, b, got);
+  auto rx = actorps::test::receiving_conn(sys, b, got);
   // Callers write any frame themselves (a worker), only small ones (a
   // server: large ones go to the connection's thread, between them), or
   // none.
@@ -179,7 +107,7 @@ TEST_CASE_METHOD(system_fixture,
                  "[data]") {
   auto [a, b] = tcp_pair();
   received got;
-  auto rx = receiver(sys, b, got);
+  auto rx = actorps::test::receiving_conn(sys, b, got);
   uint64_t id = 7;
   auto bytes = wire_bytes(push_frame(sys, id, 256 << 10, value_of(id)));
   // 1 MB in 16 pieces, 5 ms apart: the receiver waits for the rest of the
@@ -203,4 +131,114 @@ TEST_CASE_METHOD(system_fixture,
   REQUIRE(got.wait_for([](received& r) { return r.is_closed; }, 10s));
   CHECK(got.closed == "the peer closed the connection");
   CHECK(got.frames.size() == 1);
+}
+
+TEST_CASE_METHOD(system_fixture,
+                 "a frame handler may drop the last reference to its own "
+                 "connection: no frame follows, and the connection closes",
+                 "[data]") {
+  auto [a, b] = tcp_pair();
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::shared_ptr<data_conn> conn; // its only owner
+  int frames = 0;
+  bool dropped = false;
+  {
+    // Held until `conn` is set: the handler waits for it.
+    std::lock_guard<std::mutex> guard{mtx};
+    conn = std::make_shared<data_conn>(
+      std::make_unique<channel>(b, nullptr),
+      [&](in_frame) {
+        std::shared_ptr<data_conn> last;
+        {
+          std::lock_guard<std::mutex> guard{mtx};
+          ++frames;
+          last = std::move(conn);
+        }
+        last.reset(); // ~data_conn on the connection's own thread
+        std::lock_guard<std::mutex> guard{mtx};
+        dropped = true;
+        cv.notify_all();
+      },
+      [](const std::string&) {}, "test receiver");
+  }
+  // Three frames at once: the handler ends the connection at the first.
+  std::string bytes;
+  for (uint64_t id = 1; id <= 3; ++id)
+    bytes += wire_bytes(push_frame(sys, id, 16, 1.0f));
+  REQUIRE(::send(a, bytes.data(), bytes.size(), MSG_NOSIGNAL)
+          == static_cast<ssize_t>(bytes.size()));
+  {
+    std::unique_lock<std::mutex> guard{mtx};
+    REQUIRE(cv.wait_for(guard, 10s, [&] { return dropped; }));
+  }
+  // The thread ends by itself and closes the socket: the peer reads the end
+  // (a reset, since frames it sent were left unread), not a timeout.
+  timeval limit{10, 0};
+  ::setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  char c = 0;
+  auto n = ::recv(a, &c, 1, 0);
+  auto err = errno;
+  CHECK((n == 0 || (n < 0 && err == ECONNRESET)));
+  std::lock_guard<std::mutex> guard{mtx};
+  CHECK(frames == 1);
+  ::close(a);
+}
+
+TEST_CASE_METHOD(system_fixture,
+                 "a frame handler that ends another connection does not wait "
+                 "for that connection's thread",
+                 "[data]") {
+  // The second connection's handler waits for the first one's handler to
+  // finish; the first one's handler ends the second connection. Waiting
+  // for the second one's thread there would wait 10 s (its handler's
+  // limit) for nothing: two handlers that end each other's connection
+  // would wait for ever.
+  auto [a1, b1] = tcp_pair();
+  auto [a2, b2] = tcp_pair();
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool second_waits = false;
+  bool first_done = false;
+  bool second_done = false;
+  auto second = std::make_unique<data_conn>(
+    std::make_unique<channel>(b2, nullptr),
+    [&](in_frame) {
+      std::unique_lock<std::mutex> guard{mtx};
+      second_waits = true;
+      cv.notify_all();
+      cv.wait_for(guard, 10s, [&] { return first_done; });
+      second_done = true;
+      cv.notify_all();
+    },
+    [](const std::string&) {}, "test second");
+  auto first = std::make_unique<data_conn>(
+    std::make_unique<channel>(b1, nullptr),
+    [&](in_frame) {
+      std::unique_ptr<data_conn> other;
+      {
+        std::unique_lock<std::mutex> guard{mtx};
+        cv.wait_for(guard, 10s, [&] { return second_waits; });
+        other = std::move(second);
+      }
+      other.reset();
+      std::lock_guard<std::mutex> guard{mtx};
+      first_done = true;
+      cv.notify_all();
+    },
+    [](const std::string&) {}, "test first");
+  auto bytes = wire_bytes(push_frame(sys, 1, 16, 1.0f));
+  REQUIRE(::send(a2, bytes.data(), bytes.size(), MSG_NOSIGNAL)
+          == static_cast<ssize_t>(bytes.size()));
+  REQUIRE(::send(a1, bytes.data(), bytes.size(), MSG_NOSIGNAL)
+          == static_cast<ssize_t>(bytes.size()));
+  {
+    std::unique_lock<std::mutex> guard{mtx};
+    CHECK(cv.wait_for(guard, 5s, [&] { return first_done && second_done; }));
+    // (If not, the 10 s limits above still end both handlers.)
+    cv.wait_for(guard, 15s, [&] { return first_done && second_done; });
+  }
+  first.reset();
+  ::close(a1);
+  ::close(a2);
 }

@@ -25,11 +25,14 @@
 #include "actors/ps_actor.hpp"
 #include "cluster/data_frame.hpp"
 #include "cluster/data_link.hpp"
+#include "cluster/shm_offer.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/gate_io.hpp"
 #include "cluster/local_cluster.hpp"
 #include "cluster/tls_channel.hpp"
 #include "core/error.hpp"
+
+#include "test/loopback.hpp"
 
 using namespace actorps;
 using namespace std::chrono_literals;
@@ -151,7 +154,9 @@ TEST_CASE("data frames decode to what was encoded", "[data]") {
   pull_reply reply;
   reply.clock = 5;
   reply.shared_values = std::make_shared<const std::vector<float>>(
-    std::vector<float>{4.0f, 5.0f});
+    std::vector<float>{3.0f, 4.0f, 5.0f});
+  reply.shared_offset = 1;
+  reply.shared_count = 2;
   auto reply_in = as_received(encode(f.sys, 9, reply));
   auto r = decode_pull_reply(f.sys, reply_in);
   CHECK(r.clock == 5);
@@ -257,13 +262,21 @@ TEST_CASE_METHOD(link_fixture,
 }
 
 TEST_CASE_METHOD(link_fixture,
-                 "a peer sending garbage on a data channel is closed; the "
+                 "a peer sending garbage on a data channel is closed, the "
                  "server keeps serving",
                  "[data]") {
   dial_result out;
   auto ch = detail::open_channel(where(), std::chrono::steady_clock::now() + 5s,
                                  nullptr, nullptr, channel_data, out);
   REQUIRE(ch);
+  // The channel starts with the shared-memory offer (here: none, TCP),
+  // answered by the server; then the frames.
+  char offer[shm_offer_size] = {'S', 'H', 'M', 'O'};
+  REQUIRE(send(ch->fd(), offer, sizeof(offer), MSG_NOSIGNAL)
+          == static_cast<ssize_t>(sizeof(offer)));
+  auto answer = test::recv_exact(ch->fd(), shm_answer_size);
+  CHECK(answer.substr(0, 4) == "SHMA");
+  CHECK(answer[4] == 0);
   std::string garbage = header_with("JUNK", 1, 0, 0);
   REQUIRE(send(ch->fd(), garbage.data(), garbage.size(), MSG_NOSIGNAL)
           == static_cast<ssize_t>(garbage.size()));

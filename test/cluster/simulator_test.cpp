@@ -84,7 +84,7 @@ job_config one_step_each(sim_options& o, const std::string& compute) {
 
 } // namespace
 
-TEST_CASE("two simulations of one job and seed are identical; another seed "
+TEST_CASE("two simulations of one job and seed are identical, another seed "
           "gives another run",
           "[simulate]") {
   auto cfg = small_job();
@@ -239,7 +239,7 @@ TEST_CASE("workers on one machine share its link: a job that only moves "
 }
 
 TEST_CASE("workers per machine must divide the workers and do not go with "
-          "a host model; the same seed gives the same run",
+          "a host model, the same seed gives the same run",
           "[simulate][machines]") {
   auto cfg = small_job(); // 4 workers
   auto o = constant_compute(7);

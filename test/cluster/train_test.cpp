@@ -101,7 +101,7 @@ TEST_CASE("a batch larger than a worker's shard is an input error",
   CHECK_THROWS_WITH(train(cfg, opts), Catch::Contains("batch_size"));
 }
 
-TEST_CASE("a job whose loss explodes fails saying why and what to try; "
+TEST_CASE("a job whose loss explodes fails saying why and what to try, "
           "staleness-aware steps or the guard off let it run",
           "[cluster][e2e][divergence]") {
   auto cfg = short_job();

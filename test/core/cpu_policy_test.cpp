@@ -21,7 +21,7 @@ void on_own_thread(F f) {
 
 } // namespace
 
-TEST_CASE("cpu policies parse by name; others are refused naming the field",
+TEST_CASE("cpu policies parse by name, others are refused naming the field",
           "[core][cpu_policy]") {
   CHECK(parse_cpu_policy("batch", "x") == cpu_policy::batch);
   CHECK(parse_cpu_policy("normal", "x") == cpu_policy::normal);
@@ -33,7 +33,7 @@ TEST_CASE("cpu policies parse by name; others are refused naming the field",
 }
 
 TEST_CASE("the batch policy applies to the calling thread and the threads it "
-          "starts; normal leaves the policy as it was",
+          "starts, normal leaves the policy as it was",
           "[core][cpu_policy]") {
   auto before = current_cpu_policy();
   std::string mine, child, normal;

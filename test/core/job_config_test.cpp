@@ -35,8 +35,11 @@ TEST_CASE("an empty config gives the documented defaults",
   CHECK(cfg.table_partition_strategy == table_partition::mod);
   CHECK_FALSE(cfg.reset_lost_ps);
   CHECK_FALSE(cfg.layer_pushes);
+  CHECK_FALSE(cfg.priority_pulls);
   CHECK_FALSE(cfg.prefetch);
   CHECK(cfg.cpu_policy == "batch");
+  CHECK(cfg.cpu_affinity == "auto");
+  CHECK(cfg.shared_memory);
   // 0: two closures per worker between processes, one in one process.
   CHECK(cfg.closures_per_worker == 0);
   CHECK(cfg.partitioner.type == partitioner_config::kind::fixed_shards);
@@ -85,7 +88,9 @@ TEST_CASE("every field of a config is read into the job config",
              "shuffle_seed": 9, "train_limit": 1000, "test_limit": 100},
     "cluster": {"workers": 4, "ps": 3, "threads": 8, "layer_pushes": true,
                 "closures_per_worker": 3, "prefetch": true,
-                "cpu_policy": "normal"},
+                "priority_pulls": true,
+                "cpu_policy": "normal", "cpu_affinity": "none",
+                "shared_memory": false},
     "optimizer": {"type": "momentum", "learning_rate": 0.5, "momentum": 0.5,
                   "nesterov": true},
     "table_optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1": 0.01,
@@ -109,9 +114,12 @@ TEST_CASE("every field of a config is read into the job config",
   CHECK(cfg.ps == 3);
   CHECK(cfg.threads == 8);
   CHECK(cfg.layer_pushes);
+  CHECK(cfg.priority_pulls);
   CHECK(cfg.prefetch);
   CHECK(cfg.closures_per_worker == 3);
   CHECK(cfg.cpu_policy == "normal");
+  CHECK(cfg.cpu_affinity == "none");
+  CHECK_FALSE(cfg.shared_memory);
   CHECK(cfg.optimizer.type == "momentum");
   CHECK(cfg.optimizer.learning_rate == 0.5f);
   CHECK(cfg.optimizer.params
@@ -208,8 +216,12 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
      "true or false"},
     {R"({"cluster": {"data_channel": "on"}})", "cluster.data_channel",
      "true or false"},
+    {R"({"cluster": {"shared_memory": "auto"}})", "cluster.shared_memory",
+     "true or false"},
     {R"({"cluster": {"cpu_policy": "fifo"}})", "cluster.cpu_policy",
      "must be \"batch\" or \"normal\""},
+    {R"({"cluster": {"cpu_affinity": "cores"}})", "cluster.cpu_affinity",
+     "must be \"auto\" or \"none\""},
     {R"({"cluster": {"layer_pushes": true}, "training": {"mode": "sync"}})",
      "cluster.layer_pushes", "needs training.mode \"async\""},
     {R"({"cluster": {"layer_pushes": true, "push_format": "topk:8"}})",

@@ -506,3 +506,58 @@ TEST_CASE("place_variables rejects a table without a dimension, a bad "
   std::vector<variable_def> ok{variable_def::table("t", 0, 4, 0)};
   CHECK_NOTHROW(place_variables(ok, fixed_shards(1), 1));
 }
+
+TEST_CASE("region_prefix gives each server's part of a model prefix, and a "
+          "run of a region scatters to where its floats belong",
+          "[core][placement]") {
+  auto vars = mixed_variables();
+  std::mt19937 rng{23};
+  std::uniform_real_distribution<float> dist{-1.0f, 1.0f};
+  for (uint32_t num_ps : {1u, 2u, 3u}) {
+    INFO(num_ps << " ps");
+    auto pl = place_variables(vars, fixed_shards(3), num_ps);
+    std::vector<float> model(pl.model_size);
+    for (auto& x : model)
+      x = dist(rng);
+    for (uint64_t end : {uint64_t{0}, uint64_t{1}, uint64_t{1000},
+                         uint64_t{784 * 256 + 256}, pl.model_size / 2,
+                         pl.model_size - 1, pl.model_size}) {
+      INFO("model prefix " << end);
+      uint64_t sum = 0;
+      for (uint32_t p = 0; p < num_ps; ++p) {
+        // Counted float by float: the region's floats below `end` ...
+        uint64_t below = 0;
+        uint64_t last = 0;
+        for (auto& s : pl.shards)
+          if (s.ps == p && s.kind == variable_kind::dense)
+            for (uint64_t i = 0; i < s.size; ++i)
+              if (s.model_offset + i < end) {
+                ++below;
+                last = s.ps_offset + i + 1;
+              }
+        auto n = region_prefix(pl, p, end);
+        CHECK(n == below);
+        // ... are a prefix of it.
+        CHECK(last == below);
+        sum += n;
+      }
+      CHECK(sum == end);
+    }
+    // Runs that begin and end inside shards, scattered one by one, put
+    // back the whole model.
+    std::vector<float> back(pl.model_size, std::nanf(""));
+    for (uint32_t p = 0; p < num_ps; ++p) {
+      auto region = gather_shards(pl, p, model.data());
+      uint64_t from = 0;
+      for (uint64_t step : {uint64_t{1}, uint64_t{777}, uint64_t{5000},
+                            uint64_t{31}, uint64_t{100000}}) {
+        auto to = std::min<uint64_t>(from + step, region.size());
+        scatter_shards(pl, p, from, to, region.data() + from, back.data());
+        from = to;
+      }
+      scatter_shards(pl, p, from, region.size(), region.data() + from,
+                     back.data());
+    }
+    CHECK(back == model); // NaN != NaN: every float was written back
+  }
+}

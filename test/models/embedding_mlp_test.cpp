@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -424,3 +425,40 @@ TEST_CASE("a row gradient of a batch is the mean of its examples' row "
       }
   }
 }
+
+TEST_CASE("embedding_mlp's forward pass in stages, one per tower layer, "
+          "gives the loss and the dense and row gradients of the whole pass",
+          "[models][embedding_mlp][stages]") {
+  problem pr{{8, 6, 4, 1}, true, 5};
+  auto stages = pr.net.forward_stages();
+  REQUIRE(stages == std::vector<uint64_t>{8 * 6 + 6, 54 + 6 * 4 + 4,
+                                          82 + 4 * 1 + 1});
+  REQUIRE(stages.back() == pr.params.size());
+  auto run = [&](uint32_t done) {
+    auto ws = pr.net.make_workspace(pr.batch.rows);
+    for (auto& t : pr.tables)
+      std::fill(t.grad.begin(), t.grad.end(), 0.0f);
+    // What lies after a stage's prefix is garbage until the stages that
+    // read it.
+    std::vector<float> partial(pr.params.size(), std::nanf(""));
+    for (uint32_t s = 0; s < done; ++s) {
+      std::copy(pr.params.begin(), pr.params.begin() + stages[s],
+                partial.begin());
+      pr.net.forward_stage({partial.data(), &pr.tables, 0}, pr.batch, s, *ws);
+    }
+    partial = pr.params;
+    std::vector<float> grad(pr.params.size());
+    auto loss = pr.net.loss_and_gradient({partial.data(), &pr.tables, done},
+                                         pr.batch, grad.data(), *ws);
+    std::vector<float> rows;
+    for (auto& t : pr.tables)
+      rows.insert(rows.end(), t.grad.begin(), t.grad.end());
+    return std::make_tuple(loss, grad, rows);
+  };
+  auto whole = run(0);
+  for (uint32_t done = 1; done <= 3; ++done) {
+    INFO(done << " stages run before");
+    CHECK(run(done) == whole);
+  }
+}
+

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -429,3 +430,41 @@ TEST_CASE("evaluate counts the examples and the arg-max hits of a manual "
   CHECK(none.count == 0);
   CHECK(none.accuracy() == 0.0);
 }
+
+TEST_CASE("the mlp's forward pass in stages, one per layer, gives the loss "
+          "and gradient of the whole pass",
+          "[models][mlp][stages]") {
+  problem pr{{6, 5, 4, 3}, 4, 7};
+  auto stages = pr.net.forward_stages();
+  // One stage per layer, each ending with its layer's kernel and bias.
+  REQUIRE(stages == std::vector<uint64_t>{6 * 5 + 5, 35 + 5 * 4 + 4,
+                                          59 + 4 * 3 + 3});
+  REQUIRE(stages.back() == pr.params.size());
+  auto batch = pr.batch();
+  auto ws = pr.net.make_workspace(pr.rows);
+  std::vector<float> grad(pr.params.size());
+  auto loss = pr.net.loss_and_gradient({pr.params.data(), nullptr, 0}, batch,
+                                       grad.data(), *ws);
+  for (uint32_t done = 1; done <= 3; ++done) {
+    INFO(done << " stages run before");
+    // Stages read only their prefix: what lies after it is garbage until
+    // the stages that read it.
+    std::vector<float> partial(pr.params.size(), std::nanf(""));
+    auto ws2 = pr.net.make_workspace(pr.rows);
+    for (uint32_t s = 0; s < done; ++s) {
+      std::copy(pr.params.begin(), pr.params.begin() + stages[s],
+                partial.begin());
+      pr.net.forward_stage({partial.data(), nullptr, 0}, batch, s, *ws2);
+    }
+    partial = pr.params;
+    std::vector<float> grad2(pr.params.size());
+    auto loss2 = pr.net.loss_and_gradient({partial.data(), nullptr, done},
+                                          batch, grad2.data(), *ws2);
+    CHECK(loss2 == loss);
+    CHECK(grad2 == grad);
+  }
+  CHECK_THROWS_AS(pr.net.forward_stage({pr.params.data(), nullptr, 0}, batch,
+                                       3, *ws),
+                  std::logic_error);
+}
+
