@@ -21,14 +21,24 @@ constexpr const char* usage = R"(usage: actorps simulate [job flags] [simulation
 Runs the job's real actors (parameter servers, workers, dispatcher) in one
 process under a deterministic scheduler with a virtual clock: messages take
 the time the network model gives them, steps the compute time the compute
-model gives them; gradients are real. The same flags and seed give the same
-run, bit for bit (the digest at the end says so).
+model gives them; gradients are real.
+
+Which runs are reproducible: with --compute const:TIME or normal:MEAN,SD
+(and no --host measured), the same flags and seed give the same run, bit
+for bit (the same digest at the end). The default, --compute measured,
+times real steps of the model on this machine, and --host measured times
+messages here: such a run differs from the next. Its digest line says so
+and prints what it measured as flags: the same flags followed by those
+(e.g. --compute const:1480123ns) replay it bit for bit. The digest line
+of every run says which of the two it is.
 
 Simulation flags:
   --network RATE[,LATENCY]  each node's link and the latency of a message
                             (10gbit,50us; units bit..tbit, ns..s)
-  --compute MODEL           measured (a real step of the model, timed here),
-                            const:TIME or normal:MEAN,SD (e.g. normal:2ms,0.5ms)
+  --compute MODEL           measured (default: the median of 7 real steps
+                            of the model, timed here; not reproducible),
+                            const:TIME or normal:MEAN,SD (e.g. const:2ms,
+                            const:1480123ns, normal:2ms,0.5ms)
   --stragglers SHARE:FACTOR this share of the workers computes FACTOR times
                             as long (5%:3x)
   --seed N                  the job's seed (model.seed) and the compute
@@ -37,10 +47,12 @@ Simulation flags:
                             line)
   --replay FILE             check this run's event order against FILE
   --out FILE                write the report as JSON lines
-  --host measured|C:B:F     all nodes on one host of C cores, a message
-                            costing B ns of CPU per byte at each end, an
-                            update F ns per float; measured: this machine's
-                            (with --network 1000gbit,20us: loopback)
+  --host measured|C:B:F|C:M:B:F
+                            all nodes on one host of C cores, a message
+                            costing M ns (default 0) plus B ns per byte of
+                            CPU at each end, an update F ns per float;
+                            measured: this machine's (with --network
+                            1000gbit,20us: loopback; not reproducible)
   --workers-per-machine K   K workers on each machine: they share its link
                             and compute one step at a time (K tasks in
                             flight per machine: bounded delay K-1); K must
@@ -96,9 +108,10 @@ int run_simulate(const std::vector<std::string>& args) {
     else if (flag == "--timing-only")
       opts.timing_only = true;
     else if (flag == "--host") {
-      if (value == "measured")
-        opts.measure_host = true;
-      else
+      // The last --host counts, so that the flags a measured run prints
+      // can follow its own.
+      opts.measure_host = value == "measured";
+      if (!opts.measure_host)
         opts.host = parse_host(value);
     }
   }

@@ -70,6 +70,8 @@ std::string to_json_lines(const sim_report& r) {
   s["delayed"] = r.delayed;
   s["events"] = r.events;
   s["digest"] = r.digest;
+  s["reproducible"] = r.reproducible;
+  s["replay_flags"] = r.replay_flags;
   s["peak_rss_bytes"] = r.peak_rss_bytes;
   out += s.dump() + "\n";
   return out;
@@ -121,7 +123,15 @@ std::string to_text(const sim_report& r) {
                        "after 200 ms), {} delayed",
                        r.dropped, r.delayed);
   out += "\n";
-  out += fmt::format("  {} events, digest {}\n", r.events, r.digest);
+  if (r.reproducible)
+    out += fmt::format("  {} events, digest {} (reproducible: the same flags "
+                       "and seed give the same run, bit for bit)\n",
+                       r.events, r.digest);
+  else
+    out += fmt::format("  {} events, digest {} (not reproducible: measured "
+                       "on this machine; the same flags followed by {} "
+                       "replay this run bit for bit)\n",
+                       r.events, r.digest, r.replay_flags);
   return out;
 }
 

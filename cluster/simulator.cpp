@@ -111,6 +111,10 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
     auto probe = provider->train_source(input_context{W, 0}, cfg.batch_size,
                                         cfg.shuffle_seed);
     compute.mean_ns = measure_step(cfg, *net, *layout, *probe);
+    // A step time of `measured` is used as a constant one (compute_model),
+    // so this flag in its place replays the run.
+    report.reproducible = false;
+    report.replay_flags = fmt::format("--compute const:{}ns", compute.mean_ns);
   }
   report.step_ns = compute.mean_ns;
   std::optional<timing_job> timing;
@@ -142,6 +146,16 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
   world->layout = layout;
   auto host = opts.measure_host ? measure_host(cfg, layout->model_size)
                                 : opts.host;
+  if (opts.measure_host) {
+    // fmt's "{}" writes the shortest text that parses back to the same
+    // double, so parse_host reads exactly the costs measured here.
+    report.reproducible = false;
+    if (!report.replay_flags.empty())
+      report.replay_flags += ' ';
+    report.replay_flags += fmt::format("--host {}:{}:{}:{}", host.cores,
+                                       host.ns_per_message, host.ns_per_byte,
+                                       host.apply_ns_per_float);
+  }
   world->host = host_model{host, W + P};
   report.host = to_string(host);
   // Lazy replies assume a server answers in no time.

@@ -1,11 +1,14 @@
 #pragma once
 
-// `actorps simulate` (issue 13): the job's real actors (parameter servers,
-// workers, dispatcher) in one process under CAF's deterministic test
-// scheduler, with a virtual clock that the simulated network and compute
-// models advance (cluster/sim_model.hpp, cluster/sim_link.hpp). Gradients
-// are real, so staleness shows in accuracy; the same seed gives the same
-// run, bit for bit (its digest says so).
+// `actorps simulate`: the job's real actors (parameter servers, workers,
+// dispatcher) in one process under CAF's deterministic test scheduler, with
+// a virtual clock that the simulated network and compute models advance
+// (cluster/sim_model.hpp, cluster/sim_link.hpp). Gradients are real, so
+// staleness shows in accuracy. Given its step time and host costs a run is
+// deterministic: the same flags and seed give the same run, bit for bit
+// (its digest). A model measured on this machine (--compute measured, the
+// default; --host measured) differs from run to run, so such a run reports
+// the numbers it measured as the flags that replay it.
 
 #include <cstdint>
 #include <string>
@@ -96,6 +99,15 @@ struct sim_report {
   uint64_t events = 0;
   /// SHA-256 of the event order and the final dense values, in hex.
   std::string digest;
+  /// Whether the same flags give this digest again: false when a model's
+  /// numbers were measured on this machine (--compute measured, the
+  /// default, or --host measured), which differ from run to run.
+  bool reproducible = true;
+  /// For a run that is not reproducible: the flags that put the numbers
+  /// this run measured in place of the measurement (e.g.
+  /// "--compute const:1480123ns"); the run's flags followed by these give
+  /// this run again, bit for bit (its digest). Empty when reproducible.
+  std::string replay_flags;
   uint64_t peak_rss_bytes = 0;
 };
 

@@ -3,7 +3,8 @@
 # digest, another seed another; --record then --replay passes, a replay of
 # another run fails naming the event; --out writes JSON lines; bad flags are
 # refused with exit 2 and a message naming them; a fault plan runs
-# (deterministically).
+# (deterministically); a measured run says it is not reproducible and the
+# flag it prints replays it bit for bit.
 # usage: simulate_test.sh ACTORPS_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -18,7 +19,7 @@ bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
 job=(--config "$src/configs/a9a.json" --data-dir "$src/data/a9a"
      --train-limit 1024 --test-limit 300 --epochs 2 --workers 8 --ps 2
      --network 1gbit,100us --compute normal:1ms,200us --quiet)
-digest() { grep -o 'digest [0-9a-f]*' "$1" | awk '{print $2}'; }
+digest() { grep -o 'digest [0-9a-f]\{64\}' "$1" | awk '{print $2}'; }
 
 "$bin" simulate "${job[@]}" --seed 7 --record "$tmp/events" \
   --out "$tmp/a.jsonl" >"$tmp/a.txt" 2>&1
@@ -128,6 +129,62 @@ if [[ $rc_m -eq 0 ]] && grep -q '4 machines of 2 workers each' "$tmp/m.txt" \
   ok "--workers-per-machine 2: $(grep machines "$tmp/m.txt" | head -1)"
 else
   bad "--workers-per-machine 2: exit $rc_m: $(tail -4 "$tmp/m.txt")"
+fi
+# Which runs are reproducible. A run with a given compute model says so on
+# its digest line. The default (--compute measured) times real steps here:
+# its digest line says it is not reproducible and names the flag that
+# replays it; that flag, run twice, gives the measured run's digest both
+# times (the measured time is used as a constant one).
+grep -q 'digest [0-9a-f]\{64\} (reproducible: ' "$tmp/a.txt" \
+  && grep -q '"reproducible":true' "$tmp/a.jsonl" \
+  && ok "a run with --compute normal:... says it is reproducible" \
+  || bad "reproducible run: $(grep digest "$tmp/a.txt")"
+measured=(--config "$src/configs/a9a.json" --data-dir "$src/data/a9a"
+          --train-limit 1024 --test-limit 300 --epochs 1 --workers 4 --ps 2
+          --network 1gbit,100us --quiet --seed 7)
+"$bin" simulate "${measured[@]}" --out "$tmp/d.jsonl" >"$tmp/d.txt" 2>&1
+rc_d=$?
+replay=$(grep -o 'the same flags followed by --compute const:[0-9]*ns replay this run bit for bit)$' \
+           "$tmp/d.txt" | grep -o -- '--compute const:[0-9]*ns')
+if [[ $rc_d -eq 0 && -n $replay ]] \
+   && grep -q "digest [0-9a-f]\{64\} (not reproducible: " "$tmp/d.txt" \
+   && grep -q '"reproducible":false' "$tmp/d.jsonl" \
+   && grep -qF "\"replay_flags\":\"$replay\"" "$tmp/d.jsonl"; then
+  ok "a measured run's digest line says it is not reproducible and names $replay"
+else
+  bad "measured run: exit $rc_d: $(grep digest "$tmp/d.txt")"
+fi
+d=$(digest "$tmp/d.txt")
+# shellcheck disable=SC2086 # $replay is two words: the flag and its value
+"$bin" simulate "${measured[@]}" $replay >"$tmp/d1.txt" 2>&1
+rc_1=$?
+# shellcheck disable=SC2086
+"$bin" simulate "${measured[@]}" $replay >"$tmp/d2.txt" 2>&1
+rc_2=$?
+if [[ $rc_1 -eq 0 && $rc_2 -eq 0 && ${#d} -eq 64 \
+      && $(digest "$tmp/d1.txt") == "$d" && $(digest "$tmp/d2.txt") == "$d" ]] \
+   && grep -q 'digest [0-9a-f]\{64\} (reproducible: ' "$tmp/d1.txt"; then
+  ok "$replay replays the measured run twice, digest $d"
+else
+  bad "replay with $replay: exit $rc_1/$rc_2, digests $d / $(digest "$tmp/d1.txt") / $(digest "$tmp/d2.txt")"
+fi
+# --host measured times messages here: its flag replays it the same way.
+"$bin" simulate "${measured[@]}" --compute const:1ms --host measured \
+  >"$tmp/h.txt" 2>&1
+rc_h=$?
+host=$(grep -o 'the same flags followed by --host [0-9.:e+-]* replay this run' \
+         "$tmp/h.txt" | grep -o -- '--host [0-9.:e+-]*')
+# shellcheck disable=SC2086 # $host is two words: the flag and its value
+"$bin" simulate "${measured[@]}" --compute const:1ms --host measured $host \
+  >"$tmp/h1.txt" 2>&1
+rc_1=$?
+h=$(digest "$tmp/h.txt")
+if [[ $rc_h -eq 0 && $rc_1 -eq 0 && -n $host && ${#h} -eq 64 \
+      && $(digest "$tmp/h1.txt") == "$h" ]] \
+   && grep -q 'digest [0-9a-f]\{64\} (reproducible: ' "$tmp/h1.txt"; then
+  ok "--host measured names $host, which replays it (after --host measured)"
+else
+  bad "--host measured: exit $rc_h/$rc_1, '$host', digests $h / $(digest "$tmp/h1.txt")"
 fi
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 && $passed -gt 0 ]]
