@@ -46,7 +46,10 @@ void truncate(dataset& ds, uint64_t limit) {
   if (limit == 0 || limit >= ex.rows)
     return;
   ex.rows = limit;
-  ex.dense.resize(limit * ex.dense_dim);
+  if (ex.dense_bytes.empty())
+    ex.dense.resize(limit * ex.dense_dim);
+  else
+    ex.dense_bytes.resize(limit * ex.dense_dim);
   for (auto& f : ex.fields) {
     f.offsets.resize(limit + 1);
     f.keys.resize(f.offsets.back());

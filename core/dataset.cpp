@@ -63,22 +63,25 @@ load_idx_rows(const std::string& images, const std::string& labels,
     ds.schema.classes = classes;
     auto& ex = ds.examples;
     ex.reset(dim, 0);
+    ex.byte_scale = 1.0f / 255.0f;
     ex.rows = shard_size(rows, input_context{num_pipelines, ids[k]});
     // Filled as the images arrive (in row order, so each pipeline's rows
     // are appended in order), not sized from the image header up front: a
     // header promising more than the file holds must fail as a truncated
-    // file, not allocate 4 bytes per promised pixel first.
-    ex.dense.reserve(std::min<uint64_t>(ex.rows * dim, uint64_t{16} << 20));
+    // file, not allocate a byte per promised pixel first. 64 MiB holds any
+    // shard of (Fashion-)MNIST exactly, so it is never regrown.
+    ex.dense_bytes.reserve(std::min<uint64_t>(ex.rows * dim,
+                                              uint64_t{64} << 20));
     ex.labels.reserve(ex.rows);
     for (uint64_t i = ids[k]; i < rows; i += num_pipelines)
       ex.labels.push_back(lab.data[i]);
   }
-  // Where each pipeline's features go (nullptr: not kept).
-  std::vector<std::vector<float>*> dense(num_pipelines, nullptr);
+  // Where each pipeline's pixels go (nullptr: not kept). They stay bytes;
+  // example_batch::append_row scales them to floats a batch at a time.
+  std::vector<std::vector<uint8_t>*> dense(num_pipelines, nullptr);
   for (uint32_t p = 0; p < num_pipelines; ++p)
     if (slot[p] >= 0)
-      dense[p] = &shards[slot[p]].examples.dense;
-  constexpr float scale = 1.0f / 255.0f;
+      dense[p] = &shards[slot[p]].examples.dense_bytes;
   img.read_items(rows, [&](uint64_t first, uint64_t count,
                            const uint8_t* bytes) {
     for (uint64_t k = 0; k < count; ++k) {
@@ -87,11 +90,7 @@ load_idx_rows(const std::string& images, const std::string& labels,
       if (out == nullptr)
         continue;
       const auto* in = bytes + k * dim;
-      auto at = out->size();
-      out->resize(at + dim);
-      auto* o = out->data() + at;
-      for (uint64_t d = 0; d < dim; ++d)
-        o[d] = static_cast<float>(in[d]) * scale;
+      out->insert(out->end(), in, in + dim);
     }
   });
   return {rows, std::move(shards)};

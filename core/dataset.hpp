@@ -21,8 +21,12 @@ struct dataset {
 };
 
 /// Loads an image/label pair of IDX files (gzip or plain) as a multiclass
-/// dataset with pixels scaled to [0, 1] (byte / 255) as dense features. Keeps
-/// the first `limit` rows (0 = all).
+/// dataset whose dense features are the pixels scaled to [0, 1] (byte / 255).
+/// Keeps the first `limit` rows (0 = all). The pixels are held as bytes
+/// (examples.dense_bytes, rows x pixels per image, byte_scale 1/255; a
+/// quarter of the floats' memory); the batches built from it
+/// (example_batch::append_row, batch_iterator) hold floats, exactly
+/// `static_cast<float>(byte) * (1.0f / 255.0f)`.
 /// @throws input_error naming the file if either is missing, truncated or
 ///         corrupt, or if their item counts differ, or if a label is >= classes.
 dataset load_idx_dataset(const std::string& images, const std::string& labels,
@@ -72,8 +76,9 @@ struct split_shards {
 /// Loads from an image/label pair of IDX files, as load_idx_dataset, only
 /// the shards of the input pipelines `ids` of `num_pipelines` (of the first
 /// `limit` rows; 0 = all). Reads each file once, a chunk at a time, and
-/// converts only the kept rows: the memory held is the kept shards (as
-/// floats) plus the labels file, never the whole image file. With no ids it
+/// keeps only the kept rows: the memory held is the kept shards (pixels as
+/// bytes, as load_idx_dataset) plus the labels file, never the whole image
+/// file. With no ids it
 /// checks the files and counts the rows (split_rows) while keeping nothing.
 /// @throws input_error as load_idx_dataset (every row of the split is
 ///         checked, also those of other shards); std::invalid_argument if

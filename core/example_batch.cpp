@@ -12,6 +12,8 @@ void example_batch::reset(uint64_t dim, size_t num_fields) {
   rows = 0;
   dense_dim = dim;
   dense.clear();
+  dense_bytes.clear();
+  byte_scale = 1.0f;
   fields.resize(num_fields);
   for (auto& f : fields) {
     f.offsets.assign(1, 0);
@@ -22,8 +24,18 @@ void example_batch::reset(uint64_t dim, size_t num_fields) {
 }
 
 void example_batch::append_row(const example_batch& src, uint64_t r) {
-  const auto* row = src.dense.data() + r * src.dense_dim;
-  dense.insert(dense.end(), row, row + src.dense_dim);
+  if (src.dense_bytes.empty()) {
+    const auto* row = src.dense.data() + r * src.dense_dim;
+    dense.insert(dense.end(), row, row + src.dense_dim);
+  } else {
+    const auto* row = src.dense_bytes.data() + r * src.dense_dim;
+    auto at = dense.size();
+    dense.resize(at + src.dense_dim);
+    auto* out = dense.data() + at;
+    const auto scale = src.byte_scale;
+    for (uint64_t d = 0; d < src.dense_dim; ++d)
+      out[d] = static_cast<float>(row[d]) * scale;
+  }
   for (size_t f = 0; f < fields.size(); ++f) {
     const auto& from = src.fields[f];
     auto& to = fields[f];
@@ -41,11 +53,22 @@ void example_batch::append_row(const example_batch& src, uint64_t r) {
 }
 
 void example_batch::check(const std::string& what) const {
-  if (dense.size() != rows * dense_dim)
+  if (!dense_bytes.empty()) {
+    if (!dense.empty())
+      throw input_error(fmt::format("{}: {} dense values as floats and {} as "
+                                    "bytes (expected one form)",
+                                    what, dense.size(), dense_bytes.size()));
+    if (dense_bytes.size() != rows * dense_dim)
+      throw input_error(fmt::format("{}: {} dense bytes for {} rows x {} "
+                                    "features (expected {})",
+                                    what, dense_bytes.size(), rows, dense_dim,
+                                    rows * dense_dim));
+  } else if (dense.size() != rows * dense_dim) {
     throw input_error(fmt::format("{}: {} dense values for {} rows x {} "
                                   "features (expected {})",
                                   what, dense.size(), rows, dense_dim,
                                   rows * dense_dim));
+  }
   if (labels.size() != rows)
     throw input_error(fmt::format("{}: {} labels for {} rows", what,
                                   labels.size(), rows));

@@ -91,7 +91,9 @@ public:
   /// gradients into each table's `grad` (zeroed by the caller). Units:
   /// d(mean loss)/d(parameter).
   /// @pre batch.rows <= the workspace's max_rows; the tables' rows pulled
-  ///      for the keys of collect_keys(batch).
+  ///      for the keys of collect_keys(batch); the dense features as floats
+  ///      in batch.dense (batches built by example_batch::append_row, as
+  ///      every batch_source's are, even from a dataset held as bytes).
   /// @throws std::exception only for bugs or unusable batches (the worker
   ///         turns it into the closure's error).
   virtual double loss_and_gradient(const model_inputs& in,

@@ -290,9 +290,16 @@ TEST_CASE("a fashion_mnist worker's source holds its shard alone and gives "
       auto* it = dynamic_cast<batch_iterator*>(sources[w].get());
       REQUIRE(it != nullptr);
       held += it->data().rows();
+      // The pixels as bytes, no float copy: a quarter of the memory.
+      CHECK(it->data().examples.dense.empty());
+      CHECK(it->data().examples.dense_bytes.size()
+            == it->data().rows() * 784);
       CHECK(same_batches(*sources[w], input_context{3, w}));
     }
     CHECK(held == 1001); // each row once, as the whole split
+    auto test = data->test_set();
+    CHECK(test->examples.dense.empty());
+    CHECK(test->examples.dense_bytes.size() == test->rows() * 784);
     // Asked again: the shard already loaded, not a copy.
     auto again = data->train_source(input_context{3, 1}, 16, 77);
     CHECK(&dynamic_cast<batch_iterator&>(*again).data()

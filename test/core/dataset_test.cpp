@@ -361,12 +361,15 @@ TEST_CASE("load_idx_dataset gives dense multiclass examples without fields",
   CHECK(ds.rows() == 3);
   CHECK_NOTHROW(ds.examples.check("idx"));
   CHECK(ds.examples.fields.empty());
-  CHECK(ds.examples.dense[1] == Approx(0.2f));
-  CHECK(ds.examples.dense[3] == 1.0f);
+  example_batch first;
+  first.reset(4, 0);
+  first.append_row(ds.examples, 0);
+  CHECK(first.dense[1] == Approx(0.2f));
+  CHECK(first.dense[3] == 1.0f);
   CHECK(ds.examples.labels == std::vector<int32_t>{2, 0, 9});
   auto two = load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 10, 2);
   CHECK(two.rows() == 2);
-  CHECK(two.examples.dense.size() == 8);
+  CHECK(two.examples.dense_bytes.size() == 8);
   CHECK_THROWS_AS(load_idx_dataset(dir.file("img.gz"), dir.file("lab.gz"), 5),
                   input_error);
 }
@@ -390,4 +393,41 @@ TEST_CASE("example_batch::check names the first broken invariant",
   auto bad_values = good;
   bad_values.fields[0].values.pop_back();
   CHECK_THROWS_WITH(bad_values.check("b"), Catch::Contains("values"));
+  // Dense features as bytes: one form, rows x dense_dim of them.
+  auto as_bytes = good;
+  as_bytes.dense.clear();
+  as_bytes.dense_bytes.assign(8, 1);
+  CHECK_NOTHROW(as_bytes.check("b"));
+  auto both = as_bytes;
+  both.dense = good.dense;
+  CHECK_THROWS_WITH(both.check("b"), Catch::StartsWith("b: 8 dense values as "
+                                                       "floats and 8 as "
+                                                       "bytes"));
+  auto short_bytes = as_bytes;
+  short_bytes.dense_bytes.pop_back();
+  CHECK_THROWS_WITH(short_bytes.check("b"), Catch::StartsWith("b: 7 dense "
+                                                              "bytes"));
+}
+
+TEST_CASE("a row of byte features is appended as floats byte x byte_scale, "
+          "with its fields and label",
+          "[core][dataset]") {
+  auto src = numbered_rows(4)->examples;
+  src.dense.clear();
+  src.dense_bytes = {0, 1, 2, 255, 128, 7, 9, 10};
+  src.byte_scale = 0.5f;
+  REQUIRE_NOTHROW(src.check("src"));
+  example_batch out;
+  out.reset(2, 1);
+  out.append_row(src, 1);
+  out.append_row(src, 2);
+  CHECK(out.dense == std::vector<float>{1.0f, 127.5f, 64.0f, 3.5f});
+  CHECK(out.dense_bytes.empty());
+  CHECK(out.labels == std::vector<int32_t>{1, 2});
+  CHECK(out.fields[0].keys == std::vector<uint64_t>{10, 20, 21});
+  CHECK_NOTHROW(out.check("out"));
+  // reset() returns a batch to floats.
+  src.reset(2, 1);
+  CHECK(src.dense_bytes.empty());
+  CHECK(src.byte_scale == 1.0f);
 }

@@ -79,8 +79,12 @@ reference_pass reference_forward(const std::vector<uint64_t>& layers,
 /// A batch of dense examples: rows x dim features, one label each.
 example_batch make_batch(std::vector<float> x, std::vector<int32_t> y,
                          uint64_t dim) {
-  uint64_t rows = y.size();
-  return example_batch{rows, dim, std::move(x), {}, std::move(y)};
+  example_batch b;
+  b.rows = y.size();
+  b.dense_dim = dim;
+  b.dense = std::move(x);
+  b.labels = std::move(y);
+  return b;
 }
 
 /// Rows [begin, end) of `src`.
