@@ -67,7 +67,7 @@ std::vector<ps_actor> cluster::servers() const {
 
 std::vector<server_route> routes_of(caf::actor_system& sys,
                                     const dispatcher_actor& dispatcher,
-                                    size_t groups) {
+                                    size_t groups, bool require_live) {
   caf::scoped_actor self{sys};
   std::vector<server_route> out(groups);
   std::string failure;
@@ -82,7 +82,7 @@ std::vector<server_route> routes_of(caf::actor_system& sys,
       [&](caf::error& err) { failure = sys.render(err); });
   if (!failure.empty())
     throw runtime_failure("asking the dispatcher for the routes: " + failure);
-  for (size_t g = 0; g < groups; ++g)
+  for (size_t g = 0; g < groups && require_live; ++g)
     if (!out[g].ps)
       throw runtime_failure(fmt::format("parameter-server group {} has no "
                                         "live copy",
@@ -303,14 +303,21 @@ void create_shards(caf::actor_system& sys, const placement& layout,
 }
 
 std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
-                                  const std::vector<server_route>& routes) {
-  std::vector<ps_stats> result;
+                                  const dispatcher_actor& dispatcher,
+                                  size_t groups) {
+  std::vector<ps_stats> result(groups);
+  std::vector<server_route> routes;
+  try {
+    routes = routes_of(sys, dispatcher, groups, false);
+  } catch (const runtime_failure&) {
+    return result; // the dispatcher did not answer: nothing to read
+  }
   caf::scoped_actor self{sys};
   for (uint32_t g = 0; g < routes.size(); ++g) {
-    ps_stats s;
+    if (!routes[g].ps)
+      continue; // no live copy of the group: zeros
     self->request(routes[g].ps, std::chrono::seconds(5), stats_atom_v, g)
-      .receive([&](ps_stats& x) { s = x; }, [&](caf::error&) {});
-    result.push_back(s);
+      .receive([&](ps_stats& x) { result[g] = x; }, [&](caf::error&) {});
   }
   return result;
 }
@@ -458,7 +465,7 @@ void local_cluster::inject(const fault_spec& f) {
 }
 
 std::vector<ps_stats> local_cluster::stats() {
-  return ps_stats_of(sys_, routes());
+  return ps_stats_of(sys_, dispatcher_, layout_->ps_sizes.size());
 }
 
 } // namespace actorps

@@ -97,11 +97,13 @@ void create_variables(caf::actor_system& sys, const placement& layout,
                       const job_config& cfg, const model& net);
 
 /// Where each replica group is served now, asked of `dispatcher` (`groups`
-/// groups).
-/// @throws runtime_failure if it does not answer or a group has no copy.
+/// groups). With `require_live` false, a group without a live copy keeps a
+/// null route instead of failing the call.
+/// @throws runtime_failure if it does not answer, or (require_live) a group
+///         has no copy.
 std::vector<server_route> routes_of(caf::actor_system& sys,
                                     const dispatcher_actor& dispatcher,
-                                    size_t groups);
+                                    size_t groups, bool require_live = true);
 
 /// Tells every server its role in its groups at view `view`: server g is
 /// the primary of group g; with cfg.replicas 1, server (g + 1) % n is its
@@ -156,10 +158,14 @@ void create_shards(caf::actor_system& sys, const placement& layout,
                    const ps_actor& server, uint32_t ps, const job_config& cfg,
                    const model& net);
 
-/// Counters of every replica group from the server routes[g] names (zeros
-/// for one that does not answer in time).
+/// Counters of every replica group (`groups` of them) from the server that
+/// serves it now, as `dispatcher` routes them: zeros for a group without a
+/// live copy (a lost server without a replica), one that does not answer in
+/// time, or every group if the dispatcher does not answer. Never throws: a
+/// read of counters must not fail a job that lost a server.
 std::vector<ps_stats> ps_stats_of(caf::actor_system& sys,
-                                  const std::vector<server_route>& routes);
+                                  const dispatcher_actor& dispatcher,
+                                  size_t groups);
 
 /// All roles of a cluster in one actor system: cfg.ps parameter servers,
 /// cfg.workers workers and the coordinator, talking only by messages.

@@ -51,6 +51,14 @@ std::string write_checkpoint(const std::string& root,
   return final_path;
 }
 
+void prepare_checkpoint_root(const std::string& root) {
+  try {
+    detail::check_root_writable(root);
+  } catch (const runtime_failure& e) {
+    throw input_error(fmt::format("checkpoint directory {}", e.what()));
+  }
+}
+
 checkpoint_state read_checkpoint(const std::string& dir) {
   using namespace detail;
   auto path = join_path(dir, checkpoint_manifest_name);

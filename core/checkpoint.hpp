@@ -157,6 +157,15 @@ std::string write_checkpoint(const std::string& root,
 ///         but 13 steps", "duplicate key 42". Nothing is returned in part.
 checkpoint_state read_checkpoint(const std::string& dir);
 
+/// Makes sure checkpoints can be written into `root` before a job starts:
+/// creates it with its missing parents (as TensorFlow's CheckpointManager
+/// does) and checks that it is a directory this process can write into.
+/// @throws input_error "checkpoint directory ROOT: cannot ...: REASON" (not
+///         a directory, no permission, a read-only file system), so that a
+///         job refuses at its start (exit 2) instead of failing at its
+///         first checkpoint.
+void prepare_checkpoint_root(const std::string& root);
+
 /// Returns the newest complete checkpoint directory in `root` (highest step
 /// in its name, "ROOT/ckpt-NNNNNNNNNN"; ".tmp-" directories and directories
 /// without a manifest.json are ignored), or "" when there is none or `root`

@@ -245,10 +245,37 @@ void sync_dir(const std::string& path) {
 }
 
 void make_root(const std::string& root) {
-  if (::mkdir(root.c_str(), 0755) == 0)
+  if (::mkdir(root.c_str(), 0755) == 0) {
     sync_dir(parent_of(root));
+    return;
+  }
+  if (errno == EEXIST)
+    return;
+  if (errno != ENOENT)
+    io_fail(root, "create checkpoint directory", errno);
+  // A parent is missing: create it first, as TensorFlow's checkpoint
+  // manager does (tf.io.gfile.makedirs), each level made durable in its own.
+  auto parent = parent_of(root);
+  if (parent == root || parent == "." || parent == "/")
+    io_fail(root, "create checkpoint directory", ENOENT);
+  make_root(parent);
+  if (::mkdir(root.c_str(), 0755) == 0)
+    sync_dir(parent);
   else if (errno != EEXIST)
     io_fail(root, "create checkpoint directory", errno);
+}
+
+void check_root_writable(const std::string& root) {
+  make_root(root);
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0)
+    io_fail(root, "read checkpoint directory", errno);
+  if (!S_ISDIR(st.st_mode))
+    io_fail(root, "use checkpoint directory", ENOTDIR);
+  auto probe = unique_tmp_path(root, 0);
+  if (::mkdir(probe.c_str(), 0755) != 0)
+    io_fail(root, "write into checkpoint directory", errno);
+  ::rmdir(probe.c_str());
 }
 
 std::string make_tmp_dir(const std::string& root, uint64_t step) {

@@ -89,9 +89,15 @@ private:
 /// @throws runtime_failure naming the path.
 void sync_dir(const std::string& path);
 
-/// Creates directory `root` if missing (one level) and then fsyncs its parent.
-/// @throws runtime_failure naming `root`.
+/// Creates directory `root` if missing, with its missing parents, fsyncing
+/// the parent of each directory it creates.
+/// @throws runtime_failure naming `root` and the system's reason.
 void make_root(const std::string& root);
+
+/// make_root, then checks that `root` is a directory a checkpoint can be
+/// written into (creates and removes a temporary directory in it).
+/// @throws runtime_failure naming `root` and the system's reason.
+void check_root_writable(const std::string& root);
 
 /// Creates and returns a fresh directory ROOT/.tmp-ckpt-STEP-PID-N.
 /// @throws runtime_failure naming it.

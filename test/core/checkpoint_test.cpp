@@ -703,6 +703,46 @@ TEST_CASE("a write into a root that cannot be created throws runtime_failure "
   require_equal(read_checkpoint(good), st);
 }
 
+TEST_CASE("a write into a root whose parents are missing creates them, as "
+          "TensorFlow's checkpoint manager does",
+          "[checkpoint]") {
+  temp_dir tmp;
+  auto root = tmp.file("runs") + "/2026/job-7";
+  REQUIRE_FALSE(fs::exists(tmp.file("runs")));
+  auto st = make_state(8);
+  auto written = write_checkpoint(root, st, 2);
+  CHECK(latest_checkpoint(root) == written);
+  require_equal(read_checkpoint(written), st);
+}
+
+TEST_CASE("prepare_checkpoint_root creates a missing root with its parents "
+          "and refuses one that cannot be written as bad input naming it",
+          "[checkpoint]") {
+  temp_dir tmp;
+  auto root = tmp.file("a") + "/b/c";
+  prepare_checkpoint_root(root);
+  CHECK(fs::is_directory(root));
+  CHECK(fs::is_empty(root)); // the probe is gone
+  prepare_checkpoint_root(root); // again: nothing to do
+  write_bytes(tmp.file("plain"), "not a directory");
+  for (auto bad : {tmp.file("plain"), tmp.file("plain") + "/ckpts/x"}) {
+    try {
+      prepare_checkpoint_root(bad);
+      FAIL("no input_error for " << bad);
+    } catch (const input_error& e) {
+      CHECK_THAT(e.what(), Catch::StartsWith("checkpoint directory "));
+      CHECK_THAT(e.what(), Catch::Contains(bad.substr(0, bad.find("/ckpts"))));
+    }
+  }
+  if (::geteuid() != 0) {
+    fs::create_directories(tmp.file("ro"));
+    fs::permissions(tmp.file("ro"), fs::perms::owner_read
+                                      | fs::perms::owner_exec);
+    CHECK_THROWS_AS(prepare_checkpoint_root(tmp.file("ro")), input_error);
+    fs::permissions(tmp.file("ro"), fs::perms::owner_all);
+  }
+}
+
 TEST_CASE("a write that runs out of space leaves no trace and the checkpoints "
           "before it intact",
           "[checkpoint]") {
