@@ -314,6 +314,22 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   return rp;
 }
 
+/// The refusal of the current request if its sender may not send `kind`
+/// (claiming worker `worker`), logged with the sender; none if it may.
+caf::error refusal(ps_ptr self, ps_request kind,
+                   uint32_t worker = no_worker) {
+  auto& st = self->state;
+  if (!st.opts.authorize)
+    return {};
+  auto why = st.opts.authorize(self->current_sender(), kind, worker);
+  if (why.empty())
+    return {};
+  ++st.refused;
+  log::warn("ps", static_cast<int>(st.opts.index),
+            "refused a {} request ({} refused so far): {}", to_string(kind),
+            st.refused, why);
+  return caf::make_error(errc::not_authorized, to_string(kind), why);
+}
 
 ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
                                     std::shared_ptr<const update_rule> dense,
@@ -330,6 +346,8 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
   return {
     [=](create_atom, create_shard& req) -> caf::result<uint64_t> {
       auto& st = self->state;
+      if (auto err = refusal(self, ps_request::create))
+        return err;
       auto i = st.groups.find(req.group);
       if (i == st.groups.end())
         i = st.groups.emplace(req.group,
@@ -339,6 +357,8 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
     },
     [=](pull_atom, pull_request& req) -> caf::result<pull_reply> {
       auto& st = self->state;
+      if (auto err = refusal(self, ps_request::pull, req.worker))
+        return err;
       auto found = serving(st, req.group, req.view);
       if (!found)
         return found.error();
@@ -374,17 +394,25 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       return rp;
     },
     [=](push_atom, push_request& req) -> caf::result<uint64_t> {
+      if (auto err = refusal(self, ps_request::push, req.id.worker))
+        return err;
       return push(self, req);
     },
     [=](replicate_atom, replicate_request& req) -> caf::result<uint64_t> {
+      if (auto err = refusal(self, ps_request::replicate))
+        return err;
       return replicate(self, req);
     },
     [=](configure_atom, replica_config& cfg) -> caf::result<bool> {
+      if (auto err = refusal(self, ps_request::configure))
+        return err;
       return configure(self, cfg);
     },
     [=](install_atom, uint32_t g, uint64_t view,
         ps_snapshot& snap) -> caf::result<uint64_t> {
       auto& st = self->state;
+      if (auto err = refusal(self, ps_request::install))
+        return err;
       auto found = find_group(st, g);
       if (!found)
         return found.error();
@@ -399,6 +427,8 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
     },
     [=](stats_atom, uint32_t g) -> caf::result<ps_stats> {
       auto& st = self->state;
+      if (auto err = refusal(self, ps_request::stats))
+        return err;
       auto found = find_group(st, g);
       if (!found)
         return found.error();
@@ -413,6 +443,8 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       return s;
     },
     [=](save_atom, uint32_t g) -> caf::result<ps_snapshot> {
+      if (auto err = refusal(self, ps_request::save))
+        return err;
       auto found = find_group(self->state, g);
       if (!found)
         return found.error();
@@ -420,6 +452,8 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
     },
     [=](restore_atom, uint32_t g, ps_snapshot& snap) -> caf::result<uint64_t> {
       auto& st = self->state;
+      if (auto err = refusal(self, ps_request::restore))
+        return err;
       auto found = find_group(st, g);
       if (!found)
         return found.error();
@@ -429,12 +463,21 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       return (*found)->stats.clock;
     },
     [=](prune_atom, uint64_t first, uint64_t watermark) {
+      if (refusal(self, ps_request::prune))
+        return;
       for (auto& [g, r] : self->state.groups)
         prune_replica(r, first, watermark);
     },
-    [=](ping_atom) -> uint32_t { return self->state.opts.index; },
+    [=](ping_atom) -> caf::result<uint32_t> {
+      if (auto err = refusal(self, ps_request::ping))
+        return err;
+      return self->state.opts.index;
+    },
     [=](caf::flush_atom, uint32_t g, uint64_t round) {
       auto& st = self->state;
+      // A timer of this server's own: from anyone else it is dropped.
+      if (st.opts.authorize && self->current_sender() != self->ctrl())
+        return;
       auto i = st.groups.find(g);
       if (i == st.groups.end())
         return;
@@ -475,6 +518,34 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
 }
 
 } // namespace
+
+const char* to_string(ps_request kind) {
+  switch (kind) {
+    case ps_request::create:
+      return "create";
+    case ps_request::pull:
+      return "pull";
+    case ps_request::push:
+      return "push";
+    case ps_request::replicate:
+      return "replicate";
+    case ps_request::configure:
+      return "configure";
+    case ps_request::install:
+      return "install";
+    case ps_request::stats:
+      return "stats";
+    case ps_request::save:
+      return "save";
+    case ps_request::restore:
+      return "restore";
+    case ps_request::prune:
+      return "prune";
+    case ps_request::ping:
+      return "ping";
+  }
+  return "unknown";
+}
 
 consistency parse_consistency(const std::string& name) {
   if (name == "async")

@@ -126,6 +126,33 @@ enum class consistency : uint8_t { async, sync, ssp };
 /// Parses "async" | "sync" | "ssp"; throws input_error.
 consistency parse_consistency(const std::string& name);
 
+/// The requests of a parameter server's protocol, by kind, for
+/// authorization (ps_options::authorize).
+enum class ps_request : uint8_t {
+  create,
+  pull,
+  push,
+  replicate,
+  configure,
+  install,
+  stats,
+  save,
+  restore,
+  prune,
+  ping,
+};
+
+/// The request's name for people and log lines ("pull", "save", ...).
+const char* to_string(ps_request kind);
+
+/// Decides whether the sender of a request may send it: returns an empty
+/// string if it may, else why not (for the error and the log line).
+/// `worker` is the worker index the request claims (pulls and pushes; else
+/// no_worker). Called on the server's thread for every request but its own
+/// timers.
+using ps_authorizer = std::function<std::string(
+  const caf::strong_actor_ptr& sender, ps_request kind, uint32_t worker)>;
+
 /// What a parameter server is spawned with.
 struct ps_options {
   /// This server's index in the cluster (for log lines).
@@ -156,6 +183,11 @@ struct ps_options {
   /// node that named the backup (in CAF 0.17 such indirect routes lost
   /// messages after a restarted server came back). Empty in one process.
   std::function<caf::actor(uint32_t index)> dial;
+  /// Across processes: who may send what (cluster/authorization.hpp). A
+  /// request it refuses is answered with errc::not_authorized (a message
+  /// without reply is dropped) and logged with the sender. Empty: every
+  /// request is served (one process).
+  ps_authorizer authorize;
 };
 
 /// Where one replica group is served: by parameter server `index` (its

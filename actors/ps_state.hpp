@@ -28,6 +28,8 @@ struct ps_state {
   std::shared_ptr<const update_rule> table_rule;
   /// The replica groups this server holds, by group.
   std::map<uint32_t, ps_replica> groups;
+  /// Requests refused by opts.authorize so far (for the log line).
+  uint64_t refused = 0;
   static constexpr const char* name = "parameter-server";
 };
 

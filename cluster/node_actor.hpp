@@ -17,6 +17,8 @@
 
 namespace actorps {
 
+class peer_registry;
+
 /// The actor a node publishes at its address: it answers handshakes and
 /// carries the node's lifetime. A ps or worker process runs while its node
 /// actor runs.
@@ -25,9 +27,18 @@ using node_actor = caf::typed_actor<
   // peer is the coordinator (the node then watches it), else null. Replies
   // with this node's handshake and the actor of its role.
   // Errors: errc::handshake_refused when protocol, build or job differ (the
-  // context lists each difference; the node logs the same), or when
+  // context lists each difference; the node logs the same), when
   // `authorize` refuses the peer (with TLS: its certificate names another
-  // node than the handshake).
+  // node than the handshake), when a peer other than the coordinator
+  // (role chief) names a `chief`, or (with node_options::peers) when the
+  // hello has no sender.
+  //
+  // With node_options::peers, every message but hello is authorized by its
+  // sender (cluster/authorization.hpp): shutdown and the fault-injection
+  // messages only from the coordinator that joined (and a fault only if the
+  // job's fault plan names it for this node), ping from an admitted peer;
+  // anything else is refused (errc::not_authorized where a reply is due)
+  // and logged with the sender.
   caf::replies_to<hello_atom, handshake, caf::actor>::with<node_welcome>,
   // The coordinator ends the job: the node stops with exit status 0 if
   // `status` is 0 (the job succeeded), else exit_job_failed. Replies with
@@ -66,6 +77,10 @@ struct node_options {
   std::chrono::milliseconds join_timeout{30000};
   /// Set before the node actor quits: the process's exit status.
   std::shared_ptr<std::atomic<int>> exit_status;
+  /// Who introduced itself (cluster/authorization.hpp), shared with the
+  /// role's actors. Null: no message is authorized by its sender (actors
+  /// composed in one process, tests).
+  std::shared_ptr<peer_registry> peers;
   /// Checks a peer's handshake before anything else (with TLS, its ticket
   /// against the certificate of its connection): returns why it is refused,
   /// or an empty string. Unset: every peer with a matching job is admitted.
@@ -78,6 +93,10 @@ struct node_options {
     std::function<void()> arm_step_error;
     /// A ps proxy (the role actor then), which takes chaos_atom.
     caf::actor ps_proxy;
+    /// Whether the job's fault plan kills or stops (SIGSTOP) this node:
+    /// kill_atom and freeze_atom are refused otherwise.
+    bool kill = false;
+    bool freeze = false;
   } faults;
 };
 

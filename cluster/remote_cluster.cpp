@@ -522,6 +522,9 @@ remote_cluster::~remote_cluster() {
 }
 
 void remote_cluster::inject(const fault_spec& f) {
+  // Sent by an actor of this process, not anonymously: a node handles a
+  // fault only from the coordinator that joined it (node_actor.hpp).
+  caf::scoped_actor self{sys_};
   std::lock_guard<std::mutex> guard{table_->mtx};
   if (f.action == fault_spec::kind::drop
       || f.action == fault_spec::kind::delay) {
@@ -530,7 +533,7 @@ void remote_cluster::inject(const fault_spec& f) {
     bool drop = f.action == fault_spec::kind::drop;
     for (size_t i = 0; i < members_.size(); ++i)
       if (members_[i].role == "ps")
-        caf::anon_send(table_->nodes.at(i), chaos_atom_v,
+        self->send(table_->nodes.at(i), chaos_atom_v,
                        drop ? f.share : -1.0, drop ? -1.0 : f.share,
                        static_cast<uint64_t>(f.seconds * 1000));
     return;
@@ -541,11 +544,11 @@ void remote_cluster::inject(const fault_spec& f) {
     log::warn("coordinator", -1, "fault injection: {} ({})", to_string(f),
               members_[i].name());
     if (f.action == fault_spec::kind::kill)
-      caf::anon_send(table_->nodes.at(i), kill_atom_v);
+      self->send(table_->nodes.at(i), kill_atom_v);
     else if (f.action == fault_spec::kind::error)
-      caf::anon_send(table_->nodes.at(i), fail_atom_v);
+      self->send(table_->nodes.at(i), fail_atom_v);
     else
-      caf::anon_send(table_->nodes.at(i), freeze_atom_v,
+      self->send(table_->nodes.at(i), freeze_atom_v,
                      static_cast<uint64_t>(f.seconds * 1000));
     return;
   }
@@ -560,7 +563,7 @@ void remote_cluster::resync_replicas() {
 }
 
 std::vector<ps_stats> remote_cluster::stats() {
-  return ps_stats_of(sys_, routes());
+  return ps_stats_of(sys_, dispatcher_, layout_->ps_sizes.size());
 }
 
 } // namespace actorps

@@ -32,6 +32,8 @@ std::string to_string(errc x) {
       return "stale_view";
     case errc::unknown_group:
       return "unknown_group";
+    case errc::not_authorized:
+      return "not_authorized";
   }
   return "unknown_error";
 }

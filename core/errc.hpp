@@ -43,6 +43,10 @@ enum class errc : uint8_t {
   stale_view,
   /// The server holds no replica of the group a request names.
   unknown_group,
+  /// The sender may not send this message: its authenticated role may not
+  /// (cluster/authorization.hpp), it never introduced itself, or it claims
+  /// another worker's index (the context names the sender and the message).
+  not_authorized,
 };
 
 /// Renders an errc for people ("shape_mismatch", ...).

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Authorization behind the gate: a process holding worker 0's certificate
+# (test/tools/peer_probe.cpp) passes ps0's gate, then sends what only the
+# coordinator may send, before and after its hello. ps0 refuses each one
+# with not_authorized, logged with the sender, and keeps running; then the
+# real worker and coordinator run the job to its end.
+# usage: authz_test.sh ACTORPS_BINARY PROBE_BINARY SOURCE_DIR
+set -u
+bin=$1
+probe=$2
+src=$3
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do
+    kill -KILL "$p" 2>/dev/null
+  done
+  wait 2>/dev/null
+  if [[ -n ${ACTORPS_TEST_LOGS:-} ]]; then
+    mkdir -p "$ACTORPS_TEST_LOGS/authz.$$"
+    cp "$tmp"/*.log "$ACTORPS_TEST_LOGS/authz.$$/" 2>/dev/null
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
+
+sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 60000/' \
+  "$src/configs/fashion_mnist.json" >"$tmp/job.json"
+limit=3200
+job=(--config "$tmp/job.json" --train-limit $limit --test-limit 500 --epochs 1
+     --no-progress)
+
+ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
+[[ ${ephemeral_low:-0} -gt 12000 ]] || ephemeral_low=32768
+free_port() {
+  local p
+  while :; do
+    p=$((10000 + RANDOM % (ephemeral_low - 10000)))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return
+    fi
+  done
+}
+ps_port=$(free_port)
+printf '{"cluster": {"chief": ["127.0.0.1:%s"], "worker": ["127.0.0.1:%s"], "ps": ["127.0.0.1:%s"]}}\n' \
+  "$(free_port)" "$(free_port)" "$ps_port" >"$tmp/spec.json"
+spec=(--cluster "$tmp/spec.json")
+"$bin" certs --cluster "$tmp/spec.json" --out "$tmp/certs" >/dev/null
+
+start_node() {
+  local name=$1
+  shift
+  "$bin" node "$@" >"$tmp/$name.log" 2>&1 &
+  echo $! >"$tmp/$name.pid"
+  pids+=($!)
+}
+wait_for_line() {
+  local i
+  for ((i = 0; i < $3 * 20; i++)); do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+start_node ps0 "${job[@]}" "${spec[@]}" --role ps --index 0 --tls "$tmp/certs"
+if ! wait_for_line "$tmp/ps0.log" "listening" 30; then
+  bad "ps0 did not start: $(tail -3 "$tmp/ps0.log")"
+  echo "$passed passed, $((failed)) failed"
+  exit 1
+fi
+
+timeout 60 "$probe" "$tmp/job.json" $limit 1 1 "$tmp/certs" worker 0 \
+  "127.0.0.1:$ps_port" ps 0 >"$tmp/probe.log" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] && grep -q '^done$' "$tmp/probe.log" \
+  && ok "the probe ran: $(grep -c . "$tmp/probe.log") lines" \
+  || bad "the probe: exit $rc: $(tail -5 "$tmp/probe.log")"
+
+# refused NAME: the probe's line NAME says not_authorized.
+refused() {
+  grep -q "^$1: refused: .*not_authorized" "$tmp/probe.log" \
+    && ok "$1: $(grep "^$1:" "$tmp/probe.log" | cut -c1-150)" \
+    || bad "$1 was not refused as not authorized: $(grep "^$1:" "$tmp/probe.log")"
+}
+for m in "shutdown before hello" "ping before hello" "shutdown after hello" \
+         "stats" "save" "restore" "configure" "pull as another worker"; do
+  refused "$m"
+done
+grep -q '^hello naming a chief: refused: .*named itself the coordinator' "$tmp/probe.log" \
+  && ok "a worker naming a chief in its hello: $(grep '^hello naming' "$tmp/probe.log" | cut -c1-150)" \
+  || bad "hello naming a chief: $(grep '^hello naming' "$tmp/probe.log")"
+grep -q '^hello: answered' "$tmp/probe.log" && ok "its own hello is admitted" \
+  || bad "hello: $(grep '^hello:' "$tmp/probe.log")"
+# What a worker may send is not refused for authorization (the pull fails
+# for want of shards: no coordinator has created any yet).
+for m in "ping after hello" "ps ping" "pull as itself"; do
+  line=$(grep "^$m:" "$tmp/probe.log")
+  [[ -n $line && $line != *not_authorized* ]] && ok "$m is allowed: $line" \
+    || bad "$m: '$line'"
+done
+# ps0 logged every refusal with the sender, and is still running (no
+# SIGKILL, no SIGSTOP, no shutdown).
+for what in "a shutdown from an anonymous sender\|a shutdown from node" \
+            "a kill from" "a freeze from" "a stats request" "a save request" \
+            "a pull request .*in the name of worker 1"; do
+  grep -q "refused $what" "$tmp/ps0.log" \
+    && ok "ps0: $(grep -m1 "refused $what" "$tmp/ps0.log" | cut -c1-170)" \
+    || bad "ps0 does not say 'refused $what': $(grep refused "$tmp/ps0.log" | head -3)"
+done
+grep -q "fault injection: SIGKILL\|fault injection: SIGSTOP\|shutting down" "$tmp/ps0.log" \
+  && bad "ps0 obeyed: $(grep 'fault injection\|shutting down' "$tmp/ps0.log")" \
+  || ok "ps0 obeyed none of them"
+sleep 0.5
+state=$(ps -o stat= -p "$(cat "$tmp/ps0.pid")" 2>/dev/null)
+[[ -n $state && $state != T* ]] && ok "ps0 still runs (state $state)" \
+  || bad "ps0 is gone or stopped (state '$state'): $(tail -3 "$tmp/ps0.log")"
+
+# The job runs to its end on that ps: the real worker 0 takes its identity
+# back (the probe's process is fenced), the coordinator joins.
+start_node worker0 "${job[@]}" "${spec[@]}" --role worker --index 0 --tls "$tmp/certs"
+wait_for_line "$tmp/worker0.log" "listening" 30
+timeout 180 "$bin" node "${job[@]}" "${spec[@]}" --role coordinator \
+  --tls "$tmp/certs" >"$tmp/chief.log" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] && grep -q '^done: test_loss' "$tmp/chief.log" \
+  && ok "then the job ran: $(grep '^done' "$tmp/chief.log" | cut -c1-90)" \
+  || bad "the job: exit $rc, $(tail -5 "$tmp/chief.log")"
+line=$(grep -o 'closures: [0-9]* scheduled, [0-9]* finished' "$tmp/chief.log" | head -1)
+n1=$(echo "$line" | awk '{print $2}')
+n2=$(echo "$line" | awk '{print $4}')
+[[ -n $n1 && $n1 == "$n2" && $n1 -gt 0 ]] && ok "every closure finished: $line" \
+  || bad "closure accounting: '$line' $(grep closures "$tmp/chief.log")"
+grep -q 'worker 0 (incarnation [0-9]*) introduced itself from node .*fenced' "$tmp/ps0.log" \
+  && ok "ps0: $(grep -m1 'introduced itself from' "$tmp/ps0.log" | cut -c1-170)" \
+  || bad "ps0 did not say the probe was fenced: $(grep -i 'introduced\|fenced' "$tmp/ps0.log")"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

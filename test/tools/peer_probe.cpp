@@ -1,0 +1,127 @@
+// A test tool that plays an admitted but misbehaving peer (test/authz_test.sh):
+// it dials a node with a certificate of the cluster, sends what its identity
+// may not send, before and after its hello, and prints one line per message
+// with what came back ("refused: ..." or "answered ..."). It judges nothing:
+// the test reads its lines and the node's log.
+//
+// usage: actorps_peer_probe CONFIG TRAIN_LIMIT WORKERS PS CERT_DIR ROLE INDEX
+//        HOST:PORT TARGET_ROLE TARGET_INDEX
+// The job's fingerprint is made from CONFIG with TRAIN_LIMIT and the
+// cluster's size, as the nodes' (their spec has WORKERS workers, PS ps).
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
+
+#include "actors/messages.hpp"
+#include "actors/ps_actor.hpp"
+#include "cluster/gate.hpp"
+#include "cluster/handshake.hpp"
+#include "cluster/local_cluster.hpp"
+#include "cluster/node_actor.hpp"
+#include "cluster/system_config.hpp"
+#include "cluster/tls.hpp"
+#include "cluster/trainer.hpp"
+#include "core/data_registry.hpp"
+#include "core/job_config.hpp"
+#include "models/registry.hpp"
+
+using namespace actorps;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Sends a request and prints what came back as NAME: answered | refused.
+template <class T, class Handle, class... Ts>
+void ask(caf::scoped_actor& self, const char* name, const Handle& dest,
+         Ts&&... xs) {
+  std::string line;
+  self->request(dest, 5s, std::forward<Ts>(xs)...)
+    .receive([&](T&) { line = "answered"; },
+             [&](caf::error& err) {
+               line = "refused: " + self->system().render(err);
+             });
+  std::printf("%s: %s\n", name, line.c_str());
+  std::fflush(stdout);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 11) {
+    std::fprintf(stderr, "usage: %s CONFIG TRAIN_LIMIT WORKERS PS CERT_DIR "
+                         "ROLE INDEX HOST:PORT TARGET_ROLE TARGET_INDEX\n",
+                 argv[0]);
+    return 2;
+  }
+  auto cfg = load_job_config(argv[1]);
+  cfg.train_limit = std::stoull(argv[2]);
+  cfg.workers = static_cast<uint32_t>(std::stoul(argv[3]));
+  cfg.ps = static_cast<uint32_t>(std::stoul(argv[4]));
+  std::string cert_dir = argv[5];
+  node_identity me{argv[6], static_cast<uint32_t>(std::stoul(argv[7]))};
+  auto where = parse_host_port(argv[8]);
+  node_identity target{argv[9], static_cast<uint32_t>(std::stoul(argv[10]))};
+  auto tls = tls_context::load(tls_files_in(cert_dir, me));
+  auto net = make_model(cfg, open_dataset(cfg)->schema());
+  auto layout = job_placement(cfg, *net);
+  system_config sys_cfg{1, network_of(cfg)};
+  caf::actor_system sys{sys_cfg};
+  auto r = dial(sys, where, 10s, tls.get(), &target);
+  if (!r.actor) {
+    std::printf("dial: failed: %s\n", r.error.c_str());
+    return 1;
+  }
+  auto node = caf::actor_cast<node_actor>(r.actor);
+  caf::scoped_actor self{sys};
+  // Before any hello: only hello may be handled.
+  ask<uint32_t>(self, "shutdown before hello", node, shutdown_atom_v,
+                int32_t{0});
+  ask<uint32_t>(self, "ping before hello", node, ping_atom_v);
+  self->send(node, kill_atom_v);
+  self->send(node, freeze_atom_v, uint64_t{2000});
+  self->send(node, fail_atom_v);
+  self->send(node, chaos_atom_v, 1.0, -1.0, uint64_t{0});
+  // A hello that names a chief, though this is no coordinator.
+  auto hello = make_handshake(cfg, layout, me.role, me.index);
+  hello.ticket = r.ticket;
+  ask<node_welcome>(self, "hello naming a chief", node, hello_atom_v, hello,
+                    caf::actor_cast<caf::actor>(self));
+  // The same ticket: a hello refused for naming a chief did not redeem it.
+  node_welcome welcome;
+  std::string line = "answered";
+  self->request(node, 5s, hello_atom_v, hello, caf::actor{})
+    .receive([&](node_welcome& w) { welcome = std::move(w); },
+             [&](caf::error& err) { line = "refused: " + sys.render(err); });
+  std::printf("hello: %s\n", line.c_str());
+  if (!welcome.role_actor)
+    return 1;
+  // After the hello: still none of the coordinator's messages.
+  ask<uint32_t>(self, "shutdown after hello", node, shutdown_atom_v,
+                int32_t{0});
+  ask<uint32_t>(self, "ping after hello", node, ping_atom_v);
+  self->send(node, kill_atom_v);
+  self->send(node, freeze_atom_v, uint64_t{2000});
+  if (target.role == "ps") {
+    auto ps = caf::actor_cast<ps_actor>(welcome.role_actor);
+    ask<ps_stats>(self, "stats", ps, stats_atom_v, uint32_t{0});
+    ask<ps_snapshot>(self, "save", ps, save_atom_v, uint32_t{0});
+    ask<uint64_t>(self, "restore", ps, restore_atom_v, uint32_t{0},
+                  ps_snapshot{});
+    ask<bool>(self, "configure", ps, configure_atom_v, replica_config{});
+    pull_request other;
+    other.worker = me.index + 1;
+    ask<pull_reply>(self, "pull as another worker", ps, pull_atom_v, other);
+    pull_request own;
+    own.worker = me.index;
+    ask<pull_reply>(self, "pull as itself", ps, pull_atom_v, own);
+    ask<uint32_t>(self, "ps ping", ps, ping_atom_v);
+  }
+  std::printf("done\n");
+  return 0;
+}
