@@ -64,8 +64,11 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
   --divergence-factor X  fail when the windowed loss climbs X times above its
                          lowest (10; 0 = off; training.divergence_factor)
   --early-stopping M     stop when epoch metric M (test_loss, test_accuracy,
-                         ...) has not improved for --patience N epochs (3;
-                         training.early_stopping_monitor, _patience)
+                         ...) has not improved for --patience N epochs
+                         (training.early_stopping_monitor; default off)
+  --patience N           with --early-stopping: epochs without an improvement
+                         before training stops (3;
+                         training.early_stopping_patience)
   --threads N            CAF scheduler threads (0 = one per core)
   --closures-per-worker N  1 .. 8: closures a worker holds at once, one
                          running (cluster.closures_per_worker; default 2
@@ -128,12 +131,19 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          40 steps are done), stop:ps:0@100:2.5 (stop ps 0 for
                          2.5 s), drop:ps:10%@50 (drop 10% of the messages to
                          the servers), delay:ps:20%@50:0.05 (delay 20% by
-                         50 ms); repeatable (faults in the config)
+                         50 ms), error:worker:1@40 (worker 1's next step
+                         throws, as a model would); repeatable (faults in
+                         the config)
   --no-progress          no progress bar, even on a terminal
-  --metrics-port N       serve Prometheus metrics on http://0.0.0.0:N/metrics
+  --metrics-port N       serve Prometheus metrics on http://ADDRESS:N/metrics
                          (0 = a free port, logged); a node of a cluster uses
                          N + its position: chief N, ps i N+1+i, worker i
                          N+1+ps+i, evaluator N+1+ps+workers
+  --metrics-address A    the address it binds: default 127.0.0.1 in one
+                         process, a node's own address from the cluster spec
+                         in a cluster; 0.0.0.0 = every interface (plain HTTP,
+                         no authentication: only where the metrics may be
+                         read by anyone who can reach it)
   --plot FILE.png        at the end, plot loss and accuracy (or AUC) per epoch
                          with gnuplot (Debian's gnuplot-nox)
   --tls DIR|off          multi-process clusters: mutual TLS with the
@@ -241,6 +251,7 @@ train_command parse_job_args(
     {"--tls-cert", true},        {"--tls-key", true},
     // -- watching a job (issue 14) --
     {"--metrics-port", true},    {"--plot", true},
+    {"--metrics-address", true},
     {"--help", false},           {"-h", false},
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -414,6 +425,8 @@ train_command parse_job_args(
     else if (flag == "--metrics-port")
       cmd.options.metrics_port = static_cast<int>(
         to_count(flag, value, 0, 65535));
+    else if (flag == "--metrics-address")
+      cmd.options.metrics_address = value;
     else if (flag == "--plot")
       cmd.options.plot = value;
     // -- end of issue 14 --

@@ -137,7 +137,10 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
                       "(--checkpoint-dir, training.checkpoint_dir)");
   auto start = steady_clock::now();
   json_lines jsonl{opts.metrics_out};
-  auto endpoint = open_metrics_endpoint(opts.metrics_port, "evaluator", 0);
+  auto endpoint = open_metrics_endpoint(
+    opts.metrics_port,
+    opts.metrics_address.empty() ? "127.0.0.1" : opts.metrics_address,
+    "evaluator", 0);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
   auto layout = job_placement(cfg, *net);

@@ -44,6 +44,8 @@ struct evaluator_options {
   std::string metrics_out;
   /// Serve Prometheus metrics on this port (-1: none; 0: a free port).
   int metrics_port = -1;
+  /// The address it binds ("" = 127.0.0.1).
+  std::string metrics_address;
   /// How often the folder is looked at.
   std::chrono::milliseconds poll{250};
   /// Evaluation threads: 1 by default, so that training keeps the cores.

@@ -1,6 +1,7 @@
 #include "cluster/metrics_endpoint.hpp"
 
 #include <exception>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -8,6 +9,10 @@
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "actors/cluster_coordinator.hpp"
 #include "actors/telemetry.hpp"
@@ -19,12 +24,39 @@ namespace actorps {
 
 // -- metrics_endpoint -----------------------------------------------------------
 
+namespace {
+
+/// `host` as civetweb's listening address wants it: a numeric IPv4 address,
+/// or an IPv6 one in brackets; a name is resolved (its first address).
+/// @throws input_error naming the host if it does not resolve.
+std::string numeric_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0)
+    throw input_error(fmt::format("--metrics-address: cannot resolve {}: {}",
+                                  host, ::gai_strerror(rc)));
+  char text[INET6_ADDRSTRLEN] = {0};
+  bool v6 = found->ai_family == AF_INET6;
+  ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof(text),
+                nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(found);
+  return v6 ? fmt::format("[{}]", text) : std::string{text};
+}
+
+} // namespace
+
 metrics_endpoint::metrics_endpoint(uint16_t port, const std::string& host) {
-  auto address = fmt::format("{}:{}", host, port);
+  auto address = fmt::format("{}:{}", numeric_host(host), port);
   telemetry::enable();
   try {
-    // One serving thread: a scrape is rare and small.
-    exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
+    // Several threads, and a connection that sends no request within 2 s
+    // is closed: idle connections must not hold up a scrape (civetweb
+    // serves one connection per thread).
+    exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+      "listening_ports", address, "num_threads",
+      std::to_string(metrics_threads), "request_timeout_ms", "2000"});
   } catch (const std::exception& e) {
     throw input_error(fmt::format("--metrics-port: cannot listen on {} (is "
                                   "the port in use?): {}",
@@ -40,6 +72,7 @@ metrics_endpoint::~metrics_endpoint() {
 }
 
 std::unique_ptr<metrics_endpoint> open_metrics_endpoint(int port,
+                                                        const std::string& host,
                                                         const char* role,
                                                         int index) {
   if (port < 0)
@@ -48,8 +81,9 @@ std::unique_ptr<metrics_endpoint> open_metrics_endpoint(int port,
     throw input_error(fmt::format("--metrics-port: {} is not a TCP port "
                                   "(0-65535)",
                                   port));
-  auto ep = std::make_unique<metrics_endpoint>(static_cast<uint16_t>(port));
-  log::info(role, index, "metrics on http://0.0.0.0:{}/metrics", ep->port());
+  auto ep = std::make_unique<metrics_endpoint>(static_cast<uint16_t>(port),
+                                               host);
+  log::info(role, index, "metrics on http://{}:{}/metrics", host, ep->port());
   return ep;
 }
 

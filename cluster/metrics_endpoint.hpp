@@ -26,17 +26,23 @@ class Gauge;
 namespace actorps {
 
 /// Serves http://HOST:PORT/metrics (Prometheus' text exposition format,
-/// version 0.0.4) from a civetweb thread for as long as it lives, and turns
-/// the actors' telemetry hooks on (telemetry::enable) for the rest of the
-/// process's life.
+/// version 0.0.4) from civetweb threads (metrics_threads of them, so that
+/// idle connections do not hold up a scrape) for as long as it lives, and
+/// turns the actors' telemetry hooks on (telemetry::enable) for the rest
+/// of the process's life. Plain HTTP without authentication: bind it to an
+/// address only those who may read the job's metrics can reach.
 class metrics_endpoint {
 public:
   /// @param port  TCP port; 0 picks a free one (see port()).
-  /// @param host  address to bind; the default, all interfaces, lets a
-  ///              Prometheus server on another machine scrape the node.
+  /// @param host  address to bind (open_metrics_endpoint: 127.0.0.1 in one
+  ///              process, a node's own address in a cluster, unless
+  ///              --metrics-address says otherwise; "0.0.0.0" is every
+  ///              interface).
   /// @throws input_error "--metrics-port: cannot listen on HOST:PORT ..." if
-  ///         the port cannot be bound (in use, no permission).
-  explicit metrics_endpoint(uint16_t port, const std::string& host = "0.0.0.0");
+  ///         the port cannot be bound (in use, no permission, an address
+  ///         this machine does not have).
+  explicit metrics_endpoint(uint16_t port,
+                            const std::string& host = "127.0.0.1");
 
   ~metrics_endpoint();
 
@@ -53,11 +59,16 @@ private:
   uint16_t port_ = 0;
 };
 
-/// Starts a metrics endpoint if `port` >= 0 (0: a free port) and logs its
-/// URL for `role` `index` ("metrics on http://0.0.0.0:9400/metrics");
-/// nullptr for a negative port.
+/// Civetweb threads of a metrics endpoint: connections served at once (a
+/// connection that sends no request within 2 s is closed).
+inline constexpr int metrics_threads = 8;
+
+/// Starts a metrics endpoint on `host` if `port` >= 0 (0: a free port) and
+/// logs its URL for `role` `index` ("metrics on
+/// http://127.0.0.1:9400/metrics"); nullptr for a negative port.
 /// @throws input_error as metrics_endpoint.
 std::unique_ptr<metrics_endpoint> open_metrics_endpoint(int port,
+                                                        const std::string& host,
                                                         const char* role,
                                                         int index);
 

@@ -13,6 +13,7 @@
 #include "caf/send.hpp"
 
 #include "actors/fault_injection.hpp"
+#include "cluster/authorization.hpp"
 #include "cluster/node_actor.hpp"
 #include "cluster/data_link.hpp"
 #include "cluster/gate.hpp"
@@ -75,6 +76,7 @@ bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
 /// in every case.
 int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
           caf::actor role_actor, const host_port& address,
+          std::shared_ptr<peer_registry> peers,
           node_options::fault_hooks faults = {}, ps_actor data_server = {}) {
   auto label = fmt::format("{} {}", me.role, me.index);
   auto index = static_cast<int>(me.index);
@@ -85,7 +87,14 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   opts.role_actor = caf::actor_cast<caf::strong_actor_ptr>(role_actor);
   opts.join_timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
   opts.exit_status = std::make_shared<std::atomic<int>>(1);
+  opts.peers = std::move(peers);
   opts.faults = std::move(faults);
+  // Kills and stops only where the job's plan names them for this node.
+  for (auto& f : cfg.faults)
+    if (f.role == opts.self.role && f.index == opts.self.index) {
+      opts.faults.kill |= f.action == fault_spec::kind::kill;
+      opts.faults.freeze |= f.action == fault_spec::kind::stop;
+    }
   auto tls = node_tls();
   if (tls)
     opts.authorize = [tls](const handshake& peer) {
@@ -132,6 +141,9 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
   caf::actor_system sys{sys_cfg};
   auto me = make_handshake(cfg, layout, "ps", index);
   auto opts = ps_options_of(cfg, index);
+  // Who may send the server what: the peers whose hellos the node admits.
+  auto peers = std::make_shared<peer_registry>();
+  opts.authorize = authorize_ps_requests(peers, sys.node());
   std::vector<cluster_member> servers;
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     servers.push_back({"ps", p, spec.ps[p]});
@@ -152,7 +164,7 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
     ps = proxy;
   }
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(ps),
-               spec.ps[index], std::move(hooks), ps);
+               spec.ps[index], std::move(peers), std::move(hooks), ps);
 }
 
 int run_worker(const job_config& cfg, const cluster_spec& spec,
@@ -224,7 +236,8 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   };
   auto worker = spawn_worker(sys, std::move(opts));
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
-               spec.worker[index], std::move(hooks));
+               spec.worker[index], std::make_shared<peer_registry>(),
+               std::move(hooks));
 }
 
 } // namespace
@@ -237,20 +250,26 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
       spec.worker.size(), spec.ps.size(), cfg.workers, cfg.ps));
   // -- watching a job (issue 14): metrics endpoint, sidecar evaluator -------
   auto port = metrics_port_of(opts.metrics_port, spec, task);
+  // A node's endpoint binds its own address, not every interface.
+  auto node_opts = opts;
+  if (node_opts.metrics_address.empty())
+    node_opts.metrics_address = spec.members(task.type).at(task.index).host;
   if (task.type == "evaluator") {
     evaluator_options eval;
     eval.out = opts.out;
     eval.metrics_out = opts.metrics_out;
     eval.metrics_port = port;
+    eval.metrics_address = node_opts.metrics_address;
     return run_evaluator(cfg, eval);
   }
   std::unique_ptr<metrics_endpoint> metrics; // the chief's: in train_chief
   if (task.type == "ps" || task.type == "worker")
-    metrics = open_metrics_endpoint(port, task.type.c_str(),
+    metrics = open_metrics_endpoint(port, node_opts.metrics_address,
+                                    task.type.c_str(),
                                     static_cast<int>(task.index));
   // -- end of issue 14 -----------------------------------------------------
   if (task.type == "chief") {
-    train_chief(cfg, spec, opts);
+    train_chief(cfg, spec, node_opts);
     return 0;
   }
   if (task.type == "ps")

@@ -22,6 +22,7 @@
 #include "cluster/remote_cluster.hpp"
 #include "cluster/report.hpp"
 #include "cluster/stop_request.hpp" // stop on request (SIGTERM)
+#include "core/checkpoint.hpp"
 #include "core/data_registry.hpp"
 #include "core/dataset.hpp"
 #include "core/error.hpp"
@@ -236,7 +237,12 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   if (!opts.plot.empty())
     plot = std::make_shared<plot_callback>(
       opts.plot, fmt::format("{} on {}", cfg.model, cfg.dataset));
-  auto endpoint = open_metrics_endpoint(opts.metrics_port, "coordinator", -1);
+  auto endpoint = open_metrics_endpoint(
+    opts.metrics_port,
+    opts.metrics_address.empty() ? "127.0.0.1" : opts.metrics_address,
+    "coordinator", -1);
+  if (!cfg.checkpoint_dir.empty())
+    prepare_checkpoint_root(cfg.checkpoint_dir);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
   auto steps = effective_steps_per_epoch(cfg, data->train_rows());

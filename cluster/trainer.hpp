@@ -121,6 +121,10 @@ struct train_options {
   /// a free port, logged); see cluster/metrics_endpoint.hpp. A node of a
   /// multi-process cluster serves on metrics_port_of(this, ...).
   int metrics_port = -1;
+  /// The address the metrics endpoint binds ("" = 127.0.0.1 in one
+  /// process, a node's own address from the cluster spec in a cluster;
+  /// "0.0.0.0" = every interface).
+  std::string metrics_address;
   /// Write loss and accuracy (or AUC) curves per epoch to this PNG at the
   /// end, with gnuplot ("" = none); see cluster/plot.hpp.
   std::string plot;

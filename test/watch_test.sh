@@ -43,7 +43,7 @@ wait_for() {
   done
 }
 
-# port_of LINE: the port of "... metrics on http://0.0.0.0:PORT/metrics".
+# port_of LINE: the port of "... metrics on http://HOST:PORT/metrics".
 port_of() {
   sed -E 's|.*metrics on http://[^:]*:([0-9]+)/metrics.*|\1|' <<<"$1"
 }
@@ -116,12 +116,51 @@ metrics)
     && greater "$(value "$s3" 'actorps_failures_total{role="worker"}')" 0 \
     && ok "killed worker counted: failures $(value "$s3" 'actorps_failures_total{role="worker"}'), restarts $(value "$s3" 'actorps_restarts_total{role="worker"}')" \
     || bad "failure and restart of worker 1 not counted: $(grep -E 'lost|restart' "$tmp/err" | head -3)"
+  # It binds the loopback address by default, not every interface.
+  [[ $line == *"metrics on http://127.0.0.1:$port/metrics"* ]] \
+    && ss -ltnH "sport = :$port" | grep -q "127.0.0.1:$port" \
+    && ! ss -ltnH "sport = :$port" | grep -q "0.0.0.0:$port\|\*:$port" \
+    && ok "bound to 127.0.0.1 only: $(ss -ltnH "sport = :$port" | awk '{print $4}')" \
+    || bad "bound to: $(ss -ltnH "sport = :$port") / $line"
+  # Idle connections (ten held open, more than the endpoint's threads) do
+  # not hold up a scrape: each is closed 2 s after it sent nothing.
+  for fd in 10 11 12 13 14 15 16 17 18 19; do
+    eval "exec $fd<>/dev/tcp/127.0.0.1/$port"
+  done
+  curl -sf -m 10 "http://127.0.0.1:$port/metrics" | grep -q '^actorps_steps_total' \
+    && ok "a scrape beside 10 idle connections answers" \
+    || bad "a scrape beside 10 idle connections timed out"
+  for fd in 10 11 12 13 14 15 16 17 18 19; do
+    eval "exec $fd>&-"
+  done
   # Another job on the same port is refused before it starts.
   "$bin" train "${fashion[@]}" --epochs 1 --metrics-port "$port" >"$tmp/out2" 2>&1
   rc=$?
-  [[ $rc -eq 2 ]] && grep -q "cannot listen on 0.0.0.0:$port" "$tmp/out2" \
+  [[ $rc -eq 2 ]] && grep -q "cannot listen on 127.0.0.1:$port" "$tmp/out2" \
     && ok "a port in use is refused: $(grep -o 'cannot listen.*' "$tmp/out2" | cut -c1-80)" \
     || bad "port in use: exit $rc: $(tail -2 "$tmp/out2")"
+  ;;
+metrics_address)
+  # --metrics-address: the endpoint binds that address and no other.
+  "$bin" train "${fashion[@]}" --epochs 1000 --metrics-port 0 \
+    --metrics-address 127.0.0.2 >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  pids+=("$pid")
+  line=$(wait_for "$pid" "$tmp/err" 'metrics on http://') \
+    || { bad "no metrics endpoint: $(tail -5 "$tmp/err")"; exit 1; }
+  port=$(port_of "$line")
+  [[ $line == *"http://127.0.0.2:$port/"* ]] && ok "logged: ${line##*] }" \
+    || bad "the log line: $line"
+  curl -sf -m 5 "http://127.0.0.2:$port/metrics" | grep -q '^# TYPE actorps_' \
+    && ok "scraped on 127.0.0.2" || bad "no scrape on 127.0.0.2:$port"
+  curl -s -m 5 -o /dev/null "http://127.0.0.1:$port/metrics" \
+    && bad "127.0.0.1:$port answers too" || ok "127.0.0.1:$port does not answer"
+  "$bin" train "${fashion[@]}" --epochs 1 --metrics-port 0 \
+    --metrics-address no-such-host.invalid >"$tmp/out3" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'metrics-address: cannot resolve no-such-host.invalid' "$tmp/out3" \
+    && ok "an address that does not resolve: exit 2, $(grep -o 'cannot resolve.*' "$tmp/out3" | cut -c1-80)" \
+    || bad "a bad address: exit $rc: $(tail -2 "$tmp/out3")"
   ;;
 metrics_launch)
   "$bin" launch "${fashion[@]}" --epochs 1000 --workers 2 --ps 2 \
