@@ -185,10 +185,10 @@ int run_launch(const std::vector<std::string>& args) {
                                "(made by actorps certs), or --tls off");
   if (!job.tls.given()) {
     certs = std::make_unique<actorps::launch_certs>(job.ps, job.workers);
-    cmd.node_args.insert(cmd.node_args.end(), {"--tls", certs->dir()});
     if (!cmd.train.quiet)
       fmt::print(stderr, "[launch] TLS: throw-away certificates of a new CA "
-                         "in {} (removed at the end)\n",
+                         "in {} (each node gets only its own key; the CA's "
+                         "key is deleted; all removed at the end)\n",
                  certs->dir());
   }
   // A port can be taken by another program before its node listens on it:
@@ -214,6 +214,11 @@ int run_launch(const std::vector<std::string>& args) {
                       {"--cpu-set", actorps::format_cpu_list(mine)});
       }
       c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
+      if (certs)
+        c.argv.insert(c.argv.end(),
+                      {"--tls", certs->dir_of(role == "coordinator"
+                                                ? std::string{"coordinator"}
+                                                : name)});
       c.env = {{"ACTORPS_LAUNCHED", "1"}};
       // A worker or ps that dies is started again: a worker joins its
       // servers and the coordinator takes it back; a ps gets its shards back

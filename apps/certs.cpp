@@ -114,7 +114,28 @@ launch_certs::launch_certs(uint32_t ps, uint32_t workers) {
   // (SIGKILL runs no destructor).
   remove_after_exit({dir_});
   try {
-    make_cluster_certs(dir_, nodes_of(ps, workers), 7);
+    auto nodes = nodes_of(ps, workers);
+    make_cluster_certs(dir_, nodes, 7);
+    // Each node gets a folder with its own key, its certificate and the
+    // CA's certificate, nothing else; the CA's key is not needed any more
+    // (nothing is signed after this) and goes at once.
+    namespace fs = std::filesystem;
+    for (auto& n : nodes) {
+      auto mine = fs::path{dir_} / n.name();
+      fs::create_directory(mine);
+      fs::permissions(mine, fs::perms::owner_all);
+      for (auto* file : {"ca.pem"})
+        fs::copy_file(fs::path{dir_} / file, mine / file);
+      for (auto ext : {".pem", ".key"}) {
+        fs::copy_file(fs::path{dir_} / (n.name() + ext),
+                      mine / (n.name() + ext));
+        fs::permissions(mine / (n.name() + ext),
+                        fs::perms::owner_read | fs::perms::owner_write);
+      }
+    }
+    for (auto& entry : fs::directory_iterator{dir_})
+      if (entry.is_regular_file())
+        fs::remove(entry.path());
   } catch (...) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);

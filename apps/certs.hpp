@@ -23,9 +23,17 @@ public:
   launch_certs(const launch_certs&) = delete;
   launch_certs& operator=(const launch_certs&) = delete;
 
-  /// The folder, for `--tls DIR`.
+  /// The folder that holds one folder per node.
   const std::string& dir() const {
     return dir_;
+  }
+
+  /// The folder of node `name` ("ps0", "worker1", "coordinator"), for that
+  /// node's `--tls DIR`: the CA's certificate and the node's own
+  /// certificate and key, nothing else (the CA's key is deleted once the
+  /// certificates are made).
+  std::string dir_of(const std::string& name) const {
+    return dir_ + "/" + name;
   }
 
 private:
