@@ -6,8 +6,14 @@
 //                 [--sparse-sizes 1024,65536,1048576] [--cold-keys 65536]
 //                 [--iterations N] [--epochs N] [--config FILE]
 //                 [--no-training] [--quick] [--tls] [--shared-memory off]
-//                 [--out bench/results.json] [--markdown docs/benchmarks.md]
+//                 [--out FILE] [--markdown FILE]
 //   actorps-bench --validate FILE     checks a results file (exit 0 / 1)
+//   actorps-bench --help
+//
+// It prints the results as Markdown and writes files only where --out and
+// --markdown say (scripts/bench.sh writes the committed bench/results.json
+// and docs/benchmarks.md), so that a run from the checkout changes nothing
+// in it.
 //
 // Micro-benchmarks run under Google Benchmark with manual timing; each
 // records every iteration's latency, so p50 and p90 are exact.
@@ -36,12 +42,14 @@
 // keys / p50.
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/wait.h>
@@ -90,8 +98,9 @@ struct bench_options {
   /// The data channel offers shared memory (cluster.shared_memory).
   bool shared_memory = true;
   std::string config = "configs/fashion_mnist.json";
-  std::string out = "bench/results.json";
-  std::string md = "docs/benchmarks.md";
+  /// Where to write the results as JSON and as Markdown; empty: nowhere.
+  std::string out;
+  std::string md;
   std::vector<char*> gb_args;
 };
 
@@ -174,8 +183,36 @@ std::vector<uint64_t> parse_sizes(const std::string& text) {
   return out;
 }
 
-/// Parses the command line; exits with 2 on bad input, and with the result
-/// of --validate.
+constexpr const char* usage = R"(usage: actorps-bench [flags]
+       actorps-bench --validate FILE
+
+Measures how fast actorps moves tensors and table rows and trains, each
+number next to its limit measured in the same run (see README,
+"Benchmarks"). Prints the results as a Markdown table; writes files only
+where --out and --markdown say. The whole suite takes about two minutes on
+2 cores; --quick --no-training a few seconds.
+
+  --sizes N,...          dense pull/push sizes in floats
+                         (1024,65536,1048576,4194304)
+  --sparse-sizes N,...   sparse pull/push sizes in keys (1024,65536,1048576)
+  --cold-keys N          keys of the cold (first-touch) pulls (65536)
+  --iterations N         iterations per benchmark (200)
+  --epochs N             epochs of each training run (1)
+  --config FILE          the training job (configs/fashion_mnist.json)
+  --no-training          no training runs
+  --quick                sparse sizes 1K only, training of one worker on
+                         4000 examples (unless the flags above say otherwise)
+  --tls                  the two processes talk mutual TLS
+  --shared-memory off    the data channel goes over loopback TCP
+  --out FILE             write the results as JSON (e.g. bench/results.json)
+  --markdown FILE        write the results as Markdown (docs/benchmarks.md)
+  --validate FILE        check a results file; exit 0 if it is valid, 1 if not
+  --benchmark_...        Google Benchmark's own flags (--benchmark_filter=RE)
+  --help                 this text
+)";
+
+/// Parses the command line; exits with 2 on bad input, with 0 after --help,
+/// and with the result of --validate.
 bench_options parse_args(int argc, char** argv) {
   bench_options o;
   o.gb_args.push_back(argv[0]);
@@ -188,6 +225,10 @@ bench_options parse_args(int argc, char** argv) {
       }
       return argv[++i];
     };
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    }
     if (a == "--validate")
       std::exit(validate(value()));
     if (a == "--sizes")
@@ -447,12 +488,19 @@ int main(int argc, char** argv) {
   if (o.training)
     training = run_training_suite(o.config, o.epochs, o.quick);
   auto results = make_results(training);
-  if (!write_file(o.out, results.dump(2) + "\n")
-      || !write_file(o.md, markdown(results))) {
-    fmt::print(stderr, "actorps-bench: cannot write {} or {}\n", o.out, o.md);
-    return 1;
+  auto md = markdown(results);
+  for (auto& [path, text] : {std::pair{o.out, results.dump(2) + "\n"},
+                             std::pair{o.md, md}}) {
+    if (path.empty())
+      continue;
+    if (!write_file(path, text)) {
+      fmt::print(stderr, "actorps-bench: cannot write {}\n", path);
+      return 1;
+    }
+    fmt::print("wrote {}\n", path);
   }
-  fmt::print("wrote {} and {}\n", o.out, o.md);
+  if (o.md.empty())
+    fmt::print("{}", md);
   for (auto& t : results["targets"])
     fmt::print("target: {}: p50 {:.3f} ms (goal {} ms) {}\n",
                t["name"].get<std::string>(), t["p50_ms"].get<double>(),
