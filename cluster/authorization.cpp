@@ -1,5 +1,6 @@
 #include "cluster/authorization.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -63,6 +64,17 @@ peer_registry::find(const caf::node_id& peer) const {
   if (i == peers_.end())
     return std::nullopt;
   return i->second;
+}
+
+basp_limits basp_limits_for(const std::optional<node_identity>& peer,
+                            uint64_t dense_bytes) {
+  basp_limits out;
+  if (!peer || peer->role != "worker")
+    return out;
+  auto bound = 2 * dense_bytes + (uint64_t{64} << 20);
+  out.message_bytes = static_cast<uint32_t>(
+    std::min<uint64_t>(bound, out.message_bytes));
+  return out;
 }
 
 bool may_send(const std::string& role, ps_request kind) {

@@ -34,6 +34,8 @@
 #include "caf/node_id.hpp"
 
 #include "actors/ps_actor.hpp"
+#include "cluster/basp_guard.hpp"
+#include "cluster/tls.hpp"
 
 namespace actorps {
 
@@ -67,6 +69,18 @@ private:
   mutable std::mutex mtx_;
   std::map<caf::node_id, peer_identity> peers_;
 };
+
+/// What a peer may announce in BASP (cluster/basp_guard.hpp) to a node of
+/// a job whose dense variables take `dense_bytes`: any peer a handshake of
+/// at most 1 MiB; a worker (its certificate says so) messages of at most
+/// twice the dense variables plus 64 MiB (its largest, a push, carries one
+/// server's dense gradient and the rows of one batch); the coordinator and
+/// the servers, whose checkpoint and replication messages carry whole
+/// tables, CAF's own limit. Without a certificate (no TLS) nobody is
+/// authenticated and a peer may be any of them: only its handshake is
+/// bounded.
+basp_limits basp_limits_for(const std::optional<node_identity>& peer,
+                            uint64_t dense_bytes);
 
 /// Whether a peer of role `role` may send a parameter server request
 /// `kind` (the table above).

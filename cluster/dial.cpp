@@ -223,7 +223,7 @@ dial_result dial(caf::actor_system& sys, const host_port& peer,
   auto ch = open_channel(peer, deadline, tls, expect, 0, out);
   if (!ch)
     return out;
-  auto scribe = ch->release_to(sys);
+  auto scribe = ch->release_to(sys, basp_limits{}, to_string(peer));
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
     deadline - steady_clock::now());
   if (left.count() < 1)

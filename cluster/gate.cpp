@@ -143,11 +143,12 @@ preamble_check check_preamble(const char* bytes, size_t n) {
 gate::gate(caf::actor_system& sys, const host_port& where,
            caf::strong_actor_ptr whom, std::set<std::string> sigs,
            std::string label, std::shared_ptr<tls_context> tls,
-           data_handler on_data)
+           data_handler on_data, limits_function limits)
   : sys_(sys),
     tls_(std::move(tls)),
     whom_(std::move(whom)),
     on_data_(std::move(on_data)),
+    limits_(std::move(limits)),
     sigs_(std::move(sigs)),
     label_(std::move(label)) {
   std::string error;
@@ -340,7 +341,9 @@ void gate::run() {
       on_data_(std::move(p.ch), p.peer);
       return;
     }
-    auto scribe = p.ch->release_to(sys_);
+    auto limits = limits_ ? limits_(p.who) : basp_limits{};
+    auto scribe = p.ch->release_to(sys_, limits,
+                                   fmt::format("{} ({})", p.peer, label_));
     caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port_,
                    whom_, sigs_);
     log::debug("gate", -1, "{}: admitted {}", label_, p.peer);

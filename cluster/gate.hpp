@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -32,6 +33,7 @@
 #include "caf/actor_control_block.hpp"
 #include "caf/fwd.hpp"
 
+#include "cluster/basp_guard.hpp"
 #include "cluster/cluster_spec.hpp"
 #include "cluster/tls.hpp"
 
@@ -76,6 +78,11 @@ public:
   using data_handler =
     std::function<void(std::unique_ptr<channel> ch, const std::string& peer)>;
 
+  /// What a peer may announce in BASP (cluster/basp_guard.hpp), by the
+  /// identity its certificate names (none without TLS).
+  using limits_function =
+    std::function<basp_limits(const std::optional<node_identity>& peer)>;
+
   /// Binds `where` and starts the gate's thread. Connections that pass the
   /// preamble reach `whom` (a published actor with interface `sigs`, as
   /// caf::actor_system::message_types gives it). `label` names the node in
@@ -86,7 +93,7 @@ public:
   gate(caf::actor_system& sys, const host_port& where,
        caf::strong_actor_ptr whom, std::set<std::string> sigs,
        std::string label, std::shared_ptr<tls_context> tls = nullptr,
-       data_handler on_data = {});
+       data_handler on_data = {}, limits_function limits = {});
 
   /// Stops listening (connections already handed to CAF stay open).
   ~gate();
@@ -112,6 +119,7 @@ private:
   std::shared_ptr<tls_context> tls_;
   caf::strong_actor_ptr whom_;
   data_handler on_data_;
+  limits_function limits_;
   std::set<std::string> sigs_;
   std::string label_;
   int listen_fd_ = -1;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +17,9 @@
 #include "caf/io/network/default_multiplexer.hpp"
 #include "caf/io/network/stream_impl.hpp"
 #include "caf/io/scribe.hpp"
+#include "caf/policy/tcp.hpp"
+
+#include "core/log.hpp"
 
 namespace actorps {
 
@@ -81,13 +86,75 @@ private:
   SSL* ssl_;
 };
 
-/// A CAF scribe on a TLS session (as caf::openssl's scribe_impl).
-class tls_scribe : public caf::io::scribe {
+/// CAF's plain TCP policy (caf::policy::tcp) as an object.
+class tcp_policy {
 public:
-  tls_scribe(caf::io::network::default_multiplexer& mpx, native_socket fd,
-             SSL* ssl)
+  rw_state read_some(size_t& result, native_socket fd, void* buf,
+                     size_t len) {
+    return caf::policy::tcp::read_some(result, fd, buf, len);
+  }
+
+  rw_state write_some(size_t& result, native_socket fd, const void* buf,
+                      size_t len) {
+    return caf::policy::tcp::write_some(result, fd, buf, len);
+  }
+
+  bool must_read_more(native_socket fd, size_t threshold) {
+    return caf::policy::tcp::must_read_more(fd, threshold);
+  }
+};
+
+/// Reads through `Inner` (TLS or plain TCP) and passes every byte read
+/// through a basp_guard (cluster/basp_guard.hpp): a header that announces
+/// more than the peer may send fails the read, so the connection closes
+/// before CAF allocates the payload.
+template <class Inner>
+class guarded_policy {
+public:
+  guarded_policy(Inner inner, basp_limits limits, std::string label)
+    : inner_(std::move(inner)), guard_(limits), label_(std::move(label)) {
+    // nop
+  }
+
+  guarded_policy(guarded_policy&&) noexcept = default;
+
+  rw_state read_some(size_t& result, native_socket fd, void* buf,
+                     size_t len) {
+    auto st = inner_.read_some(result, fd, buf, len);
+    if (st == rw_state::success && result > 0) {
+      auto why = guard_.feed(static_cast<const char*>(buf), result);
+      if (!why.empty()) {
+        log::warn("gate", -1, "closed the connection of {}: {}", label_, why);
+        return rw_state::failure;
+      }
+    }
+    return st;
+  }
+
+  rw_state write_some(size_t& result, native_socket fd, const void* buf,
+                      size_t len) {
+    return inner_.write_some(result, fd, buf, len);
+  }
+
+  bool must_read_more(native_socket fd, size_t threshold) {
+    return inner_.must_read_more(fd, threshold);
+  }
+
+private:
+  Inner inner_;
+  basp_guard guard_;
+  std::string label_;
+};
+
+/// A CAF scribe over `Policy` (as caf::openssl's scribe_impl and CAF's
+/// own).
+template <class Policy>
+class guarded_scribe : public caf::io::scribe {
+public:
+  guarded_scribe(caf::io::network::default_multiplexer& mpx, native_socket fd,
+                 Policy policy)
     : scribe(caf::io::network::conn_hdl_from_socket(fd)),
-      stream_(mpx, fd, tls_policy{ssl}) {
+      stream_(mpx, fd, std::move(policy)) {
     // nop
   }
 
@@ -140,7 +207,7 @@ public:
 
 private:
   bool launched_ = false;
-  caf::io::network::stream_impl<tls_policy> stream_;
+  caf::io::network::stream_impl<Policy> stream_;
 };
 
 } // namespace
@@ -293,14 +360,20 @@ std::string channel::peer_subject() const {
                          : subject_of(SSL_get0_peer_certificate(ssl_));
 }
 
-caf::intrusive_ptr<caf::io::scribe> channel::release_to(caf::actor_system& sys) {
-  auto& mpx = sys.middleman().backend();
+caf::intrusive_ptr<caf::io::scribe>
+channel::release_to(caf::actor_system& sys, basp_limits limits,
+                    const std::string& label) {
+  auto& dm = static_cast<caf::io::network::default_multiplexer&>(
+    sys.middleman().backend());
   caf::io::scribe_ptr out;
   if (ssl_ == nullptr) {
-    out = mpx.new_scribe(fd_);
+    using policy = guarded_policy<tcp_policy>;
+    out = caf::make_counted<guarded_scribe<policy>>(
+      dm, fd_, policy{tcp_policy{}, limits, label});
   } else {
-    auto& dm = static_cast<caf::io::network::default_multiplexer&>(mpx);
-    out = caf::make_counted<tls_scribe>(dm, fd_, ssl_);
+    using policy = guarded_policy<tls_policy>;
+    out = caf::make_counted<guarded_scribe<policy>>(
+      dm, fd_, policy{tls_policy{ssl_}, limits, label});
   }
   fd_ = -1;
   ssl_ = nullptr;

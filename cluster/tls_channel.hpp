@@ -21,6 +21,7 @@
 #include "caf/io/fwd.hpp"
 #include "caf/intrusive_ptr.hpp"
 
+#include "cluster/basp_guard.hpp"
 #include "cluster/tls.hpp"
 
 namespace actorps {
@@ -93,8 +94,12 @@ public:
   std::string peer_subject() const;
 
   /// Hands the socket (and session) to CAF's multiplexer of `sys`; the
-  /// channel owns nothing afterwards.
-  caf::intrusive_ptr<caf::io::scribe> release_to(caf::actor_system& sys);
+  /// channel owns nothing afterwards. What the peer sends passes through a
+  /// basp_guard with `limits` first: a header announcing more closes the
+  /// connection, logged with `label` (who the peer is).
+  caf::intrusive_ptr<caf::io::scribe>
+  release_to(caf::actor_system& sys, basp_limits limits = {},
+             const std::string& label = {});
 
 private:
   status fail(int ret, const char* what);

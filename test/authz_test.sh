@@ -75,9 +75,12 @@ if ! wait_for_line "$tmp/ps0.log" "listening" 30; then
   exit 1
 fi
 
+hwm() { awk '/^VmHWM/ {print $2}' "/proc/$(cat "$tmp/ps0.pid")/status"; }
+hwm_before=$(hwm)
 timeout 60 "$probe" "$tmp/job.json" $limit 1 1 "$tmp/certs" worker 0 \
   "127.0.0.1:$ps_port" ps 0 >"$tmp/probe.log" 2>&1
 rc=$?
+hwm_after=$(hwm)
 [[ $rc -eq 0 ]] && grep -q '^done$' "$tmp/probe.log" \
   && ok "the probe ran: $(grep -c . "$tmp/probe.log") lines" \
   || bad "the probe: exit $rc: $(tail -5 "$tmp/probe.log")"
@@ -120,6 +123,18 @@ sleep 0.5
 state=$(ps -o stat= -p "$(cat "$tmp/ps0.pid")" 2>/dev/null)
 [[ -n $state && $state != T* ]] && ok "ps0 still runs (state $state)" \
   || bad "ps0 is gone or stopped (state '$state'): $(tail -3 "$tmp/ps0.log")"
+
+# An oversized BASP header from the admitted peer: the connection closed
+# before CAF allocated anything; ps0's peak memory grew by less than twice
+# its dense region (235,146 floats: 940,584 bytes).
+grep -q '^oversized BASP header: closed by the node' "$tmp/probe.log" \
+  && grep -q 'closed the connection of .*a BASP client_handshake announcing 1073741824 bytes' "$tmp/ps0.log" \
+  && ok "an oversized BASP header: $(grep -o 'closed the connection of .*' "$tmp/ps0.log" | cut -c1-160)" \
+  || bad "oversized BASP header: $(grep '^oversized' "$tmp/probe.log") / $(grep 'closed the connection' "$tmp/ps0.log")"
+grown=$(( (hwm_after - hwm_before) * 1024 ))
+[[ -n $hwm_before && -n $hwm_after && $grown -lt $((2 * 940584)) ]] \
+  && ok "ps0's peak RSS grew by $grown bytes (${hwm_before} -> ${hwm_after} kB)" \
+  || bad "ps0's peak RSS grew by $grown bytes (${hwm_before} -> ${hwm_after} kB)"
 
 # The job runs to its end on that ps: the real worker 0 takes its identity
 # back (the probe's process is fenced), the coordinator joins.

@@ -84,3 +84,25 @@ TEST_CASE("a parameter server's authorizer serves its own process and "
   // Senders of other processes (proxies of remote nodes need a middleman):
   // test/authz_test.sh.
 }
+
+TEST_CASE("what a peer may announce in BASP: a worker twice the dense "
+          "variables and 64 MiB, the coordinator, servers and peers "
+          "without a certificate CAF's limit, any a handshake of 1 MiB",
+          "[cluster][authorization][basp]") {
+  uint64_t dense = 1'000'000;
+  auto worker = basp_limits_for(node_identity{"worker", 3}, dense);
+  CHECK(worker.message_bytes == 2 * dense + (uint64_t{64} << 20));
+  CHECK(worker.handshake_bytes == 1u << 20);
+  auto anyone = basp_limits_for(std::nullopt, dense); // no TLS
+  CHECK(anyone.message_bytes == UINT32_MAX);
+  CHECK(anyone.handshake_bytes == 1u << 20);
+  for (auto role : {"chief", "ps"}) {
+    auto l = basp_limits_for(node_identity{role, 0}, dense);
+    CHECK(l.message_bytes == UINT32_MAX);
+    CHECK(l.handshake_bytes == 1u << 20);
+  }
+  // A model too large for the bound saturates at CAF's.
+  CHECK(basp_limits_for(node_identity{"worker", 0}, uint64_t{3} << 30)
+          .message_bytes
+        == UINT32_MAX);
+}

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <string>
 
+#include <poll.h>
+
 #include <fmt/format.h>
 
 #include "caf/actor_system.hpp"
@@ -21,6 +23,8 @@
 #include "actors/messages.hpp"
 #include "actors/ps_actor.hpp"
 #include "cluster/gate.hpp"
+#include "cluster/gate_io.hpp"
+#include "cluster/tls_channel.hpp"
 #include "cluster/handshake.hpp"
 #include "cluster/local_cluster.hpp"
 #include "cluster/node_actor.hpp"
@@ -122,6 +126,34 @@ int main(int argc, char** argv) {
     ask<pull_reply>(self, "pull as itself", ps, pull_atom_v, own);
     ask<uint32_t>(self, "ps ping", ps, ping_atom_v);
   }
+  // Raw BASP on a connection of its own: a client_handshake header that
+  // announces 1 GiB (CAF would allocate it on reading the header).
+  dial_result out;
+  auto ch = detail::open_channel(where, std::chrono::steady_clock::now() + 10s,
+                                 tls.get(), &target, channel_basp, out);
+  if (!ch) {
+    std::printf("oversized BASP header: no connection: %s\n",
+                out.error.c_str());
+    return 1;
+  }
+  unsigned char header[32] = {0};
+  header[0] = 1; // client_handshake
+  header[4] = 0x40; // payload length 2^30, network byte order
+  ch->write(reinterpret_cast<const char*>(header), sizeof(header));
+  // Then wait up to 5 s for the node to close the connection.
+  std::string verdict = "still open after 5 s";
+  for (int i = 0; i < 50; ++i) {
+    pollfd p{ch->fd(), POLLIN, 0};
+    ::poll(&p, 1, 100);
+    char buf[64];
+    size_t got = 0;
+    auto st = ch->read(buf, sizeof(buf), got);
+    if (st == channel::status::closed || st == channel::status::failed) {
+      verdict = "closed by the node";
+      break;
+    }
+  }
+  std::printf("oversized BASP header: %s\n", verdict.c_str());
   std::printf("done\n");
   return 0;
 }
