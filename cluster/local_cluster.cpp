@@ -124,12 +124,15 @@ void setup_groups(caf::actor_system& sys, const placement& layout,
       create_shards(sys, layout, servers[b], g, cfg, net);
     configure(g, b, replica_config{g, view, false, nullptr, false});
     // Both copies start from the same initial values; a backup kept from an
-    // earlier coordinator gets the primary's state.
+    // earlier coordinator gets the primary's state. Across processes the
+    // primary dials its backup (backup_ps): its forwards then come from a
+    // peer the backup admitted (cluster/authorization.hpp), not through
+    // the coordinator's node.
     configure(g, g,
               replica_config{g, view, true,
                              caf::actor_cast<caf::strong_actor_ptr>(
                                servers[b]),
-                             held});
+                             held, b});
   }
 }
 

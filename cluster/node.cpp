@@ -71,12 +71,20 @@ bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
   return true;
 }
 
+/// Bytes of the job's dense variables (every server's region).
+uint64_t dense_bytes_of(const placement& layout) {
+  uint64_t floats = 0;
+  for (auto n : layout.ps_sizes)
+    floats += n;
+  return floats * sizeof(float);
+}
+
 /// Publishes `role_actor` behind a node actor and a gate at `address`, then
 /// waits until the node actor stops (see wait_for_node). Stops `role_actor`
 /// in every case.
 int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
           caf::actor role_actor, const host_port& address,
-          std::shared_ptr<peer_registry> peers,
+          std::shared_ptr<peer_registry> peers, uint64_t dense_bytes,
           node_options::fault_hooks faults = {}, ps_actor data_server = {}) {
   auto label = fmt::format("{} {}", me.role, me.index);
   auto index = static_cast<int>(me.index);
@@ -117,7 +125,10 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   try {
     door = std::make_unique<gate>(
       sys, address, caf::actor_cast<caf::strong_actor_ptr>(node),
-      sys.message_types(node), label, tls, std::move(on_data));
+      sys.message_types(node), label, tls, std::move(on_data),
+      [dense_bytes](const std::optional<node_identity>& peer) {
+        return basp_limits_for(peer, dense_bytes);
+      });
   } catch (...) {
     stop_all();
     throw;
@@ -164,7 +175,8 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
     ps = proxy;
   }
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(ps),
-               spec.ps[index], std::move(peers), std::move(hooks), ps);
+               spec.ps[index], std::move(peers), dense_bytes_of(layout),
+               std::move(hooks), ps);
 }
 
 int run_worker(const job_config& cfg, const cluster_spec& spec,
@@ -237,7 +249,7 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   auto worker = spawn_worker(sys, std::move(opts));
   return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
                spec.worker[index], std::make_shared<peer_registry>(),
-               std::move(hooks));
+               dense_bytes_of(*layout), std::move(hooks));
 }
 
 } // namespace
@@ -252,8 +264,11 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
   auto port = metrics_port_of(opts.metrics_port, spec, task);
   // A node's endpoint binds its own address, not every interface.
   auto node_opts = opts;
-  if (node_opts.metrics_address.empty())
-    node_opts.metrics_address = spec.members(task.type).at(task.index).host;
+  if (node_opts.metrics_address.empty()) {
+    auto& mine = spec.members(task.type);
+    node_opts.metrics_address =
+      task.index < mine.size() ? mine[task.index].host : "127.0.0.1";
+  }
   if (task.type == "evaluator") {
     evaluator_options eval;
     eval.out = opts.out;

@@ -158,6 +158,8 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
                                  "a hello needs a sender");
         }
         peer_identity id{peer.role, peer.index, peer.incarnation};
+        log::debug(role, index, "admitted {} from node {}", to_string(id),
+                   to_string(sender->node()));
         if (auto old = peers->admit(sender->node(), id); old)
           log::warn(role, index,
                     "{} introduced itself from node {}; the process that "
