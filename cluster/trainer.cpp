@@ -276,9 +276,15 @@ train_report train_on(const job_config& cfg, const train_options& opts,
               "mode {}",
               data->describe(), report.parameters, layout.tables.size(),
               layout.shards.size(), cfg.ps, cfg.workers, closures_per_epoch,
-              steps, cfg.optimizer.type,
-              layout.tables.empty() ? std::string{}
-                                    : " / tables " + cfg.table_optimizer.type,
+              steps,
+              cfg.optimizer.type
+                + (cfg.optimizer.staleness_aware ? " staleness-aware" : ""),
+              layout.tables.empty()
+                ? std::string{}
+                : " / tables " + cfg.table_optimizer.type
+                    + (cfg.table_optimizer.staleness_aware
+                         ? " staleness-aware"
+                         : ""),
               cfg.mode);
     training_progress progress;
     progress.workers.assign(cfg.workers, data_position{});
@@ -363,7 +369,9 @@ train_report train_on(const job_config& cfg, const train_options& opts,
 
 } // namespace
 
-train_report train(const job_config& cfg, const train_options& opts) {
+train_report train(const job_config& given, const train_options& opts) {
+  auto cfg = given; // with the defaults that depend on the job applied
+  resolve_staleness_aware(cfg);
   system_config sys_cfg{cfg.threads};
   return train_on(cfg, opts, sys_cfg,
                   [&](caf::actor_system& sys, std::shared_ptr<const model> net,
@@ -372,8 +380,10 @@ train_report train(const job_config& cfg, const train_options& opts) {
                   });
 }
 
-train_report train_chief(const job_config& cfg, const cluster_spec& spec,
+train_report train_chief(const job_config& given, const cluster_spec& spec,
                          const train_options& opts) {
+  auto cfg = given; // as train()
+  resolve_staleness_aware(cfg);
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   return train_on(cfg, opts, sys_cfg,
                   [&](caf::actor_system& sys, std::shared_ptr<const model> net,

@@ -253,7 +253,16 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     auto s = root.sub(key);
     s.get("type", rule->type);
     s.get("learning_rate", rule->learning_rate, 1e-12, 1e6);
-    s.get("staleness_aware", rule->staleness_aware);
+    if (auto v = s.find("staleness_aware")) {
+      if (v->is_string() && v->get<std::string>() == "auto") {
+        rule->staleness_aware_chosen = false;
+      } else if (v->is_boolean()) {
+        rule->staleness_aware = v->get<bool>();
+        rule->staleness_aware_chosen = true;
+      } else {
+        s.fail(s.name("staleness_aware"), "must be true, false or \"auto\"");
+      }
+    }
     // The rule checks its own settings (core/rules/).
     rule->params = s.numeric_rest();
   }
@@ -338,6 +347,16 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
 
 job_config load_job_config(const std::string& path) {
   return parse_job_config(read_text_file(path, "config file"), path);
+}
+
+void resolve_staleness_aware(job_config& cfg) {
+  bool many = cfg.mode == "async" && cfg.workers >= staleness_aware_workers;
+  for (auto* rule : {&cfg.optimizer, &cfg.table_optimizer}) {
+    if (rule->staleness_aware_chosen || rule->staleness_aware)
+      continue; // chosen, or turned on by code
+    rule->staleness_aware = many && rule->type != "ftrl";
+    rule->staleness_aware_chosen = true;
+  }
 }
 
 void validate(const job_config& cfg) {

@@ -30,6 +30,9 @@ struct optimizer_config {
   /// free of it); for momentum the velocity keeps the whole step. Not for
   /// ftrl (its weights are recomputed from its accumulators): refused.
   bool staleness_aware = false;
+  /// Whether staleness_aware was chosen (config, flag, code); if not, a
+  /// job's default applies (resolve_staleness_aware, core/job_config.hpp).
+  bool staleness_aware_chosen = false;
 };
 
 /// An elementwise update rule: the values of some parameters and their

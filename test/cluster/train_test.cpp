@@ -127,6 +127,11 @@ TEST_CASE("a job whose loss explodes fails saying why and what to try, "
   cfg.train_limit = 12000;
   cfg.workers = 32; // 32 async workers: pushes about 31 updates stale
   cfg.optimizer.learning_rate = 0.003f; // adam, 3x the config's
+  // From 32 async workers on, staleness-aware steps are the default.
+  auto resolved = cfg;
+  resolve_staleness_aware(resolved);
+  CHECK(resolved.optimizer.staleness_aware);
+  cfg.optimizer.staleness_aware_chosen = true; // plain steps, as chosen
   train_options opts;
   opts.out = nullptr;
   CHECK_THROWS_WITH(train(cfg, opts),

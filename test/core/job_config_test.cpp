@@ -198,7 +198,7 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
     {R"({"optimizer": {"type": "ftrl", "staleness_aware": true}})",
      "optimizer.staleness_aware", "use sgd, adagrad or adam"},
     {R"({"optimizer": {"staleness_aware": 1}})", "optimizer.staleness_aware",
-     "true or false"},
+     "must be true, false or \"auto\""},
     {R"({"training": {"divergence_factor": 0.5}})",
      "training.divergence_factor", "must be 0 (off) or above 1"},
     {R"({"cluster": {"replication": "quorum"}})", "cluster.replication",
@@ -397,4 +397,36 @@ TEST_CASE("cluster.tls names certificate files or turns TLS off",
   CHECK_THROWS_WITH(
     parse_job_config(R"({"cluster": {"tls": {"certificate": "x.pem"}}})"),
     Catch::Contains("cluster.tls.certificate: unknown field"));
+}
+
+TEST_CASE("staleness-aware steps are the default of async jobs of 32 workers "
+          "or more, unless chosen; ftrl and sync jobs keep plain steps",
+          "[core][config]") {
+  auto at = [](const char* text, uint32_t workers, const char* mode) {
+    auto cfg = parse_job_config(text, "test.json");
+    cfg.workers = workers;
+    cfg.mode = mode;
+    resolve_staleness_aware(cfg);
+    return std::pair{cfg.optimizer.staleness_aware,
+                     cfg.table_optimizer.staleness_aware};
+  };
+  CHECK(at("{}", 31, "async") == std::pair{false, false});
+  CHECK(at("{}", 32, "async") == std::pair{true, true});
+  CHECK(at("{}", 64, "sync") == std::pair{false, false});
+  CHECK(at("{}", 64, "ssp") == std::pair{false, false});
+  CHECK(at(R"({"optimizer": {"staleness_aware": "auto"}})", 64, "async")
+        == std::pair{true, true});
+  CHECK(at(R"({"optimizer": {"staleness_aware": false}})", 64, "async")
+        == std::pair{false, true});
+  CHECK(at(R"({"optimizer": {"staleness_aware": true}})", 2, "async")
+        == std::pair{true, false});
+  CHECK(at(R"({"optimizer": {"type": "ftrl"}})", 64, "async")
+        == std::pair{false, true});
+  // Idempotent: a resolved config resolves to itself.
+  auto cfg = parse_job_config("{}", "test.json");
+  cfg.workers = 40;
+  resolve_staleness_aware(cfg);
+  cfg.workers = 2;
+  resolve_staleness_aware(cfg);
+  CHECK(cfg.optimizer.staleness_aware);
 }
