@@ -238,6 +238,14 @@ caf::error decode_error(caf::actor_system& sys, const in_frame& f) {
   expect_no_bulk(f);
   caf::error err;
   deserialize(sys, f, err);
+  // CAF 0.17 reads an error whose context (a message) does not decode as
+  // the error without its context, and reports nothing: a meta cut inside
+  // the context decodes. An error read whole encodes to its meta again.
+  if (serialize(sys, err, "error") != f.meta)
+    throw input_error(fmt::format("an error frame ({} bytes of meta) does "
+                                  "not decode: its context is cut short or "
+                                  "malformed",
+                                  f.meta.size()));
   return err;
 }
 

@@ -9,7 +9,11 @@
 // input_error (never anything else, never a crash); a header that parses
 // has a known kind, a meta within max_frame_meta and a bulk of whole
 // floats within max_frame_bulk; a frame that decodes encodes again to a
-// frame that decodes to the same ids and sizes.
+// frame that decodes to the same ids and sizes; a push reply decodes only
+// from a meta of exactly 8 bytes (its clock); an error decodes only whole,
+// context included (it encodes to its meta again). The corpus holds a frame
+// of each kind with its meta cut short by a byte and one with a byte more,
+// and an error cut inside its context.
 
 #include <cstddef>
 #include <cstdint>
@@ -79,12 +83,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     "a pull reply does not survive encode and decode");
         break;
       }
-      case frame_kind::push_reply:
-        (void) decode_clock(f);
+      case frame_kind::push_reply: {
+        auto clock = decode_clock(f);
+        fuzz::check(f.meta.size() == 8,
+                    "a push reply whose meta is not 8 bytes decoded");
+        fuzz::check(decode_clock(as_received(encode_clock(4, clock)))
+                      == clock,
+                    "a push reply does not survive encode and decode");
         break;
-      case frame_kind::error:
-        (void) decode_error(sys, f);
+      }
+      case frame_kind::error: {
+        auto err = decode_error(sys, f);
+        fuzz::check(encode_error(sys, 5, err).meta == f.meta,
+                    "an error frame decoded to an error that does not "
+                    "encode to its meta (a context lost)");
         break;
+      }
     }
   } catch (const input_error&) {
     return 0;

@@ -14,10 +14,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "caf/binary_deserializer.hpp"
 #include "caf/binary_serializer.hpp"
 #include "caf/make_message.hpp"
 
@@ -384,16 +386,46 @@ void data_frames() {
     s.append(f.bulk, f.bulk_bytes);
     return s;
   };
-  put("data_frame", "pull", whole(encode(sys, 1, sample_pull())));
-  put("data_frame", "push", whole(encode(sys, 2, sample_push())));
+  // `f` with its meta cut to, or padded with zeros to, `n` bytes, and its
+  // header saying so.
+  auto with_meta = [](out_frame f, size_t n) {
+    f.meta.resize(n, '\0');
+    for (int i = 0; i < 4; ++i)
+      f.header[16 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    return f;
+  };
   pull_reply r;
   r.clock = 4;
   r.values = floats({1, 2, 3});
-  put("data_frame", "pull_reply", whole(encode(sys, 3, r)));
-  put("data_frame", "push_reply", whole(encode_clock(4, 17)));
-  put("data_frame", "error",
-      whole(encode_error(sys, 5, caf::make_error(errc::stale_view, "group",
-                                                 1))));
+  std::pair<const char*, out_frame> frames[] = {
+    {"pull", encode(sys, 1, sample_pull())},
+    {"push", encode(sys, 2, sample_push())},
+    {"pull_reply", encode(sys, 3, r)},
+    {"push_reply", encode_clock(4, 17)},
+    {"error", encode_error(sys, 5, caf::make_error(errc::stale_view, "group",
+                                                   1))},
+  };
+  for (auto& [name, f] : frames) {
+    put("data_frame", name, whole(f));
+    auto n = f.meta.size();
+    put("data_frame", std::string{name} + "_meta_short",
+        whole(with_meta(f, n - 1)));
+    put("data_frame", std::string{name} + "_meta_long",
+        whole(with_meta(f, n + 1)));
+  }
+  // An error cut inside its context, at the longest cut that CAF's
+  // deserializer alone reads without complaint (as the error without its
+  // context).
+  auto& err = frames[4].second;
+  for (auto n = err.meta.size() - 1; n > 0; --n) {
+    caf::error x;
+    caf::binary_deserializer source{sys, err.meta.data(), n};
+    if (!source(x) && source.remaining() == 0) {
+      put("data_frame", "error_meta_cut_in_context",
+          whole(with_meta(err, n)));
+      break;
+    }
+  }
 }
 
 int main(int argc, char** argv) {

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -197,6 +198,116 @@ TEST_CASE("malformed data frames are refused, naming the problem", "[data]") {
   // A frame of the wrong kind for its decoder.
   CHECK_THROWS_WITH(decode_push(f.sys, extra),
                     Catch::Contains("expected a push frame, got a pull"));
+}
+
+TEST_CASE("a data frame of every kind whose meta is cut short or has bytes "
+          "left over is refused, naming its kind",
+          "[data]") {
+  system_fixture f;
+  // One frame of each kind, something in every field its meta carries.
+  table_rows rows;
+  rows.shard = 2;
+  rows.keys.keys = {5, 6};
+  rows.values.values = {0.5f, -0.5f};
+  pull_request pull;
+  pull.group = 1;
+  pull.tables.push_back(table_rows{2, key_buffer{{5, 6}}, {}});
+  pull.format = "bf16";
+  push_request push;
+  push.id = update_id{1, 0, 3};
+  push.gradient.values = {1.0f, 2.0f};
+  push.tables.push_back(rows);
+  pull_reply reply;
+  reply.clock = 9;
+  reply.values.values = {3.0f};
+  reply.tables.push_back(rows);
+  std::vector<out_frame> frames;
+  frames.push_back(encode(f.sys, 1, pull));
+  frames.push_back(encode(f.sys, 2, push));
+  frames.push_back(encode(f.sys, 3, reply));
+  frames.push_back(encode_clock(4, 0x0102030405060708));
+  frames.push_back(encode_error(f.sys, 5, caf::make_error(errc::stale_view,
+                                                          "group", 1)));
+  // The decoder of the frame's kind, on a copy (decoders take the bulk).
+  auto decode = [&](const in_frame& in) {
+    auto copy = in;
+    switch (copy.header.kind) {
+      case frame_kind::pull:
+        decode_pull(f.sys, copy);
+        break;
+      case frame_kind::push:
+        decode_push(f.sys, copy);
+        break;
+      case frame_kind::pull_reply:
+        decode_pull_reply(f.sys, copy);
+        break;
+      case frame_kind::push_reply:
+        decode_clock(copy);
+        break;
+      case frame_kind::error:
+        decode_error(f.sys, copy);
+        break;
+    }
+  };
+  const std::map<frame_kind, std::string> names{
+    {frame_kind::pull, "pull frame"},
+    {frame_kind::push, "push frame"},
+    {frame_kind::pull_reply, "pull reply frame"},
+    {frame_kind::push_reply, "push reply frame"},
+    {frame_kind::error, "error frame"},
+  };
+  for (auto& out : frames) {
+    auto whole = as_received(out);
+    auto name = names.at(whole.header.kind);
+    INFO(name << " of " << whole.meta.size() << " bytes of meta");
+    REQUIRE(whole.meta.size() > 1);
+    CHECK_NOTHROW(decode(whole));
+    auto with_meta = [&](size_t n) {
+      auto in = whole;
+      in.meta.resize(n, '\0');
+      in.header.meta_bytes = static_cast<uint32_t>(n);
+      return in;
+    };
+    for (size_t n = 0; n < whole.meta.size(); ++n) {
+      INFO("cut to " << n << " bytes");
+      CHECK_THROWS_AS(decode(with_meta(n)), input_error);
+      CHECK_THROWS_WITH(decode(with_meta(n)), Catch::Contains(name));
+    }
+    for (size_t extra : {1, 8}) {
+      INFO(extra << " bytes more");
+      auto n = whole.meta.size() + extra;
+      CHECK_THROWS_AS(decode(with_meta(n)), input_error);
+      CHECK_THROWS_WITH(decode(with_meta(n)), Catch::Contains(name));
+    }
+  }
+  // What the refusals say, for a push reply (its meta is the clock's 8
+  // bytes) and for an error cut inside its context, which CAF's
+  // deserializer alone reads as the error without its context.
+  auto clock = as_received(encode_clock(4, 17));
+  clock.meta.resize(7);
+  CHECK_THROWS_WITH(decode_clock(clock),
+                    Catch::Contains("push reply frame has 7 bytes of meta, "
+                                    "not 8"));
+  clock.meta.resize(9);
+  CHECK_THROWS_WITH(decode_clock(clock),
+                    Catch::Contains("push reply frame has 9 bytes of meta, "
+                                    "not 8"));
+  auto error = as_received(encode_error(f.sys, 5, caf::make_error(
+                                                    errc::stale_view, "group",
+                                                    1)));
+  size_t context_cut = 0;
+  for (size_t n = 0; n < error.meta.size(); ++n) {
+    auto cut = error;
+    cut.meta.resize(n);
+    try {
+      decode_error(f.sys, cut);
+    } catch (const input_error& e) {
+      std::string what = e.what();
+      if (what.find("its context is cut short") != std::string::npos)
+        ++context_cut;
+    }
+  }
+  CHECK(context_cut > 0);
 }
 
 TEST_CASE_METHOD(link_fixture,
