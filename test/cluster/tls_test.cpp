@@ -105,6 +105,28 @@ TEST_CASE("a ticket is redeemed once, and only for the node it was issued to",
   CHECK_FALSE(may_dial("ps", "worker"));
 }
 
+TEST_CASE("a ticket issued to worker0 is refused as ps0 or as the "
+          "coordinator, whose index is 0 too, and accepted once as worker0",
+          "[tls]") {
+  // Same index, other role: the role alone must refuse it.
+  test::temp_dir d{"tls_roles"};
+  make_cluster_certs(d.path().string(), nodes_of(1, 1), 2);
+  auto ps = load(d, {"ps", 0});
+  const node_identity worker0{"worker", 0};
+  auto t = ps->issue_ticket(worker0);
+  CHECK_THAT(ps->redeem(t, {"ps", 0}),
+             Catch::Contains("names worker0, its handshake says ps0"));
+  auto u = ps->issue_ticket(worker0);
+  CHECK_THAT(ps->redeem(u, {"chief", 0}),
+             Catch::Contains("names worker0, its handshake says coordinator"));
+  auto v = ps->issue_ticket(worker0);
+  CHECK(ps->redeem(v, worker0).empty());
+  CHECK_THAT(ps->redeem(v, worker0), Catch::Contains("no valid TLS ticket"));
+  // A refused ticket is spent too: the right identity cannot use it after.
+  CHECK_FALSE(ps->redeem(t, worker0).empty());
+  CHECK_FALSE(ps->redeem(u, worker0).empty());
+}
+
 TEST_CASE("a gate with TLS admits the certificate of the node expected and "
           "refuses others",
           "[tls]") {
