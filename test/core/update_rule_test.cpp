@@ -280,6 +280,74 @@ TEST_CASE("ftrl keeps a weight exactly zero while |z| <= l1 and shrinks it "
   CHECK(w[0] == 0.0f);
 }
 
+TEST_CASE("ftrl keeps a weight exactly zero while z >= -l1 and shrinks it "
+          "by l1 below, on the negative side too",
+          "[core][update_rule]") {
+  // FTRL-Proximal (McMahan et al. 2013, Algorithm 1) per coordinate, with
+  // Keras' 2 l2 for the paper's lambda2 (see core/rules/ftrl.cpp):
+  //   w = 0                                           if |z| <= l1
+  //   w = -(z - sgn(z) l1) / ((beta + sqrt n) / lr + 2 l2)   otherwise
+  // with z < 0: sgn(z) = -1, so w = -(z + l1) / ... > 0.
+  // lr = 0.1, n0 = 0.1, l1 = 1, l2 = 0.5, beta = 1, w0 = 0; the first three
+  // gradients are those of the test above with their signs turned, so z
+  // goes down.
+  auto region = make_region("ftrl", 0.1f, {0.0f},
+                            {{"initial_accumulator", 0.1},
+                             {"l1", 1.0},
+                             {"l2", 0.5},
+                             {"beta", 1.0}});
+  auto& w = region.values();
+  auto& n = region.slots()[0];
+  auto& z = region.slots()[1];
+  auto denominator = [](double acc) {
+    return (1.0 + std::sqrt(acc)) / 0.1 + 2 * 0.5;
+  };
+  std::vector<float> g{-0.5f};
+  // step 1, g = -0.5: n = 0.35, z = -0.5 >= -1 -> w = 0 exactly
+  region.apply(g.data());
+  check_values(n, {0.35});
+  check_values(z, {-0.5});
+  CHECK(w[0] == 0.0f);
+  // step 2, g = -0.4: n = 0.51, z = -0.9 >= -1 -> w = 0 exactly
+  g[0] = -0.4f;
+  region.apply(g.data());
+  check_values(z, {-0.9});
+  CHECK(w[0] == 0.0f);
+  // step 3, g = -0.3: n = 0.6, z = -1.2 < -1 ->
+  //   w = -(-1.2 + 1) / ((1 + sqrt 0.6) / 0.1 + 1) = 0.2 / 18.7459667
+  //     = 0.0106690
+  g[0] = -0.3f;
+  region.apply(g.data());
+  check_values(n, {0.6});
+  check_values(z, {-1.2});
+  double w3 = -(-1.2 + 1.0) / denominator(0.6);
+  check_values(w, {w3});
+  CHECK(w[0] == Approx(0.0106690).epsilon(1e-5));
+  // step 4, g = -2: n = 4.6, sigma = (sqrt 4.6 - sqrt 0.6) / 0.1
+  //   = 13.7016439; z = -1.2 - 2 - 13.7016439 * 0.0106690 = -3.3461823
+  //   < -1 -> w = 2.3461823 / ((1 + sqrt 4.6) / 0.1 + 1) = 0.0723068
+  g[0] = -2.0f;
+  region.apply(g.data());
+  double s4 = (std::sqrt(4.6) - std::sqrt(0.6)) / 0.1;
+  double z4 = -3.2 - s4 * w3;
+  check_values(z, {z4});
+  double w4 = -(z4 + 1.0) / denominator(4.6);
+  check_values(w, {w4});
+  CHECK(z[0] == Approx(-3.3461823).epsilon(1e-5));
+  CHECK(w[0] == Approx(0.0723068).epsilon(1e-5));
+  // step 5, g = 1.5: n = 6.85, sigma = (sqrt 6.85 - sqrt 4.6) / 0.1
+  //   = 4.7248941; z = -3.3461823 + 1.5 - 4.7248941 * 0.0723068
+  //   = -2.1878242 < -1 -> w = 1.1878242 / ((1 + sqrt 6.85) / 0.1 + 1)
+  //   = 0.0319544
+  g[0] = 1.5f;
+  region.apply(g.data());
+  double s5 = (std::sqrt(6.85) - std::sqrt(4.6)) / 0.1;
+  double z5 = z4 + 1.5 - s5 * w4;
+  check_values(z, {z5});
+  check_values(w, {-(z5 + 1.0) / denominator(6.85)});
+  CHECK(w[0] == Approx(0.0319544).epsilon(1e-5));
+}
+
 TEST_CASE("ftrl adds beta / lr and twice l2 to the denominator, as Keras does",
           "[core][update_rule]") {
   // lr = 0.1, n0 = 0.1, l2 = 0.5, beta = 1, w0 = 0:
