@@ -2,6 +2,8 @@
 // cluster.closures_per_worker): a worker holds that many closures at once
 // (one runs, the others wait in its queue); a lost worker's closures all
 // go back to the queue, in their order, and each runs once more elsewhere.
+// Deterministic: every wait is bounded (a closure not done after run() is
+// a failure, not a wait).
 
 #include <stdexcept>
 #include <utility>
@@ -47,8 +49,13 @@ TEST_CASE_METHOD(deterministic,
     if (w == 1)
       caf::anon_send(fakes[1], caf::put_atom_v, id, caf::error{});
   sched.run();
-  for (auto& rv : rvs)
+  // Every closure is done now or never (nothing runs after run()): fetch()
+  // only where done(), so that a lost closure fails here, not hangs.
+  for (auto& rv : rvs) {
+    INFO("closure " << rv.closure_id());
+    REQUIRE(rv.done());
     CHECK(rv.fetch().worker == 1);
+  }
   // The lost worker's closures went first, in their order, then the queued
   // one.
   REQUIRE(sc->run_count() == 7);
