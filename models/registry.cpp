@@ -1,5 +1,6 @@
 #include "models/registry.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
@@ -144,6 +145,17 @@ void register_model(const std::string& name, model_factory make) {
       throw std::invalid_argument(fmt::format(
         "register_model(\"{}\"): registered before", name));
   r.entries.emplace_back(name, std::move(make));
+}
+
+bool unregister_model(const std::string& name) {
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  auto i = std::find_if(r.entries.begin(), r.entries.end(),
+                        [&](auto& entry) { return entry.first == name; });
+  if (i == r.entries.end())
+    return false;
+  r.entries.erase(i);
+  return true;
 }
 
 } // namespace actorps

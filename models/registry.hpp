@@ -40,4 +40,13 @@ using model_factory = std::function<std::shared_ptr<const model>(
 ///         unchanged.
 void register_model(const std::string& name, model_factory make);
 
+/// Removes the model `name` that register_model added, so that the name is
+/// free again and model_names() no longer lists it (a test that registered
+/// its own model, a plug-in being unloaded). Built-in models are never
+/// removed. Models built before stay valid (they own their factory's
+/// result). Thread-safe.
+/// @returns whether `name` was a registered model (false for a built-in
+///          name or one never registered; nothing changes then).
+bool unregister_model(const std::string& name);
+
 } // namespace actorps

@@ -33,11 +33,14 @@ const step_function registry[] = {
 };
 
 /// Step functions added at run time (register_step_function). A deque:
-/// find_step_function hands out pointers that must stay valid.
+/// find_step_function hands out pointers that must stay valid, so an entry
+/// that unregister_step_function removes stays, marked removed (a few bytes
+/// per registration).
 struct added_functions {
   struct entry {
     std::string name;
     step_function f;
+    bool removed = false;
   };
   std::mutex mtx;
   std::deque<entry> entries;
@@ -57,7 +60,7 @@ const step_function* find_step_function(const std::string& name) {
   auto& r = added();
   std::lock_guard<std::mutex> guard{r.mtx};
   for (auto& e : r.entries)
-    if (e.name == name)
+    if (!e.removed && e.name == name)
       return &e.f;
   return nullptr;
 }
@@ -69,7 +72,8 @@ std::vector<std::string> step_function_names() {
   auto& r = added();
   std::lock_guard<std::mutex> guard{r.mtx};
   for (auto& e : r.entries)
-    result.push_back(e.name);
+    if (!e.removed)
+      result.push_back(e.name);
   return result;
 }
 
@@ -89,12 +93,23 @@ void register_step_function(const step_function& f) {
   auto& r = added();
   std::lock_guard<std::mutex> guard{r.mtx};
   for (auto& e : r.entries)
-    if (e.name == name)
+    if (!e.removed && e.name == name)
       throw std::invalid_argument(fmt::format(
         "register_step_function(\"{}\"): registered before", name));
   r.entries.push_back({name, f});
   auto& e = r.entries.back();
   e.f.name = e.name.c_str();
+}
+
+bool unregister_step_function(const std::string& name) {
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  for (auto& e : r.entries)
+    if (!e.removed && e.name == name) {
+      e.removed = true;
+      return true;
+    }
+  return false;
 }
 
 } // namespace actorps

@@ -37,7 +37,7 @@ struct step_function {
 
 /// The step function registered as `name` (built in, then added with
 /// register_step_function), or nullptr. The pointer stays valid for the
-/// process's life.
+/// process's life, also after unregister_step_function.
 const step_function* find_step_function(const std::string& name);
 
 /// Every registered name, in registry order: the built-in step functions,
@@ -56,6 +56,17 @@ std::vector<std::string> step_function_names();
 ///         in or registered before), or `f.compute` is null; nothing changes
 ///         then.
 void register_step_function(const step_function& f);
+
+/// Removes the step function `name` that register_step_function added, so
+/// that find_step_function no longer finds it, step_function_names() no
+/// longer lists it and the name may be registered again (a test that
+/// registered its own, a plug-in being unloaded). Built-in step functions
+/// are never removed. A pointer find_step_function returned for it stays
+/// valid (the registry keeps the entry, out of sight), so a closure running
+/// it finishes. Thread-safe.
+/// @returns whether `name` was a registered step function (false for a
+///          built-in name or one never registered; nothing changes then).
+bool unregister_step_function(const std::string& name);
 
 /// The name of the training step of `actorps train`.
 inline constexpr const char* train_step_name = "train_step";

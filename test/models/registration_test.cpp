@@ -1,5 +1,9 @@
 // The run-time registration API next to each fixed registry: models,
-// update rules and step functions an outside project adds by name.
+// update rules and step functions an outside project adds by name, and
+// models and step functions removed again. The models and step functions
+// registered here are unregistered when their test ends (the registries
+// are global, and registry_test.cpp checks their exact lists in the same
+// process).
 
 #include <algorithm>
 #include <stdexcept>
@@ -28,6 +32,17 @@ double half_loss(const model& net, const model_inputs& in,
   return 0.5 * net.loss_and_gradient(in, batch, grad, ws);
 }
 
+/// Unregisters `name` when the test ends, however it ends (also when
+/// registering it failed: then unregister finds nothing).
+struct scoped_registration {
+  std::string name;
+  bool (*unregister)(const std::string&);
+
+  ~scoped_registration() {
+    unregister(name);
+  }
+};
+
 } // namespace
 
 TEST_CASE("a registered model is built by name after the built-in ones",
@@ -38,6 +53,7 @@ TEST_CASE("a registered model is built by name after the built-in ones",
   schema.dense_dim = 3;
   schema.classes = 2;
   CHECK_THROWS_AS(make_model(cfg, schema), input_error);
+  scoped_registration cleanup{"test_registered_mlp", unregister_model};
   register_model("test_registered_mlp",
                  [](const job_config&, const data_schema& s) {
                    return std::make_shared<mlp>(
@@ -99,6 +115,7 @@ TEST_CASE("a registered step function is found by name and keeps its name",
           "[registry][registration]") {
   CHECK(find_step_function("test_half_loss") == nullptr);
   std::string name = "test_half_loss";
+  scoped_registration cleanup{name, unregister_step_function};
   register_step_function({name.c_str(), false, half_loss});
   name = "changed"; // the registry copied it
   auto* f = find_step_function("test_half_loss");
@@ -116,4 +133,66 @@ TEST_CASE("a registered step function is found by name and keeps its name",
                   std::invalid_argument);
   CHECK_THROWS_AS(register_step_function({nullptr, true, half_loss}),
                   std::invalid_argument);
+}
+
+TEST_CASE("an unregistered model or step function is gone from its registry "
+          "and its name is free again; built-in ones stay",
+          "[registry][registration]") {
+  const auto models = model_names();
+  const auto steps = step_function_names();
+  job_config cfg;
+  cfg.model = "test_unregistered_mlp";
+  data_schema schema;
+  schema.dense_dim = 3;
+  schema.classes = 2;
+  auto factory = [](uint64_t hidden) {
+    return [hidden](const job_config&, const data_schema& s) {
+      return std::make_shared<mlp>(
+        std::vector<uint64_t>{s.dense_dim, hidden, s.classes});
+    };
+  };
+  {
+    scoped_registration cleanup{"test_unregistered_mlp", unregister_model};
+    register_model("test_unregistered_mlp", factory(4));
+    CHECK(model_names().size() == models.size() + 1);
+    CHECK(make_model(cfg, schema)->dense_parameters() == 3 * 4 + 4 + 4 * 2 + 2);
+  }
+  CHECK(model_names() == models);
+  CHECK_THROWS_AS(make_model(cfg, schema), input_error);
+  CHECK_FALSE(unregister_model("test_unregistered_mlp")); // gone already
+  CHECK_FALSE(unregister_model("mlp"));                   // built in
+  CHECK(model_names() == models);
+  // The name is free: registered again, the new factory builds.
+  {
+    scoped_registration cleanup{"test_unregistered_mlp", unregister_model};
+    register_model("test_unregistered_mlp", factory(5));
+    CHECK(make_model(cfg, schema)->dense_parameters() == 3 * 5 + 5 + 5 * 2 + 2);
+  }
+  CHECK(model_names() == models);
+
+  const step_function* before = nullptr;
+  {
+    scoped_registration cleanup{"test_unregistered_step",
+                                unregister_step_function};
+    register_step_function({"test_unregistered_step", false, half_loss});
+    before = find_step_function("test_unregistered_step");
+    REQUIRE(before != nullptr);
+  }
+  CHECK(step_function_names() == steps);
+  CHECK(find_step_function("test_unregistered_step") == nullptr);
+  // What was found before stays readable (a closure may be running it).
+  CHECK(std::string{before->name} == "test_unregistered_step");
+  CHECK(before->compute == half_loss);
+  CHECK_FALSE(unregister_step_function("test_unregistered_step"));
+  CHECK_FALSE(unregister_step_function("train_step"));
+  CHECK(find_step_function("train_step") != nullptr);
+  {
+    scoped_registration cleanup{"test_unregistered_step",
+                                unregister_step_function};
+    register_step_function({"test_unregistered_step", true, half_loss});
+    auto* again = find_step_function("test_unregistered_step");
+    REQUIRE(again != nullptr);
+    CHECK(again->pushes);
+  }
+  CHECK(step_function_names() == steps);
 }
