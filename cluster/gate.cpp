@@ -1,6 +1,7 @@
 #include "cluster/gate.hpp"
 
 #include <algorithm>
+#include <map>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -41,10 +42,22 @@ using std::chrono::steady_clock;
 constexpr char magic[8] = {'A', 'C', 'T', 'O', 'R', 'P', 'S', '\0'};
 /// How long an accepted connection may take to send its preamble.
 constexpr auto preamble_timeout = std::chrono::seconds(2);
-/// Connections waiting for their preamble at most; more are closed at once.
+/// Connections waiting for their preamble at most. When that many wait, a
+/// new one takes the place of the oldest that has sent nothing yet (a
+/// flood of silent connections cannot keep a node that talks out); if all
+/// of them have sent something, the new one is closed.
 constexpr size_t max_pending = 64;
-/// Rejected connections logged one by one; after that, every 100th.
+/// Rejected connections of one cause logged one by one; after that, the
+/// counts per cause in one line at most every summary_interval.
 constexpr uint64_t rejections_logged = 10;
+constexpr auto summary_interval = std::chrono::seconds(10);
+
+/// The cause of a rejection for counting: its text up to the first ':' or
+/// " (" (the details differ from one connection to the next).
+std::string cause_of(const std::string& why) {
+  auto end = std::min(why.find(':'), why.find(" ("));
+  return why.substr(0, end);
+}
 
 
 uint32_t version_of(const char* p) {
@@ -225,18 +238,45 @@ void gate::run() {
     size_t got = 0;
     std::string peer; ///< address, and the certificate's node after TLS
     std::optional<node_identity> who;
+    /// Whether the peer has sent anything (or closed): a silent one may be
+    /// evicted when the gate is full.
+    bool heard = false;
   };
   std::vector<pending> waiting;
   auto basp = basp_broker(sys_);
   auto answer = make_preamble();
   auto me = tls_ ? tls_->identity().name() : label_;
+  // Rejections by cause: all of them, and those not logged one by one
+  // since the last summary line.
+  std::map<std::string, uint64_t> by_cause;
+  std::map<std::string, uint64_t> unlogged;
+  auto last_summary = steady_clock::now();
   auto reject = [&](pending& p, const std::string& why) {
-    auto n = ++rejected_;
-    if (n <= rejections_logged || n % 100 == 0)
+    ++rejected_;
+    auto cause = cause_of(why);
+    auto n = ++by_cause[cause];
+    if (n <= rejections_logged)
       log::warn("gate", -1, "{}: closed a connection from {}: {}{}", label_,
                 p.peer, why,
-                n == rejections_logged ? " (further ones: every 100th)" : "");
+                n == rejections_logged
+                  ? " (further ones of this cause: counted, summarised "
+                    "every 10 s)"
+                  : "");
+    else
+      ++unlogged[cause];
     p.ch.reset();
+  };
+  auto summarise = [&](steady_clock::time_point now) {
+    if (unlogged.empty() || now - last_summary < summary_interval)
+      return;
+    std::string text;
+    for (auto& [cause, n] : unlogged)
+      text += fmt::format("{}{} {} ({} in all)", text.empty() ? "" : ", ", n,
+                          cause, by_cause[cause]);
+    log::warn("gate", -1, "{}: closed since the last summary: {}", label_,
+              text);
+    unlogged.clear();
+    last_summary = now;
   };
   // Tells the peer why (inside TLS if any), then closes.
   auto refuse = [&](pending& p, const std::string& why) {
@@ -372,6 +412,13 @@ void gate::run() {
       timeout_ms = timeout_ms < 0 ? std::max<int>(0, left)
                                   : std::min<int>(timeout_ms, std::max<int>(0, left));
     }
+    if (!unlogged.empty()) { // wake for the next summary line
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    last_summary + summary_interval - now).count() + 1;
+      left = std::max<decltype(left)>(left, 0);
+      timeout_ms = timeout_ms < 0 ? static_cast<int>(left)
+                                  : std::min<int>(timeout_ms, left);
+    }
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
       log::warn("gate", -1, "{}: poll failed: {}", label_,
                 std::strerror(errno));
@@ -382,8 +429,10 @@ void gate::run() {
     now = steady_clock::now();
     for (size_t i = 0; i < waiting.size(); ++i) {
       auto& p = waiting[i];
-      if (fds[i + 2].revents != 0)
+      if (fds[i + 2].revents != 0) {
+        p.heard = true;
         advance(p);
+      }
       else if (now >= p.deadline)
         reject(p, fmt::format("no {}preamble within {} s",
                               p.ch->tls() && !p.tls_done ? "TLS handshake or "
@@ -393,6 +442,7 @@ void gate::run() {
     waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
                                  [](const pending& p) { return !p.ch; }),
                   waiting.end());
+    summarise(now);
     if (fds[1].revents != 0) {
       for (;;) {
         sockaddr_storage sa{};
@@ -423,8 +473,20 @@ void gate::run() {
           continue;
         }
         if (waiting.size() >= max_pending) {
-          reject(p, "too many connections waiting for their preamble");
-          continue;
+          // The oldest that has sent nothing makes room (they are in the
+          // order they came).
+          auto silent = std::find_if(waiting.begin(), waiting.end(),
+                                     [](const pending& w) {
+                                       return w.ch && !w.heard;
+                                     });
+          if (silent == waiting.end()) {
+            reject(p, "too many connections waiting for their preamble");
+            continue;
+          }
+          reject(*silent, fmt::format("silent while {} connections waited "
+                                      "for their preamble",
+                                      max_pending));
+          waiting.erase(silent);
         }
         waiting.push_back(std::move(p));
       }

@@ -4,11 +4,14 @@
 # coordinator may send, before and after its hello. ps0 refuses each one
 # with not_authorized, logged with the sender, and keeps running; then the
 # real worker and coordinator run the job to its end.
-# usage: authz_test.sh ACTORPS_BINARY PROBE_BINARY SOURCE_DIR
+# Case flood: 1,000 silent TCP connections per second at ps0's port, kept
+# open 2 s each; a node with a certificate joins within 2 s all the same.
+# usage: authz_test.sh ACTORPS_BINARY PROBE_BINARY SOURCE_DIR [control|flood]
 set -u
 bin=$1
 probe=$2
 src=$3
+case_name=${4:-control}
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -73,6 +76,35 @@ if ! wait_for_line "$tmp/ps0.log" "listening" 30; then
   bad "ps0 did not start: $(tail -3 "$tmp/ps0.log")"
   echo "$passed passed, $((failed)) failed"
   exit 1
+fi
+
+if [[ $case_name == flood ]]; then
+  "$probe" flood "127.0.0.1:$ps_port" 8 1000 >"$tmp/flood.log" 2>&1 &
+  flooder=$!
+  pids+=($flooder)
+  sleep 3 # the gate is full of silent connections by now
+  timeout 30 "$probe" join "$tmp/job.json" $limit 1 1 "$tmp/certs" worker 0 \
+    "127.0.0.1:$ps_port" ps 0 >"$tmp/join.log" 2>&1
+  rc=$?
+  ms=$(grep -o 'joined in [0-9]*' "$tmp/join.log" | grep -o '[0-9]*$')
+  [[ $rc -eq 0 && -n $ms && $ms -lt 2000 ]] \
+    && ok "worker 0 joined ps0 in $ms ms during the flood" \
+    || bad "the join during the flood: exit $rc, $(cat "$tmp/join.log")"
+  wait "$flooder"
+  grep -q '^flood: [0-9]* silent connections' "$tmp/flood.log" \
+    && ok "$(cat "$tmp/flood.log")" || bad "the flooder: $(cat "$tmp/flood.log")"
+  made=$(grep -o '^flood: [0-9]*' "$tmp/flood.log" | grep -o '[0-9]*$')
+  [[ ${made:-0} -ge 6000 ]] && ok "at least 750 connections per second" \
+    || bad "only ${made:-0} connections in 8 s"
+  # Refusals are counted per cause and summarised, not dropped.
+  wait_for_line "$tmp/ps0.log" 'closed since the last summary: .*silent while 64 connections waited' 15 \
+    && ok "ps0: $(grep -m1 'closed since the last summary' "$tmp/ps0.log" | cut -c1-170)" \
+    || bad "no summary of the refusals: $(grep 'gate' "$tmp/ps0.log" | tail -3)"
+  kill -0 "$(cat "$tmp/ps0.pid")" 2>/dev/null && ok "ps0 still runs" \
+    || bad "ps0 died: $(tail -3 "$tmp/ps0.log")"
+  echo "$passed passed, $failed failed"
+  [[ $failed -eq 0 ]]
+  exit
 fi
 
 hwm() { awk '/^VmHWM/ {print $2}' "/proc/$(cat "$tmp/ps0.pid")/status"; }

@@ -4,16 +4,29 @@
 // with what came back ("refused: ..." or "answered ..."). It judges nothing:
 // the test reads its lines and the node's log.
 //
-// usage: actorps_peer_probe CONFIG TRAIN_LIMIT WORKERS PS CERT_DIR ROLE INDEX
-//        HOST:PORT TARGET_ROLE TARGET_INDEX
+// usage: actorps_peer_probe [join] CONFIG TRAIN_LIMIT WORKERS PS CERT_DIR ROLE
+//        INDEX HOST:PORT TARGET_ROLE TARGET_INDEX
+//        actorps_peer_probe flood HOST:PORT SECONDS RATE
 // The job's fingerprint is made from CONFIG with TRAIN_LIMIT and the
 // cluster's size, as the nodes' (their spec has WORKERS workers, PS ps).
+// `join` only dials and says hello, and prints how long that took in ms;
+// `flood` opens RATE silent TCP connections per second for SECONDS, each
+// kept open for 2 s (as a flooder reopening what the gate closes).
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -28,6 +41,7 @@
 #include "cluster/handshake.hpp"
 #include "cluster/local_cluster.hpp"
 #include "cluster/node_actor.hpp"
+#include "cluster/remote_cluster.hpp"
 #include "cluster/system_config.hpp"
 #include "cluster/tls.hpp"
 #include "cluster/trainer.hpp"
@@ -54,9 +68,61 @@ void ask(caf::scoped_actor& self, const char* name, const Handle& dest,
   std::fflush(stdout);
 }
 
+/// `flood HOST:PORT SECONDS RATE` (see above).
+int flood(const host_port& where, double seconds, double rate) {
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(where.port);
+  ::inet_pton(AF_INET, where.host.c_str(), &addr.sin_addr);
+  using clock = std::chrono::steady_clock;
+  std::deque<std::pair<clock::time_point, int>> open;
+  auto start = clock::now();
+  auto end = start + std::chrono::duration_cast<clock::duration>(
+                       std::chrono::duration<double>(seconds));
+  uint64_t made = 0;
+  uint64_t failed = 0;
+  while (clock::now() < end) {
+    auto due = static_cast<uint64_t>(
+      std::chrono::duration<double>(clock::now() - start).count() * rate);
+    for (; made < due; ++made) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      if (fd < 0) {
+        ++failed;
+        continue;
+      }
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      open.emplace_back(clock::now(), fd);
+    }
+    while (!open.empty() && clock::now() - open.front().first > 2s) {
+      ::close(open.front().second);
+      open.pop_front();
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  for (auto& [t, fd] : open)
+    ::close(fd);
+  std::printf("flood: %llu silent connections in %.1f s (%llu sockets "
+              "failed)\n",
+              static_cast<unsigned long long>(made), seconds,
+              static_cast<unsigned long long>(failed));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string{argv[1]} == "flood")
+    return flood(parse_host_port(argv[2]), std::stod(argv[3]),
+                 std::stod(argv[4]));
+  bool join_only = argc == 12 && std::string{argv[1]} == "join";
+  if (join_only) {
+    --argc;
+    ++argv;
+  }
   if (argc != 11) {
     std::fprintf(stderr, "usage: %s CONFIG TRAIN_LIMIT WORKERS PS CERT_DIR "
                          "ROLE INDEX HOST:PORT TARGET_ROLE TARGET_INDEX\n",
@@ -76,6 +142,24 @@ int main(int argc, char** argv) {
   auto layout = job_placement(cfg, *net);
   system_config sys_cfg{1, network_of(cfg)};
   caf::actor_system sys{sys_cfg};
+  if (join_only) {
+    // Dial (with retries, as a node does) and say hello; print the time.
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<cluster_member> them{{target.role, target.index, where}};
+    auto hello = make_handshake(cfg, layout, me.role, me.index);
+    set_node_tls(tls); // join_members dials with the node's TLS settings
+    try {
+      join_members(sys, them, hello, caf::actor{}, 30s);
+    } catch (const std::exception& e) {
+      std::printf("join failed: %s\n", e.what());
+      return 1;
+    }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::steady_clock::now() - t0)
+                .count();
+    std::printf("joined in %lld ms\n", static_cast<long long>(ms));
+    return 0;
+  }
   auto r = dial(sys, where, 10s, tls.get(), &target);
   if (!r.actor) {
     std::printf("dial: failed: %s\n", r.error.c_str());
