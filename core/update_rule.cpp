@@ -96,6 +96,17 @@ void register_update_rule(const std::string& name,
   r.entries.emplace_back(name, std::move(make));
 }
 
+bool unregister_update_rule(const std::string& name) {
+  auto& r = added();
+  std::lock_guard<std::mutex> guard{r.mtx};
+  auto i = std::find_if(r.entries.begin(), r.entries.end(),
+                        [&](auto& entry) { return entry.first == name; });
+  if (i == r.entries.end())
+    return false;
+  r.entries.erase(i);
+  return true;
+}
+
 void flush_denormals() {
   detail::ensure_flush_denormals();
 }

@@ -125,6 +125,11 @@ using update_rule_factory = std::function<std::unique_ptr<update_rule>(
 ///         registered before), or `make` is empty; nothing changes then.
 void register_update_rule(const std::string& name, update_rule_factory make);
 
+/// Removes the rule `name` that register_update_rule added (built-in rules
+/// are never removed); its name is free again. Rules built from it live on.
+/// Thread-safe. Returns whether it was registered.
+bool unregister_update_rule(const std::string& name);
+
 /// Turns on flush-to-zero and denormals-are-zero (x86 MXCSR) for the calling
 /// thread. Adam's and momentum's slots decay geometrically where gradients
 /// are zero (e.g. the always-blank border pixels of Fashion-MNIST) into the

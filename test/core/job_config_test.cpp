@@ -400,7 +400,7 @@ TEST_CASE("cluster.tls names certificate files or turns TLS off",
 }
 
 TEST_CASE("staleness-aware steps are the default of async jobs of 32 workers "
-          "or more, unless chosen; ftrl and sync jobs keep plain steps",
+          "or more, unless chosen, and ftrl and sync jobs keep plain steps",
           "[core][config]") {
   auto at = [](const char* text, uint32_t workers, const char* mode) {
     auto cfg = parse_job_config(text, "test.json");

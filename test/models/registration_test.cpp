@@ -90,6 +90,7 @@ TEST_CASE("a registered update rule passes config validation and builds",
     return std::string{};
   };
   CHECK_THAT(error(), Catch::Contains("unknown update rule"));
+  scoped_registration cleanup{"test_registered_sgd", unregister_update_rule};
   register_update_rule("test_registered_sgd",
                        [](const optimizer_config& c, const std::string& s) {
                          optimizer_config plain = c;
@@ -109,6 +110,13 @@ TEST_CASE("a registered update rule passes config validation and builds",
   CHECK_THROWS_AS(register_update_rule("adam", any), std::invalid_argument);
   CHECK_THROWS_AS(register_update_rule("test_registered_sgd", any),
                   std::invalid_argument);
+  // Removed, it is gone and its name free; a built-in rule is not removed.
+  CHECK(unregister_update_rule("test_registered_sgd"));
+  CHECK_FALSE(contains(update_rule_names(), "test_registered_sgd"));
+  CHECK_FALSE(unregister_update_rule("test_registered_sgd"));
+  CHECK_FALSE(unregister_update_rule("adam"));
+  CHECK(contains(update_rule_names(), "adam"));
+  register_update_rule("test_registered_sgd", any); // the cleanup removes it
 }
 
 TEST_CASE("a registered step function is found by name and keeps its name",
@@ -136,7 +144,7 @@ TEST_CASE("a registered step function is found by name and keeps its name",
 }
 
 TEST_CASE("an unregistered model or step function is gone from its registry "
-          "and its name is free again; built-in ones stay",
+          "and its name is free again, and built-in ones stay",
           "[registry][registration]") {
   const auto models = model_names();
   const auto steps = step_function_names();
