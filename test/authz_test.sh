@@ -12,24 +12,7 @@ bin=$1
 probe=$2
 src=$3
 case_name=${4:-control}
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill -KILL "$p" 2>/dev/null
-  done
-  wait 2>/dev/null
-  if [[ -n ${ACTORPS_TEST_LOGS:-} ]]; then
-    mkdir -p "$ACTORPS_TEST_LOGS/authz.$$"
-    cp "$tmp"/*.log "$ACTORPS_TEST_LOGS/authz.$$/" 2>/dev/null
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok: $1"; }
-bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
+source "$(dirname "$0")/node_lib.sh" "authz.$case_name"
 
 sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 60000/' \
   "$src/configs/fashion_mnist.json" >"$tmp/job.json"
@@ -37,39 +20,11 @@ limit=3200
 job=(--config "$tmp/job.json" --train-limit $limit --test-limit 500 --epochs 1
      --no-progress)
 
-ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-[[ ${ephemeral_low:-0} -gt 12000 ]] || ephemeral_low=32768
-free_port() {
-  local p
-  while :; do
-    p=$((10000 + RANDOM % (ephemeral_low - 10000)))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return
-    fi
-  done
-}
 ps_port=$(free_port)
 printf '{"cluster": {"chief": ["127.0.0.1:%s"], "worker": ["127.0.0.1:%s"], "ps": ["127.0.0.1:%s"]}}\n' \
   "$(free_port)" "$(free_port)" "$ps_port" >"$tmp/spec.json"
 spec=(--cluster "$tmp/spec.json")
 "$bin" certs --cluster "$tmp/spec.json" --out "$tmp/certs" >/dev/null
-
-start_node() {
-  local name=$1
-  shift
-  "$bin" node "$@" >"$tmp/$name.log" 2>&1 &
-  echo $! >"$tmp/$name.pid"
-  pids+=($!)
-}
-wait_for_line() {
-  local i
-  for ((i = 0; i < $3 * 20; i++)); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
-}
 
 start_node ps0 "${job[@]}" "${spec[@]}" --role ps --index 0 --tls "$tmp/certs"
 if ! wait_for_line "$tmp/ps0.log" "listening" 30; then

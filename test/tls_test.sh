@@ -8,47 +8,15 @@ set -u
 bin=$1
 src=$2
 case_name=$3
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill -KILL "$p" 2>/dev/null
-  done
-  wait 2>/dev/null
-  if [[ -n ${ACTORPS_TEST_LOGS:-} ]]; then
-    mkdir -p "$ACTORPS_TEST_LOGS/tls.$case_name.$$"
-    cp "$tmp"/*.log "$ACTORPS_TEST_LOGS/tls.$case_name.$$/" 2>/dev/null
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok: $1"; }
-bad() { failed=$((failed + 1)); echo "FAILED: $1"; }
+source "$(dirname "$0")/node_lib.sh" "tls.$case_name"
 
 sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 60000/' \
   "$src/configs/fashion_mnist.json" >"$tmp/job.json"
 job=(--config "$tmp/job.json" --train-limit 3200 --test-limit 500 --epochs 1
      --no-progress)
 
-# free_port, write_spec FILE WORKERS PS, port_of FILE ROLE INDEX: as in
-# test/cluster_test.sh.
-ephemeral_low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)
-[[ ${ephemeral_low:-0} -gt 12000 ]] || ephemeral_low=32768
-used_ports=" "
-free_port() {
-  local p
-  while :; do
-    p=$((10000 + RANDOM % (ephemeral_low - 10000)))
-    [[ $used_ports == *" $p "* ]] && continue
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      used_ports+="$p "
-      echo "$p"
-      return
-    fi
-  done
-}
+# write_spec FILE (1 chief, 1 worker, 1 ps on free ports), port_of FILE
+# ROLE INDEX; free_port and start_node are test/node_lib.sh's.
 write_spec() {
   printf '{"cluster": {"chief": ["127.0.0.1:%s"], "worker": ["127.0.0.1:%s"], "ps": ["127.0.0.1:%s"]}}\n' \
     "$(free_port)" "$(free_port)" "$(free_port)" >"$1"
@@ -56,27 +24,6 @@ write_spec() {
 port_of() {
   grep -o "\"$2\": \[[^]]*\]" "$1" | grep -o '127.0.0.1:[0-9]*' \
     | sed -n "$(($3 + 1))p" | cut -d: -f2
-}
-
-# start_node NAME ARGS...: `actorps node ARGS` in the background, output in
-# $tmp/NAME.log.
-start_node() {
-  local name=$1
-  shift
-  "$bin" node "$@" >"$tmp/$name.log" 2>&1 &
-  echo $! >"$tmp/$name.pid"
-  pids+=($!)
-}
-
-# wait_for_line FILE PATTERN SECONDS: whether a line matching PATTERN shows
-# up in FILE within SECONDS.
-wait_for_line() {
-  local i
-  for ((i = 0; i < $3 * 20; i++)); do
-    grep -q -- "$2" "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  return 1
 }
 
 # expect_refused NAME LOG PATTERN NODE_LOG NODE_PATTERN ARGS...: `actorps
