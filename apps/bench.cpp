@@ -156,7 +156,9 @@ std::vector<ps_options> server_list(const bench_options& o) {
         sys.message_types(servers.back()), "bench ps", tls,
         [&sys, ps = servers.back()](std::unique_ptr<channel> ch,
                                     const std::string& peer) {
-          serve_data_channel(sys, ps, std::move(ch), "bench ps <- " + peer);
+          // One client plays every worker with worker 0's certificate.
+          serve_data_channel(sys, ps, std::move(ch), "bench ps <- " + peer,
+                             true, false);
         }));
       ports.push_back(gates.back()->port());
     }

@@ -146,6 +146,8 @@ struct data_conn::state {
   close_handler on_close_;
   std::string label_;
   size_t caller_limit_;
+  /// The largest frame parts the peer may send.
+  frame_limits limits_;
   shm_mode mode_;
   /// Each ring's bytes, when this end offers shared memory.
   size_t ring_bytes_ = 0;
@@ -170,11 +172,12 @@ struct data_conn::state {
 data_conn::data_conn(std::unique_ptr<channel> ch, frame_handler on_frame,
                      close_handler on_close, std::string label,
                      size_t caller_limit, shm_mode shm,
-                     size_t frame_bytes)
+                     size_t frame_bytes, frame_limits limits)
   : s_(std::make_shared<state>(std::move(ch), std::move(on_frame),
                                std::move(on_close), std::move(label),
                                caller_limit, shm)) {
   auto& st = *s_;
+  st.limits_ = limits;
   st.ring_bytes_ = shm_link::ring_bytes_for(frame_bytes);
   st.wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (st.wake_fd_ < 0)
@@ -349,6 +352,7 @@ void data_conn::state::run() {
 
 void data_conn::state::run_socket() {
   reader in;
+  in.limits = limits_;
   writer out;
   bool write_wants_read = false; // TLS: a write waits for readable
   bool write_blocked = false;
@@ -443,6 +447,7 @@ void data_conn::state::run_socket() {
 
 void data_conn::state::run_shm() {
   reader in;
+  in.limits = limits_;
   writer out;
   int fd = ch_->fd();
   // The connection ended: what the peer wrote before is still read (as TCP

@@ -47,11 +47,13 @@ public:
   /// connection's thread writes beside it. `shm`: see shm_mode; frames
   /// sent before the ends settled wait in the queue. `frame_bytes`: the
   /// largest frame expected, when this end offers shared memory: each ring
-  /// holds two (shm_link::ring_bytes_for; 0: 2 MiB).
+  /// holds two (shm_link::ring_bytes_for; 0: 2 MiB). `limits`: the largest
+  /// frame parts the peer may send (a frame announcing more closes the
+  /// connection, through the close handler).
   data_conn(std::unique_ptr<channel> ch, frame_handler on_frame,
             close_handler on_close, std::string label,
             size_t caller_limit = SIZE_MAX, shm_mode shm = shm_mode::none,
-            size_t frame_bytes = 0);
+            size_t frame_bytes = 0, frame_limits limits = {});
 
   /// close(), then waits for the thread, unless called on the thread of a
   /// data connection (this one's, from a handler, or another's): the thread

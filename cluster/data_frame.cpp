@@ -100,6 +100,19 @@ void expect_no_bulk(const in_frame& f) {
 
 } // namespace
 
+void check_limits(const frame_header& h, const frame_limits& limits) {
+  if (h.meta_bytes > limits.meta)
+    throw input_error(fmt::format("a {} frame announces {} bytes of meta, "
+                                  "more than the {} this connection takes",
+                                  kind_name(h.kind), h.meta_bytes,
+                                  limits.meta));
+  if (h.bulk_bytes > limits.bulk)
+    throw input_error(fmt::format("a {} frame announces {} bytes of bulk, "
+                                  "more than the {} this connection takes",
+                                  kind_name(h.kind), h.bulk_bytes,
+                                  limits.bulk));
+}
+
 frame_header parse_frame_header(const char* bytes) {
   if (std::memcmp(bytes, frame_magic, 4) != 0)
     throw input_error(fmt::format("not a data frame (first bytes {:02x}{:02x}"

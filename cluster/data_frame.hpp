@@ -50,6 +50,15 @@ inline constexpr size_t frame_header_size = 32;
 inline constexpr uint64_t max_frame_meta = uint64_t{1} << 26;
 inline constexpr uint64_t max_frame_bulk = uint64_t{1} << 30;
 
+/// The largest meta and bulk one connection takes (at most the limits
+/// above): a server's are its job's (serve_data_channel). A frame whose
+/// header announces more closes the connection before anything is
+/// allocated for it; the meta buffer then grows as its bytes arrive.
+struct frame_limits {
+  uint64_t meta = max_frame_meta;
+  uint64_t bulk = max_frame_bulk;
+};
+
 struct frame_header {
   frame_kind kind = frame_kind::pull;
   uint64_t id = 0;
@@ -60,6 +69,11 @@ struct frame_header {
 /// Reads a header from `frame_header_size` bytes.
 /// @throws input_error naming what is wrong (magic, kind, a size).
 frame_header parse_frame_header(const char* bytes);
+
+/// @throws input_error if `h` announces more meta or bulk than `limits`
+///         ("a push frame announces 2000000 bytes of bulk, more than the
+///         1048576 this connection takes").
+void check_limits(const frame_header& h, const frame_limits& limits);
 
 /// A frame to send: header and meta as bytes; the bulk as a pointer into
 /// the message that `keep` holds alive until the frame is written.

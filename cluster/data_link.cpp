@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "caf/actor_system.hpp"
 #include "caf/event_based_actor.hpp"
 #include "caf/sec.hpp"
+#include "caf/send.hpp"
 #include "caf/stateful_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
 #include "caf/typed_response_promise.hpp"
@@ -52,7 +54,8 @@ std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
                                    std::shared_ptr<inbox> box,
                                    caf::strong_actor_ptr self, bool keep,
                                    std::string label, size_t caller_limit,
-                                   shm_mode shm, size_t frame_bytes = 0) {
+                                   shm_mode shm, size_t frame_bytes = 0,
+                                   frame_limits limits = {}) {
   std::function<void()> tell;
   if (keep) {
     tell = [self] {
@@ -82,7 +85,7 @@ std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
       }
       tell();
     },
-    std::move(label), caller_limit, shm, frame_bytes);
+    std::move(label), caller_limit, shm, frame_bytes, limits);
 }
 
 caf::error channel_lost(const std::string& label, const std::string& why) {
@@ -227,6 +230,10 @@ struct session_state {
   std::shared_ptr<inbox> box;
   std::shared_ptr<data_conn> conn;
   std::string label;
+  /// Whom the channel's certificate names (none without TLS): a worker may
+  /// pull and push only under its own index, any other role not at all
+  /// (cluster/authorization.hpp).
+  std::optional<node_identity> peer;
   static constexpr const char* name = "data-session";
 
   ~session_state() {
@@ -236,6 +243,38 @@ struct session_state {
 };
 
 using session_ptr = session_actor::stateful_pointer<session_state>;
+
+/// Why a request (`what`, in the name of worker `worker`) of this channel's
+/// peer is refused, logged; empty if it may be served.
+std::string refusal(session_state& st, const char* what, uint32_t worker) {
+  if (!st.peer)
+    return {}; // no TLS: nobody is authenticated
+  std::string why;
+  if (st.peer->role != "worker")
+    why = fmt::format("a {} over a data channel from {}: only workers pull "
+                      "and push",
+                      what, st.peer->name());
+  else if (worker != st.peer->index)
+    why = fmt::format("a {} over the data channel of {} in the name of "
+                      "worker {}",
+                      what, st.peer->name(), worker);
+  if (!why.empty())
+    log::warn("data", -1, "{}: refused {}", st.label, why);
+  return why;
+}
+
+/// The live data-channel sessions of this process by server and peer
+/// identity: one channel per worker identity and server (a newer one
+/// replaces the older, as a restarted worker's must).
+struct session_registry {
+  std::mutex mtx;
+  std::map<std::pair<caf::actor_id, std::string>, caf::actor_addr> live;
+};
+
+session_registry& sessions() {
+  static session_registry r;
+  return r;
+}
 
 /// Passes the requests that arrived to the server; each answer goes back
 /// as a frame. Ends the session when the channel ended or a request does
@@ -254,6 +293,11 @@ void on_requests(session_ptr self) {
       };
       if (f.header.kind == frame_kind::pull) {
         auto req = decode_pull(sys, f);
+        if (auto why = refusal(st, "pull", req.worker); !why.empty()) {
+          auto err = caf::make_error(errc::not_authorized, "pull", why);
+          fail(err);
+          continue;
+        }
         auto urgent = req.urgent;
         auto sent = urgent ? self->request<caf::message_priority::high>(
                                st.server, caf::infinite, pull_atom_v,
@@ -266,8 +310,13 @@ void on_requests(session_ptr self) {
             },
             fail);
       } else if (f.header.kind == frame_kind::push) {
-        self->request(st.server, caf::infinite, push_atom_v,
-                      decode_push(sys, f))
+        auto req = decode_push(sys, f);
+        if (auto why = refusal(st, "push", req.id.worker); !why.empty()) {
+          auto err = caf::make_error(errc::not_authorized, "push", why);
+          fail(err);
+          continue;
+        }
+        self->request(st.server, caf::infinite, push_atom_v, std::move(req))
           .then([conn, id](uint64_t clock) {
             conn->send(encode_clock(id, clock));
           },
@@ -290,6 +339,14 @@ void on_requests(session_ptr self) {
 
 } // namespace
 
+frame_limits frame_limits_for(uint64_t region_bytes) {
+  auto bound = 2 * region_bytes + (uint64_t{1} << 20);
+  frame_limits out;
+  out.meta = std::min(bound, out.meta);
+  out.bulk = std::min(bound, out.bulk) / sizeof(float) * sizeof(float);
+  return out;
+}
+
 ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                         const host_port& where, const tls_context* tls,
                         const node_identity* expect,
@@ -311,13 +368,17 @@ ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
 
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
                         std::unique_ptr<channel> ch, std::string label,
-                        bool shared_memory) {
+                        bool shared_memory, bool authorize,
+                        frame_limits limits) {
+  auto peer = authorize ? ch->peer_identity() : std::nullopt;
   auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
-  sys.spawn([holder, server, label, shared_memory](session_ptr self)
-              -> session_actor::behavior_type {
+  auto session = sys.spawn([holder, server, label, shared_memory, peer,
+                            limits](session_ptr self)
+                             -> session_actor::behavior_type {
     auto& st = self->state;
     st.server = server;
     st.label = label;
+    st.peer = peer;
     st.box = std::make_shared<inbox>();
     // The connection holds the session: it lives until the connection
     // ends or the server is down.
@@ -327,7 +388,7 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
     st.conn = connect(
       std::move(*holder), st.box, caf::actor_cast<caf::strong_actor_ptr>(self),
       true, label, size_t{64} << 10,
-      shared_memory ? shm_mode::answer : shm_mode::decline);
+      shared_memory ? shm_mode::answer : shm_mode::decline, 0, limits);
     self->monitor(server);
     self->set_down_handler([self](caf::down_msg& dm) {
       if (dm.source == self->state.server.address())
@@ -335,6 +396,22 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
     });
     return {[self](retry_atom, uint64_t) { on_requests(self); }};
   });
+  if (!peer)
+    return;
+  caf::actor older;
+  {
+    auto& r = sessions();
+    std::lock_guard<std::mutex> guard{r.mtx};
+    auto& slot = r.live[{server.id(), peer->name()}];
+    older = caf::actor_cast<caf::actor>(slot);
+    slot = session.address();
+  }
+  if (older) {
+    log::warn("data", -1, "{}: {} opened another data channel; its older "
+                          "one is closed (one per worker and server)",
+              label, peer->name());
+    caf::anon_send_exit(older, caf::exit_reason::user_shutdown);
+  }
 }
 
 } // namespace actorps

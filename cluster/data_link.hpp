@@ -34,6 +34,7 @@
 #include "caf/fwd.hpp"
 
 #include "actors/ps_actor.hpp"
+#include "cluster/data_frame.hpp"
 
 namespace actorps {
 
@@ -60,8 +61,23 @@ ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
 
 /// Serves data channel `ch` (from a gate) with `server`; returns at once.
 /// Takes the worker's offer of shared memory if `shared_memory` and it can.
+/// With `authorize` and a TLS channel, its certificate decides
+/// (cluster/authorization.hpp): a worker's pulls and pushes are served
+/// only under its own index, any other role's not at all (answered
+/// not_authorized, logged), and a newer channel of the same worker to the
+/// same server closes the older one (logged). Off only where one party
+/// plays several workers (actorps-bench). `limits`: the largest frame
+/// parts a worker may send this server (frame_limits_for).
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
                         std::unique_ptr<channel> ch, std::string label,
-                        bool shared_memory = true);
+                        bool shared_memory = true, bool authorize = true,
+                        frame_limits limits = {});
+
+/// The largest frame parts a worker may send a server whose dense region
+/// holds at most `region_bytes` (a node passes its job's dense variables):
+/// a push of the region (its bulk) with its fields (in compressed formats
+/// the meta carries the codes), twice over and 1 MiB more. Pulls and
+/// pushes with table rows go over BASP.
+frame_limits frame_limits_for(uint64_t region_bytes);
 
 } // namespace actorps

@@ -15,10 +15,14 @@ namespace actorps::detail {
 
 /// The frame being read: header, then meta, then bulk.
 struct reader {
+  /// Meta buffered at first; it doubles as more arrives, up to the header's.
+  static constexpr size_t meta_chunk = size_t{64} << 10;
+
   std::array<char, frame_header_size> header{};
   size_t got = 0; ///< of the current part
   int part = 0;   ///< 0 header, 1 meta, 2 bulk
   in_frame frame;
+  frame_limits limits;
 
   /// Where the current part's next bytes go, and how many are missing.
   std::pair<char*, size_t> space() {
@@ -39,23 +43,33 @@ struct reader {
       case 0:
         return got == 0 ? 0 : frame_header_size - got;
       case 1:
-        return frame.meta.size() - got + frame.bulk.size() * sizeof(float);
+        return frame.header.meta_bytes - got
+               + frame.bulk.size() * sizeof(float);
       default:
         return frame.bulk.size() * sizeof(float) - got;
     }
   }
 
   /// Moves on after `n` more bytes; true when a whole frame is in `frame`.
+  /// @throws input_error for a header that does not parse or announces
+  ///         more than `limits` (nothing allocated for it then).
   bool advance(size_t n) {
     got += n;
     for (;;) {
       if (space().second > 0)
         return false;
+      if (part == 1 && frame.meta.size() < frame.header.meta_bytes) {
+        frame.meta.resize(std::min<size_t>(frame.meta.size() * 2,
+                                           frame.header.meta_bytes));
+        continue;
+      }
       got = 0;
       if (part == 0) {
         frame = in_frame{};
         frame.header = parse_frame_header(header.data()); // throws
-        frame.meta.resize(frame.header.meta_bytes);
+        check_limits(frame.header, limits); // throws
+        frame.meta.resize(std::min<size_t>(frame.header.meta_bytes,
+                                           meta_chunk));
         frame.bulk.resize(frame.header.bulk_bytes / sizeof(float));
         part = 1;
       } else if (part == 1) {

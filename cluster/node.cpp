@@ -116,10 +116,12 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   // A ps answers the workers' data channels (cluster/data_link.hpp).
   gate::data_handler on_data;
   if (data_server)
-    on_data = [&sys, data_server, label, shm = cfg.shared_memory](
+    on_data = [&sys, data_server, label, shm = cfg.shared_memory,
+               limits = frame_limits_for(dense_bytes)](
                 std::unique_ptr<channel> ch, const std::string& peer) {
       serve_data_channel(sys, data_server, std::move(ch),
-                         fmt::format("{} <- {}", label, peer), shm);
+                         fmt::format("{} <- {}", label, peer), shm, true,
+                         limits);
     };
   std::unique_ptr<gate> door;
   try {

@@ -62,12 +62,9 @@ if [[ $case_name == flood ]]; then
   exit
 fi
 
-hwm() { awk '/^VmHWM/ {print $2}' "/proc/$(cat "$tmp/ps0.pid")/status"; }
-hwm_before=$(hwm)
-timeout 60 "$probe" "$tmp/job.json" $limit 1 1 "$tmp/certs" worker 0 \
-  "127.0.0.1:$ps_port" ps 0 >"$tmp/probe.log" 2>&1
+PEER_PID=$(cat "$tmp/ps0.pid") timeout 60 "$probe" "$tmp/job.json" $limit 1 1 \
+  "$tmp/certs" worker 0 "127.0.0.1:$ps_port" ps 0 >"$tmp/probe.log" 2>&1
 rc=$?
-hwm_after=$(hwm)
 [[ $rc -eq 0 ]] && grep -q '^done$' "$tmp/probe.log" \
   && ok "the probe ran: $(grep -c . "$tmp/probe.log") lines" \
   || bad "the probe: exit $rc: $(tail -5 "$tmp/probe.log")"
@@ -87,9 +84,18 @@ grep -q '^hello naming a chief: refused: .*named itself the coordinator' "$tmp/p
   || bad "hello naming a chief: $(grep '^hello naming' "$tmp/probe.log")"
 grep -q '^hello: answered' "$tmp/probe.log" && ok "its own hello is admitted" \
   || bad "hello: $(grep '^hello:' "$tmp/probe.log")"
+refused "data-channel pull as another worker"
+grep -q '^first data channel: closed by the node' "$tmp/probe.log" \
+  && grep -q 'worker0 opened another data channel; its older one is closed' "$tmp/ps0.log" \
+  && ok "a second data channel of worker 0 closed the first: $(grep -o 'worker0 opened another.*' "$tmp/ps0.log" | head -1)" \
+  || bad "second data channel: $(grep '^first data' "$tmp/probe.log") / $(grep 'another data channel' "$tmp/ps0.log")"
+grep -q 'refused a pull over the data channel of worker0 in the name of worker 1' "$tmp/ps0.log" \
+  && ok "ps0: $(grep -m1 -o 'refused a pull over the data channel.*' "$tmp/ps0.log")" \
+  || bad "ps0 did not log the data-channel refusal: $(grep 'data' "$tmp/ps0.log" | tail -3)"
 # What a worker may send is not refused for authorization (the pull fails
 # for want of shards: no coordinator has created any yet).
-for m in "ping after hello" "ps ping" "pull as itself"; do
+for m in "ping after hello" "ps ping" "pull as itself" \
+         "data-channel pull as itself" "second data channel pull as itself"; do
   line=$(grep "^$m:" "$tmp/probe.log")
   [[ -n $line && $line != *not_authorized* ]] && ok "$m is allowed: $line" \
     || bad "$m: '$line'"
@@ -111,17 +117,24 @@ state=$(ps -o stat= -p "$(cat "$tmp/ps0.pid")" 2>/dev/null)
 [[ -n $state && $state != T* ]] && ok "ps0 still runs (state $state)" \
   || bad "ps0 is gone or stopped (state '$state'): $(tail -3 "$tmp/ps0.log")"
 
-# An oversized BASP header from the admitted peer: the connection closed
-# before CAF allocated anything; ps0's peak memory grew by less than twice
-# its dense region (235,146 floats: 940,584 bytes).
+# An oversized BASP header and an oversized data frame from the admitted
+# peer: each connection closed before anything was allocated for it; ps0's
+# peak memory grew by less than twice its dense region (235,146 floats:
+# 940,584 bytes) while the probe sent them.
 grep -q '^oversized BASP header: closed by the node' "$tmp/probe.log" \
   && grep -q 'closed the connection of .*a BASP client_handshake announcing 1073741824 bytes' "$tmp/ps0.log" \
   && ok "an oversized BASP header: $(grep -o 'closed the connection of .*' "$tmp/ps0.log" | cut -c1-160)" \
   || bad "oversized BASP header: $(grep '^oversized' "$tmp/probe.log") / $(grep 'closed the connection' "$tmp/ps0.log")"
-grown=$(( (hwm_after - hwm_before) * 1024 ))
-[[ -n $hwm_before && -n $hwm_after && $grown -lt $((2 * 940584)) ]] \
-  && ok "ps0's peak RSS grew by $grown bytes (${hwm_before} -> ${hwm_after} kB)" \
-  || bad "ps0's peak RSS grew by $grown bytes (${hwm_before} -> ${hwm_after} kB)"
+grep -q '^oversized data frame: closed by the node' "$tmp/probe.log" \
+  && grep -q 'closing: the peer sent a push frame announces 1073741824 bytes of bulk, more than the' "$tmp/ps0.log" \
+  && ok "an oversized data frame: $(grep -o 'closing: the peer sent a push frame.*' "$tmp/ps0.log" | cut -c1-140)" \
+  || bad "oversized data frame: $(grep '^oversized data' "$tmp/probe.log") / $(grep 'announces' "$tmp/ps0.log")"
+line=$(grep '^peak RSS of the node' "$tmp/probe.log")
+before=$(awk '{print $(NF-3)}' <<<"$line")
+after=$(awk '{print $(NF-1)}' <<<"$line")
+[[ ${before:-0} -gt 0 && -n $after && $((after - before)) -lt $((2 * 940584)) ]] \
+  && ok "ps0's peak RSS grew by $((after - before)) bytes meanwhile ($line)" \
+  || bad "ps0's peak RSS: $line"
 
 # The job runs to its end on that ps: the real worker 0 takes its identity
 # back (the probe's process is fenced), the coordinator joins.

@@ -242,3 +242,78 @@ TEST_CASE_METHOD(system_fixture,
   ::close(a1);
   ::close(a2);
 }
+
+TEST_CASE_METHOD(system_fixture,
+                 "a connection takes frames within its limits and closes at "
+                 "a header that announces more, naming the limit",
+                 "[data]") {
+  auto [a, b] = tcp_pair();
+  received got;
+  frame_limits limits;
+  limits.meta = 4096;
+  limits.bulk = 4000 * sizeof(float);
+  auto conn = test::receiving_conn(sys, b, got, SIZE_MAX, shm_mode::none,
+                                   limits);
+  auto ok = wire_bytes(push_frame(sys, 1, 4000, value_of(1)));
+  auto big = wire_bytes(push_frame(sys, 2, 4001, value_of(2)));
+  // Only the header of the big frame: the refusal must not wait for a
+  // payload the receiver would have had to allocate first.
+  auto bytes = ok + big.substr(0, frame_header_size);
+  REQUIRE(::send(a, bytes.data(), bytes.size(), MSG_NOSIGNAL)
+          == static_cast<ssize_t>(bytes.size()));
+  REQUIRE(got.wait_for([](received& r) { return r.is_closed; }, 10s));
+  std::lock_guard<std::mutex> guard{got.mtx};
+  REQUIRE(got.frames.size() == 1);
+  CHECK(got.frames[0].floats == 4000);
+  CHECK(got.frames[0].values_right);
+  CHECK_THAT(got.closed, Catch::Contains("a push frame announces 16004 bytes "
+                                         "of bulk, more than the 16000"));
+  ::close(a);
+}
+
+TEST_CASE_METHOD(system_fixture,
+                 "a meta larger than the first buffer grows as it arrives "
+                 "and is delivered whole",
+                 "[data]") {
+  auto [a, b] = tcp_pair();
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<uint64_t> keys_got;
+  bool done = false;
+  auto conn = std::make_unique<data_conn>(
+    std::make_unique<channel>(b, nullptr),
+    [&](in_frame f) {
+      auto req = decode_pull(sys, f);
+      std::lock_guard<std::mutex> guard{mtx};
+      if (!req.tables.empty())
+        keys_got = req.tables[0].keys.keys;
+      done = true;
+      cv.notify_all();
+    },
+    [&](const std::string&) {
+      std::lock_guard<std::mutex> guard{mtx};
+      done = true;
+      cv.notify_all();
+    },
+    "test receiver");
+  // 100,000 keys: 800 KB of meta, 13 doublings of the first 64 KiB.
+  pull_request req;
+  table_rows rows;
+  for (uint64_t k = 0; k < 100000; ++k)
+    rows.keys.keys.push_back(k * 7919);
+  req.tables.push_back(rows);
+  auto bytes = wire_bytes(encode(sys, 9, req));
+  REQUIRE(bytes.size() > (size_t{64} << 10) * 8);
+  // In pieces, as a network delivers it.
+  for (size_t at = 0; at < bytes.size(); at += 50000) {
+    auto n = std::min<size_t>(50000, bytes.size() - at);
+    REQUIRE(::send(a, bytes.data() + at, n, MSG_NOSIGNAL)
+            == static_cast<ssize_t>(n));
+  }
+  std::unique_lock<std::mutex> guard{mtx};
+  REQUIRE(cv.wait_for(guard, 10s, [&] { return done; }));
+  REQUIRE(keys_got.size() == 100000);
+  CHECK(keys_got[99999] == 99999 * 7919);
+  CHECK(keys_got[12345] == 12345 * 7919);
+  ::close(a);
+}

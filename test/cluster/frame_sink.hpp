@@ -65,10 +65,12 @@ struct received {
 };
 
 /// A connection on `fd` (plain TCP) whose frames and end go into `got`;
-/// `limit` and `mode` as data_conn's caller limit and shm_mode.
+/// `limit`, `mode` and `limits` as data_conn's caller limit, shm_mode and
+/// frame limits.
 inline std::unique_ptr<data_conn>
 receiving_conn(caf::actor_system& sys, int fd, received& got,
-               size_t limit = SIZE_MAX, shm_mode mode = shm_mode::none) {
+               size_t limit = SIZE_MAX, shm_mode mode = shm_mode::none,
+               frame_limits limits = {}) {
   return std::make_unique<data_conn>(
     std::make_unique<channel>(fd, nullptr),
     [&sys, &got](in_frame f) {
@@ -88,7 +90,7 @@ receiving_conn(caf::actor_system& sys, int fd, received& got,
       got.is_closed = true;
       got.cv.notify_all();
     },
-    "test", limit, mode);
+    "test", limit, mode, 0, limits);
 }
 
 } // namespace actorps::test

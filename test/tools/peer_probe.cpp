@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <string>
 #include <thread>
@@ -31,10 +32,15 @@
 #include <fmt/format.h>
 
 #include "caf/actor_system.hpp"
+#include "caf/after.hpp"
 #include "caf/scoped_actor.hpp"
 
 #include "actors/messages.hpp"
 #include "actors/ps_actor.hpp"
+#include "cluster/data_frame.hpp"
+#include "cluster/data_link.hpp"
+#include "cluster/shm_link.hpp"
+#include "cluster/shm_offer.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/gate_io.hpp"
 #include "cluster/tls_channel.hpp"
@@ -209,7 +215,42 @@ int main(int argc, char** argv) {
     own.worker = me.index;
     ask<pull_reply>(self, "pull as itself", ps, pull_atom_v, own);
     ask<uint32_t>(self, "ps ping", ps, ping_atom_v);
+    // The same over a data channel (its certificate decides there), and a
+    // second channel of the same worker closes the first.
+    auto link1 = open_data_link(sys, ps, where, tls.get(), &target, 10s,
+                                "probe 1", false);
+    ask<pull_reply>(self, "data-channel pull as another worker", link1,
+                    pull_atom_v, other);
+    ask<pull_reply>(self, "data-channel pull as itself", link1, pull_atom_v,
+                    own);
+    self->monitor(link1);
+    auto link2 = open_data_link(sys, ps, where, tls.get(), &target, 10s,
+                                "probe 2", false);
+    std::string first = "still open after 5 s";
+    self->receive([&](caf::down_msg&) { first = "closed by the node"; },
+                  caf::after(5s) >> [] {});
+    std::printf("first data channel: %s\n", first.c_str());
+    ask<pull_reply>(self, "second data channel pull as itself", link2,
+                    pull_atom_v, own);
   }
+  // The peak RSS of the node's process (its pid in PEER_PID, if set), in
+  // bytes, to show what the raw attacks below cost it.
+  auto peak_rss = [] {
+    const char* pid = std::getenv("PEER_PID");
+    if (pid == nullptr)
+      return uint64_t{0};
+    std::FILE* f = std::fopen(fmt::format("/proc/{}/status", pid).c_str(), "r");
+    if (f == nullptr)
+      return uint64_t{0};
+    char line[256];
+    uint64_t kb = 0;
+    while (std::fgets(line, sizeof(line), f) != nullptr)
+      if (std::sscanf(line, "VmHWM: %lu kB", &kb) == 1)
+        break;
+    std::fclose(f);
+    return kb * 1024;
+  };
+  auto peak_before = peak_rss();
   // Raw BASP on a connection of its own: a client_handshake header that
   // announces 1 GiB (CAF would allocate it on reading the header).
   dial_result out;
@@ -238,6 +279,46 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("oversized BASP header: %s\n", verdict.c_str());
+  // A data channel (TCP: no shared memory offered) whose first frame
+  // header announces 1 GiB of bulk, a push's, and then nothing.
+  if (target.role == "ps") {
+    dial_result out2;
+    auto data = detail::open_channel(where,
+                                     std::chrono::steady_clock::now() + 10s,
+                                     tls.get(), &target, channel_data, out2);
+    std::string why;
+    if (!data
+        || offer_shm(*data, 0, std::chrono::steady_clock::now() + 10s, why)
+             != nullptr) {
+      std::printf("oversized data frame: no data channel: %s\n",
+                  out2.error.c_str());
+      return 1;
+    }
+    push_request req;
+    req.gradient.values.assign(4, 1.0f);
+    auto f = encode(sys, 1, std::move(req));
+    // Bulk bytes (offset 24, little-endian): 2^30.
+    for (int i = 0; i < 8; ++i)
+      f.header[24 + i] = static_cast<char>(i == 3 ? 0x40 : 0);
+    data->write(f.header.data(), f.header.size());
+    std::string closed = "still open after 5 s";
+    for (int i = 0; i < 50; ++i) {
+      pollfd p{data->fd(), POLLIN, 0};
+      ::poll(&p, 1, 100);
+      char buf[64];
+      size_t got = 0;
+      auto st = data->read(buf, sizeof(buf), got);
+      if (st == channel::status::closed || st == channel::status::failed) {
+        closed = "closed by the node";
+        break;
+      }
+    }
+    std::printf("oversized data frame: %s\n", closed.c_str());
+  }
+  std::printf("peak RSS of the node during the oversized header and frame: "
+              "%llu -> %llu bytes\n",
+              static_cast<unsigned long long>(peak_before),
+              static_cast<unsigned long long>(peak_rss()));
   std::printf("done\n");
   return 0;
 }
