@@ -145,9 +145,12 @@ constexpr const char* job_flags = R"(  --config FILE          job config (JSON);
                          N+1+ps+i, evaluator N+1+ps+workers
   --metrics-address A    the address it binds: default 127.0.0.1 in one
                          process, a node's own address from the cluster spec
-                         in a cluster; 0.0.0.0 = every interface (plain HTTP,
-                         no authentication: only where the metrics may be
-                         read by anyone who can reach it)
+                         in a cluster; 0.0.0.0 = every interface (plain HTTP;
+                         without --metrics-auth anyone who reaches it reads
+                         the metrics)
+  --metrics-auth FILE    scrapes must authenticate with the USER:PASSWORD on
+                         FILE's first line (HTTP basic authentication;
+                         Prometheus' basic_auth)
   --plot FILE.png        at the end, plot loss and accuracy (or AUC) per epoch
                          with gnuplot (Debian's gnuplot-nox)
   --tls DIR|off          multi-process clusters: mutual TLS with the
@@ -256,7 +259,7 @@ train_command parse_job_args(
     {"--tls-cert", true},        {"--tls-key", true},
     // -- watching a job (issue 14) --
     {"--metrics-port", true},    {"--plot", true},
-    {"--metrics-address", true},
+    {"--metrics-address", true}, {"--metrics-auth", true},
     {"--help", false},           {"-h", false},
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -434,6 +437,8 @@ train_command parse_job_args(
         to_count(flag, value, 0, 65535));
     else if (flag == "--metrics-address")
       cmd.options.metrics_address = value;
+    else if (flag == "--metrics-auth")
+      cmd.options.metrics_auth = value;
     else if (flag == "--plot")
       cmd.options.plot = value;
     // -- end of issue 14 --

@@ -140,7 +140,7 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
   auto endpoint = open_metrics_endpoint(
     opts.metrics_port,
     opts.metrics_address.empty() ? "127.0.0.1" : opts.metrics_address,
-    "evaluator", 0);
+    "evaluator", 0, opts.metrics_auth);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
   auto layout = job_placement(cfg, *net);

@@ -1,6 +1,8 @@
 #include "cluster/metrics_endpoint.hpp"
 
+#include <algorithm>
 #include <exception>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -47,7 +49,20 @@ std::string numeric_host(const std::string& host) {
 
 } // namespace
 
-metrics_endpoint::metrics_endpoint(uint16_t port, const std::string& host) {
+/// Whether `a` and `b` are equal, in a time that depends on their length
+/// only (a comparison that stops at the first difference would tell how
+/// much of a guess was right).
+static bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size())
+    return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+metrics_endpoint::metrics_endpoint(uint16_t port, const std::string& host,
+                                   const std::string& credentials) {
   auto address = fmt::format("{}:{}", numeric_host(host), port);
   telemetry::enable();
   try {
@@ -62,6 +77,16 @@ metrics_endpoint::metrics_endpoint(uint16_t port, const std::string& host) {
                                   "the port in use?): {}",
                                   address, e.what()));
   }
+  if (!credentials.empty()) {
+    auto colon = credentials.find(':');
+    auto user = credentials.substr(0, colon);
+    auto password = credentials.substr(colon + 1);
+    exposer_->RegisterAuth(
+      [user, password](const std::string& u, const std::string& p) {
+        return same_secret(u, user) & same_secret(p, password);
+      },
+      "actorps");
+  }
   exposer_->RegisterCollectable(telemetry::shared_registry());
   auto ports = exposer_->GetListeningPorts();
   port_ = ports.empty() ? port : static_cast<uint16_t>(ports.front());
@@ -71,19 +96,34 @@ metrics_endpoint::~metrics_endpoint() {
   // nop: the Exposer stops its thread
 }
 
-std::unique_ptr<metrics_endpoint> open_metrics_endpoint(int port,
-                                                        const std::string& host,
-                                                        const char* role,
-                                                        int index) {
+std::unique_ptr<metrics_endpoint>
+open_metrics_endpoint(int port, const std::string& host, const char* role,
+                      int index, const std::string& auth_file) {
   if (port < 0)
     return nullptr;
   if (port > 65535)
     throw input_error(fmt::format("--metrics-port: {} is not a TCP port "
                                   "(0-65535)",
                                   port));
+  std::string credentials;
+  if (!auth_file.empty()) {
+    std::ifstream in{auth_file};
+    if (!in || !std::getline(in, credentials))
+      throw input_error(fmt::format("--metrics-auth: cannot read {}",
+                                    auth_file));
+    if (!credentials.empty() && credentials.back() == '\r')
+      credentials.pop_back();
+    auto colon = credentials.find(':');
+    if (colon == std::string::npos || colon == 0
+        || colon + 1 == credentials.size())
+      throw input_error(fmt::format("--metrics-auth: {}: its first line must "
+                                    "be USER:PASSWORD",
+                                    auth_file));
+  }
   auto ep = std::make_unique<metrics_endpoint>(static_cast<uint16_t>(port),
-                                               host);
-  log::info(role, index, "metrics on http://{}:{}/metrics", host, ep->port());
+                                               host, credentials);
+  log::info(role, index, "metrics on http://{}:{}/metrics{}", host, ep->port(),
+            credentials.empty() ? "" : " (basic authentication)");
   return ep;
 }
 

@@ -41,8 +41,12 @@ public:
   /// @throws input_error "--metrics-port: cannot listen on HOST:PORT ..." if
   ///         the port cannot be bound (in use, no permission, an address
   ///         this machine does not have).
+  /// @param credentials  "USER:PASSWORD": scrapes must carry them (HTTP
+  ///              basic authentication, Prometheus' `basic_auth`); empty:
+  ///              none asked for.
   explicit metrics_endpoint(uint16_t port,
-                            const std::string& host = "127.0.0.1");
+                            const std::string& host = "127.0.0.1",
+                            const std::string& credentials = {});
 
   ~metrics_endpoint();
 
@@ -65,12 +69,14 @@ inline constexpr int metrics_threads = 8;
 
 /// Starts a metrics endpoint on `host` if `port` >= 0 (0: a free port) and
 /// logs its URL for `role` `index` ("metrics on
-/// http://127.0.0.1:9400/metrics"); nullptr for a negative port.
-/// @throws input_error as metrics_endpoint.
-std::unique_ptr<metrics_endpoint> open_metrics_endpoint(int port,
-                                                        const std::string& host,
-                                                        const char* role,
-                                                        int index);
+/// http://127.0.0.1:9400/metrics"); nullptr for a negative port. With
+/// `auth_file`, scrapes must authenticate with the "USER:PASSWORD" on its
+/// first line (read here: a secret never goes on a command line).
+/// @throws input_error as metrics_endpoint, or naming `auth_file` if it
+///         cannot be read or its first line is not USER:PASSWORD.
+std::unique_ptr<metrics_endpoint>
+open_metrics_endpoint(int port, const std::string& host, const char* role,
+                      int index, const std::string& auth_file = {});
 
 /// The metrics port of member `task` of `spec` when the cluster's nodes
 /// serve from `base`, so that nodes sharing a host do not collide: the chief

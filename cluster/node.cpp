@@ -277,13 +277,15 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
     eval.metrics_out = opts.metrics_out;
     eval.metrics_port = port;
     eval.metrics_address = node_opts.metrics_address;
+    eval.metrics_auth = node_opts.metrics_auth;
     return run_evaluator(cfg, eval);
   }
   std::unique_ptr<metrics_endpoint> metrics; // the chief's: in train_chief
   if (task.type == "ps" || task.type == "worker")
     metrics = open_metrics_endpoint(port, node_opts.metrics_address,
                                     task.type.c_str(),
-                                    static_cast<int>(task.index));
+                                    static_cast<int>(task.index),
+                                    node_opts.metrics_auth);
   // -- end of issue 14 -----------------------------------------------------
   if (task.type == "chief") {
     train_chief(cfg, spec, node_opts);

@@ -240,7 +240,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   auto endpoint = open_metrics_endpoint(
     opts.metrics_port,
     opts.metrics_address.empty() ? "127.0.0.1" : opts.metrics_address,
-    "coordinator", -1);
+    "coordinator", -1, opts.metrics_auth);
   if (!cfg.checkpoint_dir.empty())
     prepare_checkpoint_root(cfg.checkpoint_dir);
   auto data = open_dataset(cfg);

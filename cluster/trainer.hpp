@@ -125,6 +125,9 @@ struct train_options {
   /// process, a node's own address from the cluster spec in a cluster;
   /// "0.0.0.0" = every interface).
   std::string metrics_address;
+  /// A file whose first line is "USER:PASSWORD": scrapes of the metrics
+  /// endpoint must carry them (HTTP basic authentication). "" = none.
+  std::string metrics_auth;
   /// Write loss and accuracy (or AUC) curves per epoch to this PNG at the
   /// end, with gnuplot ("" = none); see cluster/plot.hpp.
   std::string plot;

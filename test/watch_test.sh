@@ -155,6 +155,30 @@ metrics_address)
     && ok "scraped on 127.0.0.2" || bad "no scrape on 127.0.0.2:$port"
   curl -s -m 5 -o /dev/null "http://127.0.0.1:$port/metrics" \
     && bad "127.0.0.1:$port answers too" || ok "127.0.0.1:$port does not answer"
+  # --metrics-auth: a scrape without the file's USER:PASSWORD is refused
+  # (401), one with them answers; a malformed file is exit 2.
+  printf 'scraper:s3cret-%s\n' "$RANDOM" >"$tmp/auth"
+  "$bin" train "${fashion[@]}" --epochs 1000 --metrics-port 0 \
+    --metrics-auth "$tmp/auth" >"$tmp/out4" 2>"$tmp/err4" &
+  pid=$!
+  pids+=("$pid")
+  line=$(wait_for "$pid" "$tmp/err4" 'metrics on http://') \
+    || { bad "no metrics endpoint with --metrics-auth: $(tail -5 "$tmp/err4")"; exit 1; }
+  port=$(port_of "$line")
+  code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/metrics")
+  wrong=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -u scraper:guess "http://127.0.0.1:$port/metrics")
+  [[ $code == 401 && $wrong == 401 ]] && ok "without the credentials, or wrong ones: HTTP $code, $wrong" \
+    || bad "without credentials: HTTP $code, wrong ones: $wrong"
+  curl -sf -m 5 -u "$(cat "$tmp/auth")" "http://127.0.0.1:$port/metrics" | grep -q '^# TYPE actorps_' \
+    && ok "with the file's credentials: scraped" || bad "no scrape with the credentials"
+  [[ $line == *"(basic authentication)"* ]] && ok "logged: ${line##*] }" || bad "the log line: $line"
+  kill "$pid" 2>/dev/null
+  echo "no colon" >"$tmp/bad_auth"
+  "$bin" train "${fashion[@]}" --epochs 1 --metrics-port 0 \
+    --metrics-auth "$tmp/bad_auth" >"$tmp/out5" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'its first line must be USER:PASSWORD' "$tmp/out5" \
+    && ok "a malformed credentials file: exit 2" || bad "malformed auth file: exit $rc: $(tail -2 "$tmp/out5")"
   "$bin" train "${fashion[@]}" --epochs 1 --metrics-port 0 \
     --metrics-address no-such-host.invalid >"$tmp/out3" 2>&1
   rc=$?
