@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <chrono>
 #include <vector>
 
 #include "caf/fwd.hpp"
@@ -57,6 +58,11 @@ inline constexpr uint64_t max_frame_bulk = uint64_t{1} << 30;
 struct frame_limits {
   uint64_t meta = max_frame_meta;
   uint64_t bulk = max_frame_bulk;
+  /// How long a frame may take from its first byte to its last over TCP
+  /// (a peer that starts a frame and stops holds its buffer and thread
+  /// until then); through shared memory the peer is a process of the same
+  /// user on the same host, and no timeout applies.
+  std::chrono::milliseconds frame_timeout{30000};
 };
 
 struct frame_header {

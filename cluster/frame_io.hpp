@@ -23,6 +23,8 @@ struct reader {
   int part = 0;   ///< 0 header, 1 meta, 2 bulk
   in_frame frame;
   frame_limits limits;
+  /// Frames completed so far (a new one has begun when this moved).
+  uint64_t completed = 0;
 
   /// Where the current part's next bytes go, and how many are missing.
   std::pair<char*, size_t> space() {
@@ -76,6 +78,7 @@ struct reader {
         part = 2;
       } else {
         part = 0;
+        ++completed;
         return true;
       }
     }

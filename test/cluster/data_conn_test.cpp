@@ -317,3 +317,43 @@ TEST_CASE_METHOD(system_fixture,
   CHECK(keys_got[12345] == 12345 * 7919);
   ::close(a);
 }
+
+TEST_CASE_METHOD(system_fixture,
+                 "a frame that stops arriving closes the connection after "
+                 "the frame timeout; frames that keep coming do not",
+                 "[data]") {
+  auto [a, b] = tcp_pair();
+  received got;
+  frame_limits limits;
+  limits.frame_timeout = std::chrono::milliseconds(300);
+  auto conn = test::receiving_conn(sys, b, got, SIZE_MAX, shm_mode::none,
+                                   limits);
+  // Ten frames, each sent in two halves 150 ms apart, the second half of
+  // one with the first half of the next: for 1.5 s a frame is always in
+  // progress, but none takes longer than the timeout.
+  std::string stream;
+  for (uint64_t id = 1; id <= 10; ++id)
+    stream += wire_bytes(push_frame(sys, id, 1000, value_of(id)));
+  auto frame = stream.size() / 10;
+  for (size_t at = 0; at < stream.size(); at += frame) {
+    auto from = at == 0 ? 0 : at - frame / 2;
+    auto to = std::min(stream.size(), at + frame / 2);
+    REQUIRE(::send(a, stream.data() + from, to - from, MSG_NOSIGNAL)
+            == static_cast<ssize_t>(to - from));
+    std::this_thread::sleep_for(150ms);
+  }
+  auto rest = stream.size() - frame / 2;
+  REQUIRE(::send(a, stream.data() + rest, stream.size() - rest, MSG_NOSIGNAL)
+          == static_cast<ssize_t>(stream.size() - rest));
+  REQUIRE(got.wait_for([](received& r) { return r.frames.size() == 10; },
+                       10s));
+  // Then half a frame and nothing more.
+  auto bytes = wire_bytes(push_frame(sys, 11, 1000, value_of(11)));
+  REQUIRE(::send(a, bytes.data(), bytes.size() / 2, MSG_NOSIGNAL)
+          == static_cast<ssize_t>(bytes.size() / 2));
+  REQUIRE(got.wait_for([](received& r) { return r.is_closed; }, 10s));
+  std::lock_guard<std::mutex> guard{got.mtx};
+  CHECK(got.frames.size() == 10);
+  CHECK_THAT(got.closed, Catch::Contains("a frame in progress for 0.3 s"));
+  ::close(a);
+}
