@@ -1,5 +1,6 @@
 #include "cluster/data_link.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -8,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -263,12 +265,13 @@ std::string refusal(session_state& st, const char* what, uint32_t worker) {
   return why;
 }
 
-/// The live data-channel sessions of this process by server and peer
-/// identity: one channel per worker identity and server (a newer one
-/// replaces the older, as a restarted worker's must).
+/// The data-channel sessions of this process by server and peer identity,
+/// oldest first: past the cap, a newer one closes the oldest (as a
+/// restarted worker's must replace its dead predecessor's).
 struct session_registry {
   std::mutex mtx;
-  std::map<std::pair<caf::actor_id, std::string>, caf::actor_addr> live;
+  std::map<std::pair<caf::actor_id, std::string>, std::deque<caf::actor_addr>>
+    live;
 };
 
 session_registry& sessions() {
@@ -369,7 +372,7 @@ ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
                         std::unique_ptr<channel> ch, std::string label,
                         bool shared_memory, bool authorize,
-                        frame_limits limits) {
+                        frame_limits limits, size_t max_channels) {
   auto peer = authorize ? ch->peer_identity() : std::nullopt;
   auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
   auto session = sys.spawn([holder, server, label, shared_memory, peer,
@@ -398,18 +401,28 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
   });
   if (!peer)
     return;
-  caf::actor older;
+  std::vector<caf::actor> closing;
   {
     auto& r = sessions();
     std::lock_guard<std::mutex> guard{r.mtx};
-    auto& slot = r.live[{server.id(), peer->name()}];
-    older = caf::actor_cast<caf::actor>(slot);
-    slot = session.address();
+    auto& mine = r.live[{server.id(), peer->name()}];
+    // The ended ones go first.
+    mine.erase(std::remove_if(mine.begin(), mine.end(),
+                              [](const caf::actor_addr& a) {
+                                return !caf::actor_cast<caf::actor>(a);
+                              }),
+               mine.end());
+    mine.push_back(session.address());
+    while (mine.size() > std::max<size_t>(max_channels, 1)) {
+      if (auto older = caf::actor_cast<caf::actor>(mine.front()))
+        closing.push_back(older);
+      mine.pop_front();
+    }
   }
-  if (older) {
-    log::warn("data", -1, "{}: {} opened another data channel; its older "
-                          "one is closed (one per worker and server)",
-              label, peer->name());
+  for (auto& older : closing) {
+    log::warn("data", -1, "{}: {} opened another data channel; its oldest "
+                          "is closed ({} at most per worker and server)",
+              label, peer->name(), max_channels);
     caf::anon_send_exit(older, caf::exit_reason::user_shutdown);
   }
 }

@@ -64,14 +64,18 @@ ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
 /// With `authorize` and a TLS channel, its certificate decides
 /// (cluster/authorization.hpp): a worker's pulls and pushes are served
 /// only under its own index, any other role's not at all (answered
-/// not_authorized, logged), and a newer channel of the same worker to the
-/// same server closes the older one (logged). Off only where one party
-/// plays several workers (actorps-bench). `limits`: the largest frame
-/// parts a worker may send this server (frame_limits_for).
+/// not_authorized, logged), and a worker keeps at most `max_channels`
+/// channels to the same server: a newer one closes its oldest (logged). A
+/// worker opens one per replica group the server serves (two after the
+/// server took over a failed one's group), so a node passes its job's
+/// number of servers plus one (a reconnect may overlap its predecessor).
+/// Off only where one party plays several workers (actorps-bench).
+/// `limits`: the largest frame parts a worker may send this server
+/// (frame_limits_for).
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
                         std::unique_ptr<channel> ch, std::string label,
                         bool shared_memory = true, bool authorize = true,
-                        frame_limits limits = {});
+                        frame_limits limits = {}, size_t max_channels = 2);
 
 /// The largest frame parts a worker may send a server whose dense region
 /// holds at most `region_bytes` (a node passes its job's dense variables):

@@ -117,11 +117,12 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   gate::data_handler on_data;
   if (data_server)
     on_data = [&sys, data_server, label, shm = cfg.shared_memory,
-               limits = frame_limits_for(dense_bytes)](
+               limits = frame_limits_for(dense_bytes),
+               channels = size_t{cfg.ps} + 1](
                 std::unique_ptr<channel> ch, const std::string& peer) {
       serve_data_channel(sys, data_server, std::move(ch),
                          fmt::format("{} <- {}", label, peer), shm, true,
-                         limits);
+                         limits, channels);
     };
   std::unique_ptr<gate> door;
   try {

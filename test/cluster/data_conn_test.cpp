@@ -320,7 +320,7 @@ TEST_CASE_METHOD(system_fixture,
 
 TEST_CASE_METHOD(system_fixture,
                  "a frame that stops arriving closes the connection after "
-                 "the frame timeout; frames that keep coming do not",
+                 "the frame timeout, and frames that keep coming do not",
                  "[data]") {
   auto [a, b] = tcp_pair();
   received got;

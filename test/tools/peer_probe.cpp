@@ -215,8 +215,8 @@ int main(int argc, char** argv) {
     own.worker = me.index;
     ask<pull_reply>(self, "pull as itself", ps, pull_atom_v, own);
     ask<uint32_t>(self, "ps ping", ps, ping_atom_v);
-    // The same over a data channel (its certificate decides there), and a
-    // second channel of the same worker closes the first.
+    // The same over a data channel (its certificate decides there); then
+    // more channels of the same worker until its first one is closed.
     auto link1 = open_data_link(sys, ps, where, tls.get(), &target, 10s,
                                 "probe 1", false);
     ask<pull_reply>(self, "data-channel pull as another worker", link1,
@@ -224,13 +224,19 @@ int main(int argc, char** argv) {
     ask<pull_reply>(self, "data-channel pull as itself", link1, pull_atom_v,
                     own);
     self->monitor(link1);
-    auto link2 = open_data_link(sys, ps, where, tls.get(), &target, 10s,
-                                "probe 2", false);
-    std::string first = "still open after 5 s";
-    self->receive([&](caf::down_msg&) { first = "closed by the node"; },
-                  caf::after(5s) >> [] {});
+    std::vector<ps_actor> more;
+    std::string first = "still open after 5 more channels";
+    for (int i = 2; i <= 6 && first.rfind("closed", 0) != 0; ++i) {
+      more.push_back(open_data_link(sys, ps, where, tls.get(), &target, 10s,
+                                    fmt::format("probe {}", i), false));
+      self->receive(
+        [&](caf::down_msg&) {
+          first = fmt::format("closed by the node when channel {} opened", i);
+        },
+        caf::after(1s) >> [] {});
+    }
     std::printf("first data channel: %s\n", first.c_str());
-    ask<pull_reply>(self, "second data channel pull as itself", link2,
+    ask<pull_reply>(self, "newest data channel pull as itself", more.back(),
                     pull_atom_v, own);
   }
   // The peak RSS of the node's process (its pid in PEER_PID, if set), in
