@@ -106,7 +106,10 @@ ps_authorizer authorize_ps_requests(std::shared_ptr<const peer_registry> peers,
     if (!may_send(who->role, kind))
       return fmt::format("a {} from {}: a {} may not send it",
                          to_string(kind), to_string(*who), who->role);
-    bool names_worker = kind == ps_request::pull || kind == ps_request::push;
+    // A pull may also name no worker: a read outside the clocks (the
+    // wire-format probe's), never held back and counted for no one.
+    bool names_worker = kind == ps_request::push
+                        || (kind == ps_request::pull && worker != no_worker);
     if (who->role == "worker" && names_worker && worker != who->index)
       return fmt::format("a {} from {} in the name of worker {}",
                          to_string(kind), to_string(*who),

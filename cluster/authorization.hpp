@@ -15,7 +15,8 @@
 //                 | shutdown, ping, and the | configure, install, stats,
 //                 | faults of its job plan  | save, restore, prune, ping
 //   worker        | hello, ping             | pull, push (its own index
-//                 |                         | only), ping
+//                 |                         | only; a pull also as no
+//                 |                         | worker), ping
 //   ps            | hello, ping             | replicate, install, ping
 //   evaluator     | nothing                 | nothing
 //   no hello yet  | hello                   | nothing

@@ -256,7 +256,8 @@ std::string refusal(session_state& st, const char* what, uint32_t worker) {
     why = fmt::format("a {} over a data channel from {}: only workers pull "
                       "and push",
                       what, st.peer->name());
-  else if (worker != st.peer->index)
+  else if (worker != st.peer->index
+           && !(worker == no_worker && std::string{what} == "pull"))
     why = fmt::format("a {} over the data channel of {} in the name of "
                       "worker {}",
                       what, st.peer->name(), worker);

@@ -96,7 +96,8 @@ grep -q 'refused a pull over the data channel of worker0 in the name of worker 1
   || bad "ps0 did not log the data-channel refusal: $(grep 'data' "$tmp/ps0.log" | tail -3)"
 # What a worker may send is not refused for authorization (the pull fails
 # for want of shards: no coordinator has created any yet).
-for m in "ping after hello" "ps ping" "pull as itself" \
+for m in "ping after hello" "ps ping" "pull as itself" "pull as no worker" \
+         "data-channel pull as no worker" \
          "data-channel pull as itself" "newest data channel pull as itself"; do
   line=$(grep "^$m:" "$tmp/probe.log")
   [[ -n $line && $line != *not_authorized* ]] && ok "$m is allowed: $line" \

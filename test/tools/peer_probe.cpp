@@ -215,6 +215,9 @@ int main(int argc, char** argv) {
     own.worker = me.index;
     ask<pull_reply>(self, "pull as itself", ps, pull_atom_v, own);
     ask<uint32_t>(self, "ps ping", ps, ping_atom_v);
+    pull_request outside; // a read outside the clocks (the format probe's)
+    outside.worker = no_worker;
+    ask<pull_reply>(self, "pull as no worker", ps, pull_atom_v, outside);
     // The same over a data channel (its certificate decides there); then
     // more channels of the same worker until its first one is closed.
     auto link1 = open_data_link(sys, ps, where, tls.get(), &target, 10s,
@@ -223,6 +226,8 @@ int main(int argc, char** argv) {
                     pull_atom_v, other);
     ask<pull_reply>(self, "data-channel pull as itself", link1, pull_atom_v,
                     own);
+    ask<pull_reply>(self, "data-channel pull as no worker", link1,
+                    pull_atom_v, outside);
     self->monitor(link1);
     std::vector<ps_actor> more;
     std::string first = "still open after 5 more channels";
