@@ -88,6 +88,21 @@ bool may_send(const std::string& role, ps_request kind) {
   return false;
 }
 
+std::string request_refusal(const std::string& role, uint32_t index,
+                            ps_request kind, uint32_t worker) {
+  if (!may_send(role, kind))
+    return fmt::format("a {} may not send it", role.empty() ? "peer" : role);
+  // A pull may also name no worker: a read outside the clocks, never held
+  // back and counted for no one.
+  bool names_worker = kind == ps_request::push
+                      || (kind == ps_request::pull && worker != no_worker);
+  if (role == "worker" && names_worker && worker != index)
+    return fmt::format("in the name of worker {}",
+                       worker == no_worker ? std::string{"none"}
+                                           : std::to_string(worker));
+  return {};
+}
+
 ps_authorizer authorize_ps_requests(std::shared_ptr<const peer_registry> peers,
                                     caf::node_id self) {
   return [peers = std::move(peers), self = std::move(self)](
@@ -103,19 +118,11 @@ ps_authorizer authorize_ps_requests(std::shared_ptr<const peer_registry> peers,
       return fmt::format("a {} from node {}, which never introduced itself "
                          "(no admitted hello)",
                          to_string(kind), to_string(sender->node()));
-    if (!may_send(who->role, kind))
-      return fmt::format("a {} from {}: a {} may not send it",
-                         to_string(kind), to_string(*who), who->role);
-    // A pull may also name no worker: a read outside the clocks (the
-    // wire-format probe's), never held back and counted for no one.
-    bool names_worker = kind == ps_request::push
-                        || (kind == ps_request::pull && worker != no_worker);
-    if (who->role == "worker" && names_worker && worker != who->index)
-      return fmt::format("a {} from {} in the name of worker {}",
-                         to_string(kind), to_string(*who),
-                         worker == no_worker ? std::string{"none"}
-                                             : std::to_string(worker));
-    return {};
+    auto why = request_refusal(who->role, who->index, kind, worker);
+    if (why.empty())
+      return {};
+    return fmt::format("a {} from {}: {}", to_string(kind), to_string(*who),
+                       why);
   };
 }
 

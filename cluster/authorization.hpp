@@ -87,6 +87,15 @@ basp_limits basp_limits_for(const std::optional<node_identity>& peer,
 /// `kind` (the table above).
 bool may_send(const std::string& role, ps_request kind);
 
+/// Why a peer of role `role` and index `index` may not send a parameter
+/// server request `kind` in the name of worker `worker`, or "" if it may:
+/// the table above, and a worker pulls and pushes only under its own index
+/// (a pull also as no_worker: a read outside the clocks, as the wire-format
+/// probe's). The one rule for BASP (authorize_ps_requests) and data
+/// channels (cluster/data_link.cpp); the caller names the sender.
+std::string request_refusal(const std::string& role, uint32_t index,
+                            ps_request kind, uint32_t worker);
+
 /// The authorizer of a parameter server in the process of node `self`:
 /// actors of that process may send anything; another process only what
 /// its identity in `peers` may send (a worker pulling or pushing only under

@@ -22,6 +22,7 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "actors/ps_forwarding.hpp"
+#include "cluster/authorization.hpp"
 #include "cluster/data_conn.hpp"
 #include "cluster/gate.hpp"
 #include "cluster/gate_io.hpp"
@@ -246,23 +247,18 @@ struct session_state {
 
 using session_ptr = session_actor::stateful_pointer<session_state>;
 
-/// Why a request (`what`, in the name of worker `worker`) of this channel's
-/// peer is refused, logged; empty if it may be served.
-std::string refusal(session_state& st, const char* what, uint32_t worker) {
+/// Why a request (`kind`, in the name of worker `worker`) of this
+/// channel's peer is refused (cluster/authorization.hpp's rule), logged;
+/// empty if it may be served.
+std::string refusal(session_state& st, ps_request kind, uint32_t worker) {
   if (!st.peer)
     return {}; // no TLS: nobody is authenticated
-  std::string why;
-  if (st.peer->role != "worker")
-    why = fmt::format("a {} over a data channel from {}: only workers pull "
-                      "and push",
-                      what, st.peer->name());
-  else if (worker != st.peer->index
-           && !(worker == no_worker && std::string{what} == "pull"))
-    why = fmt::format("a {} over the data channel of {} in the name of "
-                      "worker {}",
-                      what, st.peer->name(), worker);
-  if (!why.empty())
-    log::warn("data", -1, "{}: refused {}", st.label, why);
+  auto why = request_refusal(st.peer->role, st.peer->index, kind, worker);
+  if (why.empty())
+    return {};
+  why = fmt::format("a {} over the data channel of {}: {}", to_string(kind),
+                    st.peer->name(), why);
+  log::warn("data", -1, "{}: refused {}", st.label, why);
   return why;
 }
 
@@ -297,7 +293,8 @@ void on_requests(session_ptr self) {
       };
       if (f.header.kind == frame_kind::pull) {
         auto req = decode_pull(sys, f);
-        if (auto why = refusal(st, "pull", req.worker); !why.empty()) {
+        if (auto why = refusal(st, ps_request::pull, req.worker);
+            !why.empty()) {
           auto err = caf::make_error(errc::not_authorized, "pull", why);
           fail(err);
           continue;
@@ -315,7 +312,8 @@ void on_requests(session_ptr self) {
             fail);
       } else if (f.header.kind == frame_kind::push) {
         auto req = decode_push(sys, f);
-        if (auto why = refusal(st, "push", req.id.worker); !why.empty()) {
+        if (auto why = refusal(st, ps_request::push, req.id.worker);
+            !why.empty()) {
           auto err = caf::make_error(errc::not_authorized, "push", why);
           fail(err);
           continue;

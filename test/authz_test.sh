@@ -91,7 +91,7 @@ grep -q '^first data channel: closed by the node when channel 3 opened' "$tmp/pr
   && grep -q 'worker0 opened another data channel; its oldest is closed (2 at most per worker and server)' "$tmp/ps0.log" \
   && ok "a third data channel of worker 0 closed the first: $(grep -o 'worker0 opened another.*' "$tmp/ps0.log" | head -1)" \
   || bad "more data channels: $(grep '^first data' "$tmp/probe.log") / $(grep 'another data channel' "$tmp/ps0.log")"
-grep -q 'refused a pull over the data channel of worker0 in the name of worker 1' "$tmp/ps0.log" \
+grep -q 'refused a pull over the data channel of worker0: in the name of worker 1' "$tmp/ps0.log" \
   && ok "ps0: $(grep -m1 -o 'refused a pull over the data channel.*' "$tmp/ps0.log")" \
   || bad "ps0 did not log the data-channel refusal: $(grep 'data' "$tmp/ps0.log" | tail -3)"
 # What a worker may send is not refused for authorization (the pull fails

@@ -106,3 +106,18 @@ TEST_CASE("what a peer may announce in BASP: a worker twice the dense "
           .message_bytes
         == UINT32_MAX);
 }
+
+TEST_CASE("one rule for a request in a worker's name: its own index, or no "
+          "worker for a pull, and nothing a role may not send",
+          "[cluster][authorization]") {
+  using k = ps_request;
+  CHECK(request_refusal("worker", 3, k::pull, 3).empty());
+  CHECK(request_refusal("worker", 3, k::push, 3).empty());
+  CHECK(request_refusal("worker", 3, k::pull, no_worker).empty());
+  CHECK(request_refusal("worker", 3, k::pull, 4) == "in the name of worker 4");
+  CHECK(request_refusal("worker", 3, k::push, no_worker)
+        == "in the name of worker none");
+  CHECK(request_refusal("worker", 3, k::save, 3) == "a worker may not send it");
+  CHECK(request_refusal("ps", 0, k::push, 0) == "a ps may not send it");
+  CHECK(request_refusal("chief", 0, k::pull, 5).empty());
+}
