@@ -33,11 +33,13 @@
 # skipped. A rule that matches no command of its document fails the test
 # (the document changed: the rule is stale), as does a command that fails.
 # For README.md it also checks that each ```cpp block holding a main() is an
-# example of apps/examples/ from its first #include on, and that the table
-# of config fields names every field core/job_config.cpp reads.
+# example of apps/examples/ from its first #include on; for
+# docs/reference/config.md, that its table of config fields names every
+# field core/job_config.cpp reads (a document without sh blocks passes on
+# that check alone).
 #
 # usage: docs_test.sh BUILD_DIR SOURCE_DIR DOCUMENT
-#   e.g. docs_test.sh build . README.md;  docs_test.sh build . docs/slurm.md
+#   e.g. docs_test.sh build . README.md;  docs_test.sh build . docs/guide/slurm.md
 set -u
 build=$(cd "$1" && pwd) || exit 1
 src=$(cd "$2" && pwd) || exit 1
@@ -90,19 +92,30 @@ rule 'scripts/build.sh' skip "$built"
 rule 'ctest --test-dir build --output-on-failure' skip "the whole suite, of which this test is a part"
 rule 'ctest --test-dir build -LE slow*' skip "the suite without its slow cases, of which this test is a part"
 rule 'build/actorps train --config configs/fashion_mnist.json' first "$epoch"
+rule 'build/actorps train --config configs/fashion_mnist.json --workers 4 *' first "$epoch"
 rule 'build/actorps launch --config configs/fashion_mnist.json --workers 2 --ps 2 --epochs 3*' first "$epoch"
+rule 'build/actorps launch --config configs/a9a.json *' first "$epoch"
 rule 'build/actorps train --config configs/synthetic_ctr.json' first "$epoch"
+
+current_doc=docs/testing.md
+rule 'ctest --test-dir build -LE slow*' skip "the suite without its slow cases, of which this test is a part"
+
+current_doc=docs/guide/cluster.md
+rule 'build/actorps launch --config configs/fashion_mnist.json --workers 2 --ps 2 --epochs 3*' first "$epoch"
 rule 'build/actorps node --role ps *' bg_stop
 rule 'build/actorps node --role worker *' bg_stop
 rule 'build/actorps node --role coordinator *' first "$epoch"
-rule 'srun -n 5 build/actorps node --cluster-resolver slurm *' slurm first "$epoch"
-rule 'build/actorps launch --launcher slurm *' slurm alloc 5 first "$epoch"
+
+current_doc=docs/guide/netns.md
 rule 'scripts/netns-cluster.sh --link 1gbit *' first "$epoch"
 rule 'scripts/netns-cluster.sh --link 100mbit --partition *' first "$epoch"
+
+current_doc=docs/guide/library.md
 rule 'cmake --install build --prefix /opt/actorps' env "DESTDIR=$work/destdir" run
 
-current_doc=docs/slurm.md
+current_doc=docs/guide/slurm.md
 rule 'srun -n 5 build/actorps node --cluster-resolver slurm *' slurm first "$epoch"
+rule 'build/actorps launch --launcher slurm *' slurm alloc 5 first "$epoch"
 # shellcheck disable=SC2016 # $CMD_FILE is the check's, not ours
 rule '#!/bin/bash*' check 'bash -n "$CMD_FILE"' \
   "an sbatch script for a cluster of 2 hosts (--nodes=2) and 30 epochs; test/slurm_test.sh runs what it does (srun with the resolver, SIGTERM with a checkpoint, exit 75, scontrol requeue, --resume) on a one-node cluster; checked: it parses (bash -n)"
@@ -117,7 +130,7 @@ rule 'FUZZ_PARALLEL=1 scripts/fuzz.sh *' skip "$campaign"
 rule 'FUZZ_PARALLEL=2 scripts/fuzz.sh *' skip "$campaign"
 rule 'fuzz/keep_corpus.py *' skip "needs a campaign's build-fuzz/ (above), and writes into the repository's fuzz/corpus"
 
-current_doc=docs/simulation.md
+current_doc=docs/guide/simulation.md
 sweep_row='^(ssp [0-9]+|async|tau [0-9]+) +[0-9.]+ '
 rule 'scripts/sim_ssp_sweep.sh 16 0.6*' first "$sweep_row"
 rule 'NET=100gbit,10us scripts/sim_ssp_sweep.sh 16 0.6*' first "$sweep_row"
@@ -417,7 +430,7 @@ for i in "${!rule_pat[@]}"; do
   fi
 done
 
-# -- README.md: the fit program and the config table ------------------------------
+# -- README.md: the fit program -------------------------------------------------
 
 if [[ $doc == README.md ]]; then
   # Each ```cpp block with a main() is an example of apps/examples/, from
@@ -444,9 +457,14 @@ if [[ $doc == README.md ]]; then
     fi
   done
   ((programs > 0)) || bad "the README shows no complete program (a cpp block with main())"
-  # Every field core/job_config.cpp reads is named (`field`) in the README's
-  # table of config fields (the lines of "### The config file").
-  table=$(awk '/^### The config file/ { on = 1; next } on && /^#/ { exit } on && /^\|/' "$src/$doc")
+fi
+
+# -- docs/reference/config.md: the table of config fields ----------------------
+
+if [[ $doc == docs/reference/config.md ]]; then
+  # Every field core/job_config.cpp reads is named (`field`) in the
+  # document's table of config fields (its table rows).
+  table=$(grep '^|' "$src/$doc")
   fields=$(grep -oE '\b(s|t|v|root)\.(get|sub|find)\("[a-z_0-9]+"' "$src/core/job_config.cpp" \
              | sed 's/.*("\(.*\)"/\1/' | sort -u)
   missing=()
@@ -454,9 +472,9 @@ if [[ $doc == README.md ]]; then
     grep -qF "\`$f\`" <<<"$table" || missing+=("$f")
   done
   if [[ -n $fields && ${#missing[@]} -eq 0 ]]; then
-    ok "the README's config table names all $(wc -w <<<"$fields") fields that core/job_config.cpp reads"
+    ok "the config table of $doc names all $(wc -w <<<"$fields") fields that core/job_config.cpp reads"
   else
-    bad "the README's config table does not name: ${missing[*]:-(no fields found in core/job_config.cpp)}"
+    bad "the config table of $doc does not name: ${missing[*]:-(no fields found in core/job_config.cpp)}"
   fi
 fi
 finish
