@@ -17,7 +17,7 @@ packages=(libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev libbench
 # (openssl verify, s_client, an expired certificate made with openssl ca).
 packages+=(libssl-dev openssl)
 # slurm-wlm (slurmctld, slurmd, srun, ...) and munge: test/slurm_test.sh
-# starts a one-node Slurm cluster of its own (docs/slurm.md).
+# starts a one-node Slurm cluster of its own (docs/guide/slurm.md).
 packages+=(slurm-wlm munge)
 # iproute2 (ip, tc): scripts/netns-cluster.sh and test/netns_test.sh, a
 # cluster in network namespaces joined by veth pairs and a bridge (not in

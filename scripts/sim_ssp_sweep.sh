@@ -20,7 +20,7 @@
 # run evaluates after the same number of steps.
 #
 # Environment (defaults in
-# brackets; the defaults are the setup of docs/simulation.md's first tables):
+# brackets; the defaults are the setup of docs/guide/simulation.md's first tables):
 #   ACTORPS      the binary [build/actorps]
 #   CONFIG       the job [configs/fashion_mnist.json]
 #   PS [4]  NET [10gbit,50us]  COMPUTE [normal:2ms,0.5ms]  STRAGGLERS [25%:4x]
@@ -44,7 +44,7 @@
 # "p90 stale" is the staleness bucket that holds the 90th percentile of the
 # applied pushes. Needs jq. Deterministic: the same arguments print the same
 # table (with the same binary path and environment: see "Float rounding" in
-# docs/simulation.md).
+# docs/guide/simulation.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${1:-16}

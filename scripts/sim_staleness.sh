@@ -22,7 +22,7 @@
 #             bench_staleness.sh, so that every run goes to the end)
 # Needs jq. Deterministic: the same arguments print the same table (but the
 # wall times; with the same binary path and environment: see "Float
-# rounding" in docs/simulation.md).
+# rounding" in docs/guide/simulation.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=${1:-3}

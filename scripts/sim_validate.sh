@@ -21,7 +21,7 @@ workers=("$@")
 bin=${ACTORPS:-build/actorps}
 limit=${LIMIT:-20000}
 # One closure per worker on both sides: launch's default is 2, simulate's
-# 1, and the table in docs/simulation.md was measured with 1.
+# 1, and the table in docs/guide/simulation.md was measured with 1.
 job=(--config configs/fashion_mnist.json --ps 2 --epochs 1
      --train-limit "$limit" --test-limit 1000 --closures-per-worker 1)
 tmp=$(mktemp -d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shape of Li et al. (OSDI 2014) Fig. 13 under simulation, as
-# docs/simulation.md ("Bounded delay") shows it: a9a's sparse logistic
+# docs/guide/simulation.md ("Bounded delay") shows it: a9a's sparse logistic
 # regression on 4 machines, tau+1 workers per machine (bounded delay tau).
 # As tau grows, idle time falls, and the virtual time until the test loss
 # reaches 0.335 first falls, then rises again. Deterministic (one seed):
