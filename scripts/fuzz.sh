@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, README "Fuzzing") and runs each for a
+# Builds the libFuzzer targets (fuzz/, docs/fuzzing.md) and runs each for a
 # given time, then prints a table: executions, exec/s, coverage (libFuzzer's
 # cov: edges, ft: features), corpus size, CPU time and crashes per target.
 #
