@@ -354,7 +354,7 @@ void resolve_staleness_aware(job_config& cfg) {
   for (auto* rule : {&cfg.optimizer, &cfg.table_optimizer}) {
     if (rule->staleness_aware_chosen || rule->staleness_aware)
       continue; // chosen, or turned on by code
-    rule->staleness_aware = many && rule->type != "ftrl";
+    rule->staleness_aware = many && accepts_scaled_step(*rule);
     rule->staleness_aware_chosen = true;
   }
 }
@@ -384,9 +384,9 @@ void validate(const job_config& cfg) {
   for (auto [section, rule] :
        {std::pair{"optimizer", &cfg.optimizer},
         std::pair{"table_optimizer", &cfg.table_optimizer}})
-    if (rule->staleness_aware && rule->type == "ftrl")
+    if (rule->staleness_aware && !accepts_scaled_step(*rule))
       fail(std::string{section} + ".staleness_aware",
-           "ftrl recomputes its weights from its accumulators, so a "
+           rule->type + " recomputes its weights from its slots, so a "
            "scaled step has no lasting effect: use sgd, adagrad or adam");
   if (cfg.divergence_factor != 0 && !(cfg.divergence_factor > 1))
     fail("training.divergence_factor",

@@ -4,13 +4,13 @@
 #include <atomic>
 #include <cassert>
 #include <cmath>
-#include <mutex>
 #include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/registry.hpp"
 #include "core/rules/rules.hpp"
 
 namespace actorps {
@@ -29,82 +29,50 @@ float update_rule::slot_init(size_t) const {
 
 namespace {
 
-/// Rules added at run time (register_update_rule), after the built-in ones.
-struct added_rules {
-  std::mutex mtx;
-  std::vector<std::pair<std::string, update_rule_factory>> entries;
+/// What the registry holds per rule.
+struct rule_descriptor {
+  update_rule_factory make;
+  update_rule_traits traits;
 };
 
-added_rules& added() {
-  static added_rules x;
-  return x;
+/// The built-in rules (core/rules/registry.cpp), then those added at run time.
+registry<rule_descriptor>& rules() {
+  static registry<rule_descriptor> r{
+    "register_update_rule", "rule", detail::registered_rules(),
+    [](auto& line) { return rule_descriptor{line.make, line.traits}; }};
+  return r;
 }
 
 } // namespace
 
 std::unique_ptr<update_rule> make_update_rule(const optimizer_config& cfg,
                                               const std::string& section) {
-  for (auto& entry : detail::registered_rules())
-    if (cfg.type == entry.name)
-      return entry.make(cfg, section);
-  update_rule_factory make;
-  {
-    auto& r = added();
-    std::lock_guard<std::mutex> guard{r.mtx};
-    for (auto& [name, f] : r.entries)
-      if (name == cfg.type)
-        make = f;
-  }
-  if (make)
-    return make(cfg, section);
-  std::string known;
-  for (auto& name : update_rule_names())
-    known += (known.empty() ? "" : ", ") + name;
+  if (auto rule = rules().find(cfg.type))
+    return rule->make(cfg, section);
   throw input_error(fmt::format("{}.type: unknown update rule \"{}\" (known: "
                                 "{})",
-                                section, cfg.type, known));
+                                section, cfg.type, rules().known()));
 }
 
 std::vector<std::string> update_rule_names() {
-  std::vector<std::string> out;
-  for (auto& entry : detail::registered_rules())
-    out.emplace_back(entry.name);
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& entry : r.entries)
-    out.push_back(entry.first);
-  return out;
+  return rules().names();
 }
 
-void register_update_rule(const std::string& name,
-                          update_rule_factory make) {
-  if (name.empty())
-    throw std::invalid_argument("register_update_rule: empty name");
+bool accepts_scaled_step(const optimizer_config& cfg) {
+  auto rule = rules().find(cfg.type);
+  return rule && rule->traits.accepts_scaled_step;
+}
+
+void register_update_rule(const std::string& name, update_rule_factory make,
+                          update_rule_traits traits) {
   if (!make)
     throw std::invalid_argument(
       fmt::format("register_update_rule(\"{}\"): empty factory", name));
-  for (auto& entry : detail::registered_rules())
-    if (name == entry.name)
-      throw std::invalid_argument(fmt::format(
-        "register_update_rule(\"{}\"): a built-in rule has that name", name));
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& entry : r.entries)
-    if (entry.first == name)
-      throw std::invalid_argument(fmt::format(
-        "register_update_rule(\"{}\"): registered before", name));
-  r.entries.emplace_back(name, std::move(make));
+  rules().add(name, {std::move(make), traits});
 }
 
 bool unregister_update_rule(const std::string& name) {
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  auto i = std::find_if(r.entries.begin(), r.entries.end(),
-                        [&](auto& entry) { return entry.first == name; });
-  if (i == r.entries.end())
-    return false;
-  r.entries.erase(i);
-  return true;
+  return rules().remove(name).has_value();
 }
 
 void flush_denormals() {

@@ -104,9 +104,26 @@ std::unique_ptr<update_rule> make_update_rule(const optimizer_config& cfg,
                                               const std::string& section
                                               = "optimizer");
 
-/// The names the registry knows, in registry order: the built-in rules,
-/// then those added with register_update_rule.
+/// The names the registry knows, sorted: the built-in rules and those added
+/// with register_update_rule.
 std::vector<std::string> update_rule_names();
+
+/// What a rule declares about itself in the registry, beside its factory:
+/// properties a job config checks by the rule's name, without building it.
+struct update_rule_traits {
+  /// Whether the rule takes a staleness-aware step (optimizer_config::
+  /// staleness_aware: the change a step makes scaled by 1 / tau). False for
+  /// a rule whose weights are recomputed from its slots at every step
+  /// (ftrl), so that the next step undoes the scale: a job refuses
+  /// staleness_aware for it and does not turn it on by default
+  /// (resolve_staleness_aware, core/job_config.hpp).
+  bool accepts_scaled_step = true;
+};
+
+/// Whether the rule `cfg` names takes a staleness-aware step (its
+/// update_rule_traits); false for a name the registry does not know (which
+/// make_update_rule refuses). Thread-safe.
+bool accepts_scaled_step(const optimizer_config& cfg);
 
 /// Builds a rule from its config section (`section` names it in messages:
 /// "optimizer" or "table_optimizer"). Checks every field of cfg.params and
@@ -117,13 +134,15 @@ using update_rule_factory = std::function<std::unique_ptr<update_rule>(
 
 /// Adds the rule `name` to the registry at run time, so that a program built
 /// on the library (an outside project) can name its own rule in
-/// optimizer.type or table_optimizer.type without editing actorps.
-/// make_update_rule consults the built-in rules first, then the registered
-/// ones. Call it before the job config is validated, in every process of a
-/// cluster (each parameter server builds its rules itself). Thread-safe.
-/// @throws std::invalid_argument if `name` is empty or taken (built in or
-///         registered before), or `make` is empty; nothing changes then.
-void register_update_rule(const std::string& name, update_rule_factory make);
+/// optimizer.type or table_optimizer.type without editing actorps. Call it
+/// before the job config is validated, in every process of a cluster (each
+/// parameter server builds its rules itself). `traits` declares what the job
+/// config checks by name (see update_rule_traits). Thread-safe.
+/// @throws std::invalid_argument "register_update_rule(\"NAME\"): ..." if
+///         `name` is empty or taken (built in or registered before), or
+///         `make` is empty; nothing changes then.
+void register_update_rule(const std::string& name, update_rule_factory make,
+                          update_rule_traits traits = {});
 
 /// Removes the rule `name` that register_update_rule added (built-in rules
 /// are never removed); its name is free again. Rules built from it live on.

@@ -1,12 +1,12 @@
 #include "core/wire_format.hpp"
 
-#include <mutex>
 #include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/registry.hpp"
 #include "core/wire/formats.hpp"
 
 namespace actorps {
@@ -29,15 +29,13 @@ bool wire_format::is_sparse() const {
 
 namespace {
 
-/// Formats added at run time (register_wire_format), after the built-in ones.
-struct added_formats {
-  std::mutex mtx;
-  std::vector<std::pair<std::string, wire_format_factory>> entries;
-};
-
-added_formats& added() {
-  static added_formats x;
-  return x;
+/// The built-in formats (core/wire/registry.cpp), then those added at run
+/// time.
+registry<wire_format_factory>& formats() {
+  static registry<wire_format_factory> r{
+    "register_wire_format", "format", detail::registered_wire_formats(),
+    [](auto& line) { return wire_format_factory{line.make}; }};
+  return r;
 }
 
 } // namespace
@@ -48,63 +46,33 @@ std::shared_ptr<const wire_format> make_wire_format(const std::string& spec) {
   std::optional<std::string> arg;
   if (colon != std::string::npos)
     arg = spec.substr(colon + 1);
-  for (auto& entry : detail::registered_wire_formats())
-    if (name == entry.name)
-      return entry.make(spec, arg);
-  wire_format_factory make;
-  {
-    auto& r = added();
-    std::lock_guard<std::mutex> guard{r.mtx};
-    for (auto& [key, f] : r.entries)
-      if (key == name)
-        make = f;
-  }
-  if (make) {
-    auto result = make(spec, arg);
-    if (!result)
-      detail::throw_wire_error(spec, "the registered factory built nothing");
-    return result;
-  }
-  std::string known;
-  for (auto& x : wire_format_names())
-    known += (known.empty() ? "" : ", ") + x;
-  detail::throw_wire_error(spec, fmt::format("unknown format \"{}\" (known: "
-                                             "{})",
-                                             name, known));
+  auto make = formats().find(name);
+  if (!make)
+    detail::throw_wire_error(spec, fmt::format("unknown format \"{}\" (known: "
+                                               "{})",
+                                               name, formats().known()));
+  auto result = (*make)(spec, arg);
+  if (!result)
+    detail::throw_wire_error(spec, "the registered factory built nothing");
+  return result;
 }
 
 std::vector<std::string> wire_format_names() {
-  std::vector<std::string> out;
-  for (auto& entry : detail::registered_wire_formats())
-    out.emplace_back(entry.name);
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& entry : r.entries)
-    out.push_back(entry.first);
-  return out;
+  return formats().names();
 }
 
 void register_wire_format(const std::string& name, wire_format_factory make) {
-  if (name.empty())
-    throw std::invalid_argument("register_wire_format: empty name");
   if (name.find(':') != std::string::npos)
     throw std::invalid_argument(fmt::format(
       "register_wire_format(\"{}\"): a name cannot contain ':'", name));
   if (!make)
     throw std::invalid_argument(
       fmt::format("register_wire_format(\"{}\"): empty factory", name));
-  for (auto& entry : detail::registered_wire_formats())
-    if (name == entry.name)
-      throw std::invalid_argument(fmt::format(
-        "register_wire_format(\"{}\"): a built-in format has that name",
-        name));
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& entry : r.entries)
-    if (entry.first == name)
-      throw std::invalid_argument(fmt::format(
-        "register_wire_format(\"{}\"): registered before", name));
-  r.entries.emplace_back(name, std::move(make));
+  formats().add(name, std::move(make));
+}
+
+bool unregister_wire_format(const std::string& name) {
+  return formats().remove(name).has_value();
 }
 
 // -- helpers for format files ---------------------------------------------------

@@ -133,8 +133,8 @@ public:
 ///         one, a count of 0, a ratio outside (0, 1] for topk).
 std::shared_ptr<const wire_format> make_wire_format(const std::string& spec);
 
-/// The names the registry knows, in registry order: the built-in formats,
-/// then those added with register_wire_format.
+/// The names the registry knows, sorted: the built-in formats and those
+/// added with register_wire_format.
 std::vector<std::string> wire_format_names();
 
 /// Builds a format from its spec: `spec` is the whole text (for messages),
@@ -145,13 +145,17 @@ using wire_format_factory = std::function<std::shared_ptr<const wire_format>(
 
 /// Adds the format `name` to the registry at run time, so that a program
 /// built on the library can name its own format in a job config without
-/// editing actorps. make_wire_format consults the built-in formats first,
-/// then the registered ones. Call it before the job config is validated, in
-/// every process of a cluster (senders and receivers build formats
-/// themselves). Thread-safe.
-/// @throws std::invalid_argument if `name` is empty, contains ':', is taken
-///         (built in or registered before), or `make` is empty; nothing
-///         changes then.
+/// editing actorps. Call it before the job config is validated, in every
+/// process of a cluster (senders and receivers build formats themselves).
+/// Thread-safe.
+/// @throws std::invalid_argument "register_wire_format(\"NAME\"): ..." if
+///         `name` is empty, contains ':', is taken (built in or registered
+///         before), or `make` is empty; nothing changes then.
 void register_wire_format(const std::string& name, wire_format_factory make);
+
+/// Removes the format `name` that register_wire_format added (built-in
+/// formats are never removed); its name is free again. Formats built from it
+/// live on. Thread-safe. Returns whether it was registered.
+bool unregister_wire_format(const std::string& name);
 
 } // namespace actorps

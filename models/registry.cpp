@@ -1,7 +1,5 @@
 #include "models/registry.hpp"
 
-#include <algorithm>
-#include <mutex>
 #include <stdexcept>
 #include <utility>
 
@@ -10,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/options.hpp"
+#include "core/registry.hpp"
 #include "models/embedding_mlp.hpp"
 #include "models/mlp.hpp"
 #include "models/sparse_logreg.hpp"
@@ -60,102 +59,55 @@ std::shared_ptr<const model> make_embedding_mlp(const job_config& cfg,
                                          static_cast<float>(scale));
 }
 
-struct model_entry {
+/// The built-in models: one line per model.
+const struct {
   const char* name;
   std::shared_ptr<const model> (*make)(const job_config&, const data_schema&);
-};
-
-/// The registry: one line per model.
-const model_entry registry[] = {
+} built_in[] = {
   {"mlp", make_mlp},
   {"sparse_logistic_regression", make_sparse_logreg},
   {"embedding_mlp", make_embedding_mlp},
 };
 
-/// Models added at run time (register_model), after the built-in ones.
-struct registered_models {
-  std::mutex mtx;
-  std::vector<std::pair<std::string, model_factory>> entries;
-};
-
-registered_models& added() {
-  static registered_models x;
-  return x;
-}
-
-/// The factory of `name`: built in first, then registered; empty if none.
-model_factory find_factory(const std::string& name) {
-  for (auto& e : registry)
-    if (name == e.name)
-      return e.make;
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& [n, make] : r.entries)
-    if (n == name)
-      return make;
-  return {};
+/// The built-in models, then those added at run time (register_model).
+registry<model_factory>& models() {
+  static registry<model_factory> r{
+    "register_model", "model", built_in,
+    [](auto& line) { return model_factory{line.make}; }};
+  return r;
 }
 
 } // namespace
 
 std::shared_ptr<const model> make_model(const job_config& cfg,
                                         const data_schema& schema) {
-  if (auto make = find_factory(cfg.model)) {
+  if (auto make = models().find(cfg.model)) {
     try {
-      return make(cfg, schema);
+      return (*make)(cfg, schema);
     } catch (const input_error& err) {
       // Errors name the field; say which config file it is in, as the
       // config parser does.
       throw input_error(fmt::format("{}: {}", cfg.source, err.what()));
     }
   }
-  std::string known;
-  for (auto& name : model_names())
-    known += (known.empty() ? "" : ", ") + name;
   throw input_error(fmt::format("{}: model.type: unknown model \"{}\" "
                                 "(known: {})",
-                                cfg.source, cfg.model, known));
+                                cfg.source, cfg.model, models().known()));
 }
 
 std::vector<std::string> model_names() {
-  std::vector<std::string> result;
-  for (auto& e : registry)
-    result.emplace_back(e.name);
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& entry : r.entries)
-    result.push_back(entry.first);
-  return result;
+  return models().names();
 }
 
 void register_model(const std::string& name, model_factory make) {
-  if (name.empty())
-    throw std::invalid_argument("register_model: empty name");
   if (!make)
     throw std::invalid_argument(
       fmt::format("register_model(\"{}\"): empty factory", name));
-  for (auto& e : registry)
-    if (name == e.name)
-      throw std::invalid_argument(fmt::format(
-        "register_model(\"{}\"): a built-in model has that name", name));
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& entry : r.entries)
-    if (entry.first == name)
-      throw std::invalid_argument(fmt::format(
-        "register_model(\"{}\"): registered before", name));
-  r.entries.emplace_back(name, std::move(make));
+  models().add(name, std::move(make));
 }
 
 bool unregister_model(const std::string& name) {
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  auto i = std::find_if(r.entries.begin(), r.entries.end(),
-                        [&](auto& entry) { return entry.first == name; });
-  if (i == r.entries.end())
-    return false;
-  r.entries.erase(i);
-  return true;
+  return models().remove(name).has_value();
 }
 
 } // namespace actorps

@@ -18,8 +18,8 @@ struct job_config;
 std::shared_ptr<const model> make_model(const job_config& cfg,
                                         const data_schema& schema);
 
-/// The names the model registry knows, in registry order: the built-in
-/// models, then those added with register_model.
+/// The names the model registry knows, sorted: the built-in models and those
+/// added with register_model.
 std::vector<std::string> model_names();
 
 /// Builds a model for examples of a schema from a job config (the
@@ -30,14 +30,13 @@ using model_factory = std::function<std::shared_ptr<const model>(
 
 /// Adds the model `name` to the registry at run time, so that a program
 /// built on the library (an outside project) can train its own model by name
-/// (model.type) without editing actorps. make_model consults the built-in
-/// models first, then the registered ones.
+/// (model.type) without editing actorps.
 ///
 /// Call it before anything builds a model by that name, in every process of
 /// a cluster (each node builds the model itself). Thread-safe.
-/// @throws std::invalid_argument if `name` is empty or taken (built in or
-///         registered before), or `make` is empty; the registry is then
-///         unchanged.
+/// @throws std::invalid_argument "register_model(\"NAME\"): ..." if `name`
+///         is empty or taken (built in or registered before), or `make` is
+///         empty; the registry is then unchanged.
 void register_model(const std::string& name, model_factory make);
 
 /// Removes the model `name` that register_model added, so that the name is

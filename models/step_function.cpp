@@ -1,11 +1,14 @@
 #include "models/step_function.hpp"
 
-#include <deque>
-#include <iterator>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+
+#include "core/registry.hpp"
 
 namespace actorps {
 
@@ -26,90 +29,77 @@ double loss_step(const model& net, const model_inputs& in,
   return acc.mean_loss();
 }
 
-/// The registry: one line per step function.
-const step_function registry[] = {
+/// The built-in step functions: one line per step function.
+const step_function built_in[] = {
   {train_step_name, true, train_step, true},
   {"loss_step", false, loss_step},
 };
 
-/// Step functions added at run time (register_step_function). A deque:
-/// find_step_function hands out pointers that must stay valid, so an entry
-/// that unregister_step_function removes stays, marked removed (a few bytes
-/// per registration).
-struct added_functions {
-  struct entry {
-    std::string name;
-    step_function f;
-    bool removed = false;
-  };
-  std::mutex mtx;
-  std::deque<entry> entries;
+/// A step function as the registry keeps it: with its own copy of the name
+/// (f.name points to it).
+struct named_step {
+  std::string name;
+  step_function f;
+
+  explicit named_step(const step_function& g) : name(g.name), f(g) {
+    f.name = name.c_str();
+  }
+
+  named_step(const named_step&) = delete;
+  named_step& operator=(const named_step&) = delete;
 };
 
-added_functions& added() {
-  static added_functions x;
-  return x;
+using step_ptr = std::shared_ptr<const named_step>;
+
+/// The built-in step functions, then those added at run time.
+registry<step_ptr>& functions() {
+  static registry<step_ptr> r{"register_step_function", "step function",
+                              built_in, [](const step_function& line) {
+                                return std::make_shared<const named_step>(
+                                  line);
+                              }};
+  return r;
+}
+
+/// Step functions that unregister_step_function removed. find_step_function
+/// hands out pointers that must stay valid (a worker may still be running a
+/// closure of it), so they are kept for the process's life (a few bytes per
+/// registration).
+void retire(step_ptr f) {
+  static std::mutex mtx;
+  static std::vector<step_ptr> retired;
+  std::lock_guard<std::mutex> guard{mtx};
+  retired.push_back(std::move(f));
 }
 
 } // namespace
 
 const step_function* find_step_function(const std::string& name) {
-  for (auto& f : registry)
-    if (name == f.name)
-      return &f;
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& e : r.entries)
-    if (!e.removed && e.name == name)
-      return &e.f;
+  // The registry or the retired list keeps the entry alive.
+  if (auto f = functions().find(name))
+    return &(*f)->f;
   return nullptr;
 }
 
 std::vector<std::string> step_function_names() {
-  std::vector<std::string> result;
-  for (auto& f : registry)
-    result.emplace_back(f.name);
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& e : r.entries)
-    if (!e.removed)
-      result.push_back(e.name);
-  return result;
+  return functions().names();
 }
 
 void register_step_function(const step_function& f) {
-  if (f.name == nullptr || *f.name == '\0')
+  if (f.name == nullptr)
     throw std::invalid_argument("register_step_function: empty name");
-  std::string name = f.name;
   if (f.compute == nullptr)
     throw std::invalid_argument(fmt::format(
-      "register_step_function(\"{}\"): no compute function", name));
-  for (auto& g : registry)
-    if (name == g.name)
-      throw std::invalid_argument(fmt::format(
-        "register_step_function(\"{}\"): a built-in step function has that "
-        "name",
-        name));
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& e : r.entries)
-    if (!e.removed && e.name == name)
-      throw std::invalid_argument(fmt::format(
-        "register_step_function(\"{}\"): registered before", name));
-  r.entries.push_back({name, f});
-  auto& e = r.entries.back();
-  e.f.name = e.name.c_str();
+      "register_step_function(\"{}\"): no compute function", f.name));
+  functions().add(f.name, std::make_shared<const named_step>(f));
 }
 
 bool unregister_step_function(const std::string& name) {
-  auto& r = added();
-  std::lock_guard<std::mutex> guard{r.mtx};
-  for (auto& e : r.entries)
-    if (!e.removed && e.name == name) {
-      e.removed = true;
-      return true;
-    }
-  return false;
+  auto f = functions().remove(name);
+  if (!f)
+    return false;
+  retire(std::move(*f));
+  return true;
 }
 
 } // namespace actorps

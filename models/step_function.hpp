@@ -40,21 +40,20 @@ struct step_function {
 /// process's life, also after unregister_step_function.
 const step_function* find_step_function(const std::string& name);
 
-/// Every registered name, in registry order: the built-in step functions,
-/// then those added with register_step_function.
+/// Every registered name, sorted: the built-in step functions and those
+/// added with register_step_function.
 std::vector<std::string> step_function_names();
 
 /// Adds `f` to the registry at run time under `f.name` (copied), so that a
 /// program built on the library (an outside project) can schedule its own
-/// step function by name without editing actorps. find_step_function
-/// consults the built-in functions first, then the registered ones.
+/// step function by name without editing actorps.
 ///
 /// Closures carry names, not code: call it in every process of a cluster
 /// (on the coordinator, which checks names at schedule(), and on every
 /// worker), before closures name it. Thread-safe.
-/// @throws std::invalid_argument if the name is null, empty or taken (built
-///         in or registered before), or `f.compute` is null; nothing changes
-///         then.
+/// @throws std::invalid_argument "register_step_function(\"NAME\"): ..."
+///         if the name is null, empty or taken (built in or registered
+///         before), or `f.compute` is null; nothing changes then.
 void register_step_function(const step_function& f);
 
 /// Removes the step function `name` that register_step_function added, so
@@ -62,8 +61,8 @@ void register_step_function(const step_function& f);
 /// longer lists it and the name may be registered again (a test that
 /// registered its own, a plug-in being unloaded). Built-in step functions
 /// are never removed. A pointer find_step_function returned for it stays
-/// valid (the registry keeps the entry, out of sight), so a closure running
-/// it finishes. Thread-safe.
+/// valid (the entry is kept, out of sight, for the process's life), so a
+/// closure running it finishes. Thread-safe.
 /// @returns whether `name` was a registered step function (false for a
 ///          built-in name or one never registered; nothing changes then).
 bool unregister_step_function(const std::string& name);

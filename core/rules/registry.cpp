@@ -1,6 +1,5 @@
-// The update-rule registry: one line per rule, in the order update_rule_names()
-// lists them. A new rule is one file in core/rules/ plus one line here (and
-// its factory's declaration in rules.hpp).
+// The update-rule registry: one line per rule. A new rule is one file in
+// core/rules/ plus one line here (and its factory's declaration in rules.hpp).
 
 #include "core/rules/rules.hpp"
 
@@ -13,7 +12,8 @@ const rule_entry registry[] = {
   {"momentum", make_momentum},
   {"adagrad", make_adagrad},
   {"adam", make_adam},
-  {"ftrl", make_ftrl},
+  // Its weights are recomputed from its accumulators at every step.
+  {"ftrl", make_ftrl, {/*accepts_scaled_step*/ false}},
 };
 
 } // namespace

@@ -8,7 +8,8 @@
 //   std::unique_ptr<update_rule> make_NAME(const optimizer_config&,
 //                                          const std::string& section);
 // declare it below, and add one line {"NAME", make_NAME} to the table in
-// core/rules/registry.cpp.
+// core/rules/registry.cpp (with its update_rule_traits where they differ
+// from the defaults).
 
 #include <cstddef>
 #include <cstdint>
@@ -34,13 +35,15 @@ namespace actorps::detail {
 using rule_factory = std::unique_ptr<update_rule> (*)(
   const optimizer_config& cfg, const std::string& section);
 
-/// One line of the registry.
+/// One line of the registry: the rule's name, its factory and what it
+/// declares about itself (default: a rule like sgd).
 struct rule_entry {
   const char* name;
   rule_factory make;
+  update_rule_traits traits = {};
 };
 
-/// The registry's lines, in order (core/rules/registry.cpp).
+/// The registry's lines (core/rules/registry.cpp).
 struct rule_list {
   const rule_entry* first;
   size_t size;

@@ -33,7 +33,7 @@ struct wire_entry {
   wire_factory make;
 };
 
-/// The registry's lines, in order (core/wire/registry.cpp).
+/// The registry's lines (core/wire/registry.cpp).
 struct wire_list {
   const wire_entry* first;
   size_t size;

@@ -1,6 +1,6 @@
-// The wire-format registry: one line per format, in the order
-// wire_format_names() lists them. A new format is one file in core/wire/ plus
-// one line here (and its factory's declaration in formats.hpp).
+// The wire-format registry: one line per format. A new format is one file in
+// core/wire/ plus one line here (and its factory's declaration in
+// formats.hpp).
 
 #include "core/wire/formats.hpp"
 

@@ -318,8 +318,8 @@ TEST_CASE("the registry lists sgd, momentum, adagrad, adam and ftrl, and "
           "builds each by name",
           "[core][update_rule]") {
   CHECK(update_rule_names()
-        == std::vector<std::string>{"sgd", "momentum", "adagrad", "adam",
-                                    "ftrl"});
+        == std::vector<std::string>{"adagrad", "adam", "ftrl", "momentum",
+                                    "sgd"});
   const std::map<std::string, size_t> slots{
     {"sgd", 0}, {"momentum", 1}, {"adagrad", 1}, {"adam", 2}, {"ftrl", 2}};
   for (auto& name : update_rule_names()) {
@@ -347,7 +347,7 @@ TEST_CASE("an unknown rule name is rejected with input_error naming the "
     CHECK_THROWS_AS(make_update_rule(cfg), input_error);
     CHECK(rejection(bad, 0.01f, {})
           == "optimizer.type: unknown update rule \"" + bad
-               + "\" (known: sgd, momentum, adagrad, adam, ftrl)");
+               + "\" (known: adagrad, adam, ftrl, momentum, sgd)");
   }
   CHECK_THAT(rejection("lamb", 0.01f, {}, "table_optimizer"),
              Catch::StartsWith("table_optimizer.type: unknown update rule "

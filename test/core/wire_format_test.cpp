@@ -33,7 +33,7 @@ TEST_CASE("the wire-format registry lists its formats and parses their specs",
   auto names = wire_format_names();
   REQUIRE(names.size() >= 4);
   CHECK(std::vector<std::string>(names.begin(), names.begin() + 4)
-        == std::vector<std::string>{"fp32", "bf16", "fp16", "topk"});
+        == std::vector<std::string>{"bf16", "fp16", "fp32", "int8"});
   struct row {
     const char* spec;
     const char* name;
@@ -71,11 +71,17 @@ TEST_CASE("a bad wire-format spec is an input_error naming it",
                       Catch::Contains(std::string{"\""} + spec + "\""));
   }
   CHECK_THROWS_WITH(make_wire_format("fp64"),
-                    Catch::Contains("known: fp32, bf16, fp16, topk"));
+                    Catch::Contains("known: bf16, fp16, fp32, int8"));
 }
 
-TEST_CASE("a program can register its own wire format", "[core][wire]") {
+TEST_CASE("a program can register its own wire format, and remove it",
+          "[core][wire]") {
   auto fp32 = make_wire_format("fp32");
+  struct cleanup {
+    ~cleanup() {
+      unregister_wire_format("test_plain");
+    }
+  } remove_when_done;
   register_wire_format("test_plain", [fp32](const std::string& spec,
                                             const auto& arg) {
     if (arg)
@@ -95,6 +101,11 @@ TEST_CASE("a program can register its own wire format", "[core][wire]") {
   CHECK_THROWS_AS(register_wire_format("test_empty", {}),
                   std::invalid_argument);
   CHECK(wire_format_names().size() == names.size());
+  CHECK(unregister_wire_format("test_plain"));
+  CHECK_THROWS_AS(make_wire_format("test_plain"), input_error);
+  CHECK_FALSE(unregister_wire_format("test_plain"));
+  CHECK_FALSE(unregister_wire_format("fp32")); // built in
+  CHECK(make_wire_format("fp32") != nullptr);
 }
 
 // -- sizes ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ struct scoped_registration {
 
 } // namespace
 
-TEST_CASE("a registered model is built by name after the built-in ones",
+TEST_CASE("a registered model is built by name like the built-in ones",
           "[registry][registration]") {
   job_config cfg;
   cfg.model = "test_registered_mlp";

@@ -63,8 +63,8 @@ std::string refusal(const job_config& cfg, const data_schema& schema) {
 
 TEST_CASE("the registry builds every model it names", "[models][registry]") {
   CHECK(model_names()
-        == std::vector<std::string>{"mlp", "sparse_logistic_regression",
-                                    "embedding_mlp"});
+        == std::vector<std::string>{"embedding_mlp", "mlp",
+                                    "sparse_logistic_regression"});
   for (auto& name : model_names()) {
     INFO(name);
     auto schema = name == "mlp" ? images() : clicks();
@@ -269,7 +269,7 @@ TEST_CASE("train_step pushes the model's gradient, loss_step only reads, and "
           "unknown names are not found",
           "[models][step_function]") {
   CHECK(step_function_names()
-        == std::vector<std::string>{"train_step", "loss_step"});
+        == std::vector<std::string>{"loss_step", "train_step"});
   CHECK(std::string{train_step_name} == "train_step");
   CHECK(find_step_function("sgd_step") == nullptr);
   CHECK(find_step_function("") == nullptr);
