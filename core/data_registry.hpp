@@ -44,20 +44,52 @@ public:
   virtual std::string describe() const = 0;
 };
 
-/// Opens the dataset cfg.dataset names (the registry: fashion_mnist, libsvm,
-/// a9a, movielens, synthetic_ctr), with the data section's fields
-/// (cfg.data_dir, limits, cfg.data_options).
+/// Opens the dataset cfg.dataset names, with the data section's fields
+/// (cfg.data_dir, limits, cfg.data_options). The registry
+/// (core/data_registry.cpp) holds fashion_mnist (core/dataset.hpp), libsvm
+/// and a9a (core/libsvm.hpp), movielens (core/movielens.hpp), synthetic_ctr
+/// (core/synthetic_ctr.hpp), and those added with register_dataset.
 /// @throws input_error "data.dataset: unknown dataset \"x\" (known: ...)" or
 ///         naming a data option that is wrong. Files are not read yet.
 std::unique_ptr<data_provider> open_dataset(const job_config& cfg);
 
-/// The names the dataset registry knows, in registry order.
+/// The names the dataset registry knows, sorted.
 std::vector<std::string> dataset_names();
 
-/// One registry entry: its name and how to open it.
-struct dataset_entry {
-  const char* name;
-  std::unique_ptr<data_provider> (*open)(const job_config& cfg);
-};
+/// Opens a dataset from a job config: reads the data section's fields
+/// (cfg.data_options through an option_reader, whose finish() refuses the
+/// fields it did not read), reads no file yet. Throws input_error naming the
+/// field for a wrong one.
+using dataset_opener
+  = std::function<std::unique_ptr<data_provider>(const job_config& cfg)>;
+
+/// Adds the dataset `name` to the registry at run time, so that a program
+/// built on the library (an outside project) can train on its own data by
+/// name (data.dataset) without editing actorps; memory_provider
+/// (core/memory_provider.hpp) wraps loaders that read whole splits.
+///
+/// Call it before the job config is validated, in every process of a
+/// cluster (each process opens its data itself). Thread-safe.
+/// @throws std::invalid_argument "register_dataset(\"NAME\"): ..." if `name`
+///         is empty or taken (built in or registered before), or `open` is
+///         empty; the registry is then unchanged.
+void register_dataset(const std::string& name, dataset_opener open);
+
+/// Removes the dataset `name` that register_dataset added, so that the name
+/// is free again (a test that registered its own, a plug-in being unloaded).
+/// Built-in datasets are never removed; providers opened before stay valid.
+/// Thread-safe.
+/// @returns whether `name` was a registered dataset.
+bool unregister_dataset(const std::string& name);
+
+// -- helpers for openers ----------------------------------------------------------
+
+/// The job's data_dir, or `fallback` when the job left it empty or at the
+/// job config's default (Fashion-MNIST's folder), which belongs to another
+/// dataset.
+std::string dataset_dir(const job_config& cfg, const std::string& fallback);
+
+/// `file` inside `dir`, unless `file` is absolute or `dir` is empty.
+std::string resolve_data_file(const std::string& dir, const std::string& file);
 
 } // namespace actorps

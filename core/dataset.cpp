@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/job_config.hpp"
+#include "core/memory_provider.hpp"
+#include "core/options.hpp"
 #include "core/idx.hpp"
 
 namespace actorps {
@@ -141,6 +144,26 @@ split_shards load_fashion_mnist_shards(const std::string& dir,
   return load_idx_shards(dir + "/" + split + "-images-idx3-ubyte.gz",
                          dir + "/" + split + "-labels-idx1-ubyte.gz", 10,
                          limit, num_pipelines, ids);
+}
+
+std::unique_ptr<data_provider> open_fashion_mnist(const job_config& cfg) {
+  option_reader opts{cfg.data_options, "data", "fashion_mnist"};
+  opts.finish();
+  auto dir = cfg.data_dir.empty() ? job_config{}.data_dir : cfg.data_dir;
+  auto train_limit = cfg.train_limit;
+  auto test_limit = cfg.test_limit;
+  data_schema known;
+  known.dense_dim = 784;
+  known.labels = label_kind::multiclass;
+  known.classes = 10;
+  return std::make_unique<memory_provider>(
+    "fashion_mnist from " + dir,
+    [=] { return load_fashion_mnist(dir, "train", train_limit); },
+    [=] { return load_fashion_mnist(dir, "t10k", test_limit); }, known,
+    [=](uint32_t pipelines, const std::vector<uint32_t>& ids) {
+      return load_fashion_mnist_shards(dir, "train", train_limit, pipelines,
+                                       ids);
+    });
 }
 
 batch_source::~batch_source() {

@@ -10,6 +10,9 @@
 
 namespace actorps {
 
+class data_provider;
+struct job_config;
+
 /// A labelled dataset held in memory: its schema and all its examples.
 struct dataset {
   data_schema schema;
@@ -36,6 +39,13 @@ dataset load_idx_dataset(const std::string& images, const std::string& labels,
 /// dataset-fashion-mnist installs it in /usr/share/datasets/fashion-mnist).
 dataset load_fashion_mnist(const std::string& dir, const std::string& split,
                            uint64_t limit = 0);
+
+/// Opens the dataset "fashion_mnist" (core/data_registry.hpp): the splits
+/// "train" and "t10k" in data.data_dir (the job config's default folder when
+/// empty), 784 dense pixels and 10 classes, known without reading; a worker
+/// process loads its own shard of the training split alone. No data fields.
+/// @throws input_error for a data field. Files are not read yet.
+std::unique_ptr<data_provider> open_fashion_mnist(const job_config& cfg);
 
 /// What a per-worker dataset function learns about the worker it builds for,
 /// as TensorFlow's `tf.distribute.InputContext`.

@@ -12,6 +12,9 @@
 #include <zlib.h>
 
 #include "core/error.hpp"
+#include "core/job_config.hpp"
+#include "core/memory_provider.hpp"
+#include "core/options.hpp"
 
 namespace actorps {
 
@@ -218,6 +221,64 @@ dataset load_libsvm(const std::string& path, uint64_t num_features,
     ++ex.rows;
   }
   return result;
+}
+
+// -- the datasets libsvm and a9a ----------------------------------------------
+
+namespace {
+
+/// The schema of a LIBSVM file with `num_features` features.
+data_schema libsvm_schema(uint64_t num_features) {
+  data_schema s;
+  s.fields.push_back(field_schema{"features", num_features, true});
+  s.labels = label_kind::binary;
+  s.classes = 2;
+  return s;
+}
+
+std::unique_ptr<data_provider>
+libsvm_provider(const std::string& name, const std::string& train_path,
+                const std::string& test_path, uint64_t num_features,
+                bool one_based, const job_config& cfg) {
+  auto train_limit = cfg.train_limit;
+  auto test_limit = cfg.test_limit;
+  return std::make_unique<memory_provider>(
+    fmt::format("{} from {} and {}", name, train_path, test_path),
+    [=] { return load_libsvm(train_path, num_features, one_based,
+                             train_limit); },
+    [=] { return load_libsvm(test_path, num_features, one_based,
+                             test_limit); },
+    libsvm_schema(num_features));
+}
+
+} // namespace
+
+std::unique_ptr<data_provider> open_libsvm(const job_config& cfg) {
+  option_reader opts{cfg.data_options, "data", "libsvm"};
+  for (auto field : {"train_file", "test_file", "num_features"})
+    if (!opts.has(field))
+      throw input_error(fmt::format("data.{}: required for libsvm", field));
+  auto train_file = opts.get_string("train_file", "");
+  auto test_file = opts.get_string("test_file", "");
+  auto num_features = opts.get_uint("num_features", 0, 1, uint64_t{1} << 40);
+  auto one_based = opts.get_bool("one_based", true);
+  opts.finish();
+  if (train_file.empty() || test_file.empty())
+    throw input_error(fmt::format("data.{}: must name a file",
+                                  train_file.empty() ? "train_file"
+                                                     : "test_file"));
+  auto dir = dataset_dir(cfg, "");
+  return libsvm_provider("libsvm", resolve_data_file(dir, train_file),
+                         resolve_data_file(dir, test_file), num_features,
+                         one_based, cfg);
+}
+
+std::unique_ptr<data_provider> open_a9a(const job_config& cfg) {
+  option_reader opts{cfg.data_options, "data", "a9a"};
+  opts.finish();
+  auto dir = dataset_dir(cfg, "data/a9a");
+  return libsvm_provider("a9a", resolve_data_file(dir, "a9a.gz"),
+                         resolve_data_file(dir, "a9a.t.gz"), 123, true, cfg);
 }
 
 } // namespace actorps

@@ -1,11 +1,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/dataset.hpp"
 
 namespace actorps {
+
+class data_provider;
+struct job_config;
 
 /// Longest line the LIBSVM reader accepts, in bytes (newline excluded).
 inline constexpr uint64_t libsvm_max_line = uint64_t{1} << 20;
@@ -36,5 +40,18 @@ inline constexpr uint64_t libsvm_max_line = uint64_t{1} << 20;
 ///         is returned on error.
 dataset load_libsvm(const std::string& path, uint64_t num_features,
                     bool one_based = true, uint64_t limit = 0);
+
+/// Opens the dataset "libsvm" (core/data_registry.hpp): a LIBSVM training
+/// and test file, read with load_libsvm. Data fields: train_file, test_file
+/// (required; relative to data.data_dir unless absolute), num_features
+/// (required, [1, 2^40]), one_based (default true). The schema is known
+/// without reading: one weighted field "features".
+/// @throws input_error naming a missing or wrong field. Files are not read
+///         yet.
+std::unique_ptr<data_provider> open_libsvm(const job_config& cfg);
+
+/// Opens the dataset "a9a": the LIBSVM files a9a.gz and a9a.t.gz (123
+/// features, one-based) in data.data_dir (default data/a9a). No data fields.
+std::unique_ptr<data_provider> open_a9a(const job_config& cfg);
 
 } // namespace actorps

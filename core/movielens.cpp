@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +17,9 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/job_config.hpp"
+#include "core/memory_provider.hpp"
+#include "core/options.hpp"
 
 namespace actorps {
 
@@ -340,6 +345,58 @@ movielens_data load_movielens(const std::string& dir) {
       "Debian's r-cran-dslabs: scripts/setup.sh installs it)",
       path));
   return read_movielens_csv(path);
+}
+
+// -- the dataset movielens ------------------------------------------------------
+
+namespace {
+
+/// Keeps the first `limit` rows of `ds` (0 = all).
+void truncate(dataset& ds, uint64_t limit) {
+  auto& ex = ds.examples;
+  if (limit == 0 || limit >= ex.rows)
+    return;
+  ex.rows = limit;
+  if (ex.dense_bytes.empty())
+    ex.dense.resize(limit * ex.dense_dim);
+  else
+    ex.dense_bytes.resize(limit * ex.dense_dim);
+  for (auto& f : ex.fields) {
+    f.offsets.resize(limit + 1);
+    f.keys.resize(f.offsets.back());
+    if (!f.values.empty())
+      f.values.resize(f.offsets.back());
+  }
+  ex.labels.resize(limit);
+}
+
+} // namespace
+
+std::unique_ptr<data_provider> open_movielens(const job_config& cfg) {
+  option_reader opts{cfg.data_options, "data", "movielens"};
+  opts.finish();
+  auto dir = dataset_dir(cfg, "data/movielens");
+  // One read of the CSV gives both splits; each loader takes its own.
+  auto both = std::make_shared<std::optional<movielens_data>>();
+  auto load = [both, dir] {
+    if (!*both)
+      *both = load_movielens(dir);
+    return both;
+  };
+  auto train_limit = cfg.train_limit;
+  auto test_limit = cfg.test_limit;
+  return std::make_unique<memory_provider>(
+    "movielens from " + dir + "/movielens.csv",
+    [=] {
+      auto ds = std::move((*load())->train);
+      truncate(ds, train_limit);
+      return ds;
+    },
+    [=] {
+      auto ds = std::move((*load())->test);
+      truncate(ds, test_limit);
+      return ds;
+    });
 }
 
 } // namespace actorps

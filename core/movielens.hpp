@@ -1,11 +1,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/dataset.hpp"
 
 namespace actorps {
+
+class data_provider;
+struct job_config;
 
 /// The training and test splits of the MovieLens ratings.
 struct movielens_data {
@@ -57,5 +61,11 @@ movielens_data load_movielens(const std::string& dir);
 ///         a finite number, or a timestamp that is not an integer; "PATH: no
 ///         ratings" for a file with a header only.
 movielens_data read_movielens_csv(const std::string& path);
+
+/// Opens the dataset "movielens" (core/data_registry.hpp): load_movielens on
+/// data.data_dir (default data/movielens), read once for both splits, each
+/// cut to its limit (data.train_limit, data.test_limit). No data fields.
+/// @throws input_error for a data field. The file is not read yet.
+std::unique_ptr<data_provider> open_movielens(const job_config& cfg);
 
 } // namespace actorps

@@ -1,11 +1,14 @@
 #include "core/synthetic_ctr.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "core/data_registry.hpp"
 #include "core/error.hpp"
+#include "core/job_config.hpp"
 
 namespace actorps {
 
@@ -317,6 +320,76 @@ void synthetic_ctr_source::seek(data_position pos) {
                                   "size {}",
                                   pos.offset, shard_rows_));
   pos_ = pos;
+}
+
+// -- the dataset synthetic_ctr --------------------------------------------------
+
+namespace {
+
+/// The synthetic click log: training batches generated on the fly.
+class synthetic_ctr_provider final : public data_provider {
+public:
+  synthetic_ctr_provider(synthetic_ctr_config cfg, uint64_t test_limit)
+    : cfg_(std::move(cfg)), test_limit_(test_limit) {
+    // nop
+  }
+
+  const data_schema& schema() override {
+    return gen()->schema();
+  }
+
+  uint64_t train_rows() override {
+    return cfg_.rows_per_epoch;
+  }
+
+  std::shared_ptr<batch_source> train_source(const input_context& ctx,
+                                             uint64_t batch_size,
+                                             uint64_t seed) override {
+    return std::make_shared<synthetic_ctr_source>(gen(), ctx, batch_size,
+                                                  seed);
+  }
+
+  std::shared_ptr<const dataset> test_set() override {
+    if (!test_) {
+      auto rows = cfg_.test_rows;
+      if (test_limit_ != 0)
+        rows = std::min(rows, test_limit_);
+      test_ = std::make_shared<const dataset>(gen()->make_test_set(rows));
+    }
+    return test_;
+  }
+
+  std::string describe() const override {
+    return fmt::format("synthetic_ctr (seed {}, {} dense features, {} "
+                       "fields, {} rows per epoch, {} test rows)",
+                       cfg_.seed, cfg_.dense_features,
+                       cfg_.cardinalities.size(), cfg_.rows_per_epoch,
+                       cfg_.test_rows);
+  }
+
+private:
+  const std::shared_ptr<const synthetic_ctr>& gen() {
+    if (!gen_)
+      gen_ = std::make_shared<const synthetic_ctr>(cfg_);
+    return gen_;
+  }
+
+  synthetic_ctr_config cfg_;
+  uint64_t test_limit_;
+  std::shared_ptr<const synthetic_ctr> gen_;
+  std::shared_ptr<const dataset> test_;
+};
+
+} // namespace
+
+std::unique_ptr<data_provider> open_synthetic_ctr(const job_config& cfg) {
+  option_reader opts{cfg.data_options, "data", "synthetic_ctr"};
+  auto sc = read_synthetic_ctr_config(opts);
+  opts.finish();
+  if (cfg.train_limit != 0)
+    sc.rows_per_epoch = std::min(sc.rows_per_epoch, cfg.train_limit);
+  return std::make_unique<synthetic_ctr_provider>(std::move(sc),
+                                                  cfg.test_limit);
 }
 
 } // namespace actorps

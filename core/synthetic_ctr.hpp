@@ -9,6 +9,9 @@
 
 namespace actorps {
 
+class data_provider;
+struct job_config;
+
 /// Settings of the synthetic click log (the `data` section's fields of the
 /// `synthetic_ctr` dataset).
 struct synthetic_ctr_config {
@@ -39,6 +42,14 @@ struct synthetic_ctr_config {
 /// seed. Leaves unknown fields to the caller's finish().
 /// @throws input_error "data.FIELD: ..." for a wrong type or range.
 synthetic_ctr_config read_synthetic_ctr_config(option_reader& opts);
+
+/// Opens the dataset "synthetic_ctr" (core/data_registry.hpp): the data
+/// section's fields as read_synthetic_ctr_config reads them; training
+/// batches are generated on the fly (rows_per_epoch, cut to
+/// data.train_limit), the test split (test_rows, cut to data.test_limit) in
+/// memory on first use.
+/// @throws input_error "data.FIELD: ..." for a wrong or unknown field.
+std::unique_ptr<data_provider> open_synthetic_ctr(const job_config& cfg);
 
 /// Draws from a Zipf distribution over {1, ..., n}: P(k) = k^-s / H(n, s),
 /// in O(1) time and memory per draw for any n (up to 2^53) and any s > 0.
