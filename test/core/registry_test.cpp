@@ -101,33 +101,48 @@ TEST_CASE("a registry removes what was added at run time, never a built-in "
 TEST_CASE("two threads registering at once each keep every entry, and one "
           "name is taken once",
           "[core][registry]") {
-  registry<int> r{"register_number", "number"};
-  constexpr int per_thread = 2000;
-  std::atomic<int> refused{0};
-  auto work = [&](int id) {
-    for (int i = 0; i < per_thread; ++i) {
-      // Own names, and one name both threads want each round.
-      r.add("t" + std::to_string(id) + "_" + std::to_string(i), id);
-      try {
-        r.add("shared_" + std::to_string(i), id);
-      } catch (const std::invalid_argument&) {
-        ++refused;
+  constexpr int per_thread = 20000;
+  // The names are made first, so that the threads do nothing but register.
+  std::vector<std::string> own[2];
+  std::vector<std::string> shared;
+  for (int i = 0; i < per_thread; ++i) {
+    own[0].push_back("t0_" + std::to_string(i));
+    own[1].push_back("t1_" + std::to_string(i));
+    shared.push_back("shared_" + std::to_string(i));
+  }
+  // Several rounds: on a busy machine one round's threads may not overlap.
+  for (int round = 0; round < 10; ++round) {
+    INFO("round " << round);
+    registry<int> r{"register_number", "number"};
+    std::atomic<int> refused{0};
+    std::atomic<int> ready{0};
+    auto work = [&](int id) {
+      // Both start together, so that their registrations overlap.
+      ++ready;
+      while (ready < 2)
+        std::this_thread::yield();
+      for (int i = 0; i < per_thread; ++i) {
+        // Its own name, and the one name both threads want each round.
+        r.add(own[id][i], id);
+        try {
+          r.add(shared[i], id);
+        } catch (const std::invalid_argument&) {
+          ++refused;
+        }
       }
-      if (i % 7 == 0)
-        r.names(); // a reader in between
+    };
+    std::thread a{work, 0};
+    std::thread b{work, 1};
+    a.join();
+    b.join();
+    // Each shared name went to exactly one thread; no own name got lost.
+    REQUIRE(refused == per_thread);
+    REQUIRE(r.names().size() == 3 * per_thread);
+    for (int i = 0; i < per_thread; i += 997) {
+      INFO(i);
+      REQUIRE(r.find(own[0][i]) == 0);
+      REQUIRE(r.find(own[1][i]) == 1);
+      REQUIRE(r.find(shared[i]).has_value());
     }
-  };
-  std::thread a{work, 0};
-  std::thread b{work, 1};
-  a.join();
-  b.join();
-  // Each shared name went to exactly one thread; no own name got lost.
-  CHECK(refused == per_thread);
-  CHECK(r.names().size() == 3 * per_thread);
-  for (int i = 0; i < per_thread; i += 97) {
-    INFO(i);
-    CHECK(r.find("t0_" + std::to_string(i)) == 0);
-    CHECK(r.find("t1_" + std::to_string(i)) == 1);
-    CHECK(r.find("shared_" + std::to_string(i)).has_value());
   }
 }
