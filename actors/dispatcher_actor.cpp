@@ -58,10 +58,10 @@ void enqueue(dispatcher_ptr self, closure_ptr c, bool front) {
 /// Sends `cancel_atom, id` to every worker running a closure.
 void cancel_running(dispatcher_ptr self) {
   auto& st = self->state;
-  for (uint32_t w = 0; w < st.running.size(); ++w)
-    if (st.alive[w])
-      for (auto& c : st.running[w])
-        self->send(st.workers[w], cancel_atom_v, c->id);
+  for (auto& slot : st.workers)
+    if (slot.alive)
+      for (auto& c : slot.running)
+        self->send(slot.actor, cancel_atom_v, c->id);
 }
 
 /// The first error of closure `c`'s epoch: cancels the rest of the epoch.
@@ -83,9 +83,10 @@ void cancel_epoch(dispatcher_ptr self, const detail::closure_state& c,
 
 void plan_restart(dispatcher_ptr self, uint32_t w) {
   auto& st = self->state;
-  if (!st.respawn || st.restarts[w] >= st.restart_budget)
+  auto restarts = st.workers[w].restarts;
+  if (!st.respawn || restarts >= st.restart_budget)
     return;
-  auto delay = capped_backoff(std::chrono::milliseconds(100), st.restarts[w],
+  auto delay = capped_backoff(std::chrono::milliseconds(100), restarts,
                               std::chrono::seconds(10));
   self->delayed_send(self, delay, respawn_atom_v, w);
   ++st.pending_restarts;
@@ -95,18 +96,19 @@ void plan_restart(dispatcher_ptr self, uint32_t w) {
 /// front of the queue, in their order.
 void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
   auto& st = self->state;
-  if (!st.alive[w])
+  auto& slot = st.workers[w];
+  if (!slot.alive)
     return;
   telemetry::count(telemetry::node_event::worker_lost); // metrics (issue 14)
-  st.alive[w] = false;
+  slot.alive = false;
   --st.alive_count;
-  st.benched[w] = false;
-  st.lost_reason[w] = why;
+  slot.benched = false;
+  slot.lost_reason = why;
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
   plan_restart(self, w);
-  auto held = std::move(st.running[w]);
-  st.running[w].clear();
+  auto held = std::move(slot.running);
+  slot.running.clear();
   if (!held.empty()) {
     std::string ids;
     for (auto& c : held)
@@ -126,7 +128,7 @@ void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
 /// Worker `w` finished a closure: its place takes another, unless the
 /// worker sits out a back-off (the back-off's end gives its places back).
 void free_place(dispatcher_state& st, uint32_t w) {
-  if (!st.benched[w])
+  if (!st.workers[w].benched)
     st.idle.push_back(w);
 }
 
@@ -157,7 +159,7 @@ void no_worker_in_service(dispatcher_ptr self) {
   std::string why;
   for (uint32_t w = 0; w < st.workers.size(); ++w)
     why += fmt::format("{}worker {}: {}", why.empty() ? "" : "; ", w,
-                       st.lost_reason[w]);
+                       st.workers[w].lost_reason);
   if (st.workers.empty())
     why = "the cluster has none";
   auto err = caf::make_error(errc::no_workers);
@@ -189,17 +191,17 @@ int64_t lost_server(const caf::error& err) {
 void bench(dispatcher_ptr self, uint32_t w, int64_t p,
            const std::string& why) {
   auto& st = self->state;
-  auto delay = capped_backoff(std::chrono::milliseconds(500), st.strikes[w]++,
+  auto& slot = st.workers[w];
+  auto delay = capped_backoff(std::chrono::milliseconds(500), slot.strikes++,
                               std::chrono::seconds(5));
-  st.benched[w] = true;
+  slot.benched = true;
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
   log::warn("coordinator", -1,
             "worker {} cannot reach ps{} ({}); it takes no closure for {:.1f} "
             "s",
             w, p, why, delay.count() / 1000.0);
-  self->delayed_send(self, delay, backoff_atom_v, w,
-                     ++st.bench_number[w]);
+  self->delayed_send(self, delay, backoff_atom_v, w, ++slot.bench_number);
 }
 
 /// Worker `w` replied to closure `c` with an error.
@@ -216,7 +218,7 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
       && !st.groups[g].promoting && !st.fatal) {
     // The group is served: this worker's own link is down. (Its other
     // closure, queued with this one, fails alike: one back-off, not two.)
-    if (!st.benched[w])
+    if (!st.workers[w].benched)
       bench(self, w, g, self->system().render(err));
     enqueue(self, c, true);
     return;
@@ -247,7 +249,7 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
 
 void dispatch(dispatcher_ptr self) {
   auto& st = self->state;
-  telemetry::dispatcher_sampler sample{self, st.queue, st.running}; // issue 14
+  telemetry::dispatcher_sampler sample{self, st.queue, st.workers}; // issue 14
   if (st.alive_count == 0 && st.pending_restarts == 0) {
     no_worker_in_service(self);
     return;
@@ -260,7 +262,7 @@ void dispatch(dispatcher_ptr self) {
     auto c = std::move(st.queue.front());
     st.queue.pop_front();
     auto attempt = ++c->attempts;
-    st.running[w].push_back(c);
+    st.workers[w].running.push_back(c);
     // Fencing: a reply counts only for the attempt it answers. A worker that
     // was lost and taken back (or the same closure run again on it) may
     // still answer an earlier attempt; that late reply is dropped.
@@ -271,7 +273,7 @@ void dispatch(dispatcher_ptr self) {
     // No timeout (caf::infinite): a closure may run as long as its step
     // takes (a sync round, an ssp wait); a worker that dies or falls silent
     // is noticed by the monitor and the watcher, which re-queue the closure.
-    self->request(st.workers[w], caf::infinite, run_atom_v,
+    self->request(st.workers[w].actor, caf::infinite, run_atom_v,
                   closure_request{c->id, c->function})
       .then(
         [=](step_result& r) {
@@ -279,9 +281,10 @@ void dispatch(dispatcher_ptr self) {
             return; // a late reply of an earlier attempt
           auto& st = self->state;
           st.take_closure(w, c);
-          st.strikes[w] = 0;
-          st.positions[w] = data_position{r.data_epoch, r.data_offset};
-          st.has_position[w] = true;
+          auto& slot = st.workers[w];
+          slot.strikes = 0;
+          slot.position = data_position{r.data_epoch, r.data_offset};
+          slot.has_position = true;
           c->complete(&r, nullptr);
           maybe_prune(self, *c);
           free_place(st, w);
@@ -299,14 +302,15 @@ void dispatch(dispatcher_ptr self) {
 /// Worker `w` is back as `worker`.
 void admit(dispatcher_ptr self, uint32_t w, worker_actor worker) {
   auto& st = self->state;
-  if (w >= st.workers.size() || st.alive[w])
+  if (w >= st.workers.size() || st.workers[w].alive)
     return;
   telemetry::count(telemetry::node_event::worker_back); // metrics (issue 14)
-  st.strikes[w] = 0;
-  st.benched[w] = false;
-  st.workers[w] = std::move(worker);
-  self->monitor(st.workers[w]);
-  st.alive[w] = true;
+  auto& slot = st.workers[w];
+  slot.strikes = 0;
+  slot.benched = false;
+  slot.actor = std::move(worker);
+  self->monitor(slot.actor);
+  slot.alive = true;
   ++st.alive_count;
   st.grace_started = false;
   st.grace_over = false;
@@ -343,27 +347,19 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
                      uint32_t closures_per_worker) {
   auto& st = self->state;
   st.no_worker_grace = no_worker_grace;
-  st.workers = std::move(workers);
-  auto n = st.workers.size();
+  auto n = workers.size();
+  st.workers.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    st.workers[i].actor = std::move(workers[i]);
   st.respawn = std::move(respawn);
   st.restart_budget = restart_budget;
-  st.restarts.assign(n, 0);
-  st.incarnation.assign(n, 0);
-  st.strikes.assign(n, 0);
-  st.benched.assign(n, false);
-  st.bench_number.assign(n, 0);
-  st.positions.assign(n, data_position{});
-  st.has_position.assign(n, false);
-  st.running.resize(n);
-  st.lost_reason.assign(n, "never started");
-  st.alive.assign(n, true);
   st.alive_count = n;
   st.per_worker = std::max<uint32_t>(closures_per_worker, 1);
   for (uint32_t i = 0; i < n; ++i) {
     for (uint32_t k = 0; k < st.per_worker; ++k)
       st.idle.push_back(i);
     // A remote worker's death fails no request: CAF only reports it here.
-    self->monitor(st.workers[i]);
+    self->monitor(st.workers[i].actor);
   }
   init_servers(self, std::move(servers), std::move(recovery));
   // The workers learn the groups' routes (and views) before any closure.
@@ -371,12 +367,13 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (uint32_t p = 0; p < st.servers.size(); ++p)
-      if (st.servers[p] && st.servers[p].address() == dm.source) {
+      if (st.servers[p].actor
+          && st.servers[p].actor.address() == dm.source) {
         server_lost(self, p, self->system().render(dm.reason));
         return;
       }
     for (uint32_t w = 0; w < st.workers.size(); ++w)
-      if (st.workers[w].address() == dm.source) {
+      if (st.workers[w].actor.address() == dm.source) {
         lose_worker(self, w, self->system().render(dm.reason));
         dispatch(self);
         return;
@@ -403,9 +400,9 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
     [=](abort_atom, caf::error& reason) { fail_job(self, reason); },
     [=](replace_atom, uint32_t w, worker_actor& worker, bool restarted) {
       auto& st = self->state;
-      if (w >= st.workers.size() || st.alive[w])
+      if (w >= st.workers.size() || st.workers[w].alive)
         return;
-      if (!restarted || !st.has_position[w]) {
+      if (!restarted || !st.workers[w].has_position) {
         log::info("coordinator", -1, "worker {} is back", w);
         admit(self, w, std::move(worker));
         return;
@@ -413,7 +410,7 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
       // A restarted worker process starts its data slice at 0: it goes on
       // where its last finished closure left it, so that each example is
       // used once per epoch across the restart.
-      auto pos = st.positions[w];
+      auto pos = st.workers[w].position;
       self->request(worker, std::chrono::seconds(10), seek_atom_v, pos.epoch,
                     pos.offset)
         .then(
@@ -434,12 +431,13 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
     },
     [=](backoff_atom, uint32_t w, uint64_t number) {
       auto& st = self->state;
-      if (w >= st.workers.size() || !st.benched[w]
-          || number != st.bench_number[w])
+      if (w >= st.workers.size() || !st.workers[w].benched
+          || number != st.workers[w].bench_number)
         return;
-      st.benched[w] = false;
-      if (st.alive[w]) {
-        auto places = st.running[w].size()
+      auto& slot = st.workers[w];
+      slot.benched = false;
+      if (slot.alive) {
+        auto places = slot.running.size()
                       + std::count(st.idle.begin(), st.idle.end(), w);
         for (auto i = places; i < st.per_worker; ++i)
           st.idle.push_back(w);
@@ -450,26 +448,27 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
       auto& st = self->state;
       if (st.pending_restarts > 0)
         --st.pending_restarts;
-      if (w >= st.workers.size() || st.alive[w] || !st.respawn) {
+      if (w >= st.workers.size() || st.workers[w].alive || !st.respawn) {
         dispatch(self);
         return;
       }
-      ++st.restarts[w];
-      ++st.incarnation[w];
+      auto& slot = st.workers[w];
+      ++slot.restarts;
+      ++slot.incarnation;
       worker_actor worker;
       try {
-        worker = st.respawn(w, st.incarnation[w]);
+        worker = st.respawn(w, slot.incarnation);
       } catch (const std::exception& e) {
         log::error("coordinator", -1, "worker {} not restarted: {}", w,
                    e.what());
-        st.lost_reason[w] += fmt::format(", restart failed: {}", e.what());
+        slot.lost_reason += fmt::format(", restart failed: {}", e.what());
         plan_restart(self, w);
         dispatch(self);
         return;
       }
       log::info("coordinator", -1,
                 "worker {} restarted (incarnation {}, restart {} of {})", w,
-                st.incarnation[w], st.restarts[w], st.restart_budget);
+                slot.incarnation, slot.restarts, st.restart_budget);
       admit(self, w, std::move(worker));
     },
     [=](grace_atom, uint64_t number) {
@@ -497,7 +496,7 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
         if (!gs.lost && !gs.promoting)
           out.push_back(group_route{g, gs.primary, gs.view,
                                     caf::actor_cast<caf::strong_actor_ptr>(
-                                      st.servers[gs.primary])});
+                                      st.servers[gs.primary].actor)});
       }
       return out;
     },

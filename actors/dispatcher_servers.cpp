@@ -35,7 +35,7 @@ std::vector<group_route> routes_of(const dispatcher_state& st) {
       continue;
     out.push_back(group_route{
       g, gs.primary, gs.view,
-      caf::actor_cast<caf::strong_actor_ptr>(st.servers[gs.primary])});
+      caf::actor_cast<caf::strong_actor_ptr>(st.servers[gs.primary].actor)});
   }
   return out;
 }
@@ -60,8 +60,8 @@ void note_pause(dispatcher_ptr self) {
 /// Sets server `p`'s role in a group; calls `done` with the outcome.
 template <class F>
 void configure(dispatcher_ptr self, uint32_t p, replica_config cfg, F done) {
-  self->request(self->state.servers[p], configure_timeout, configure_atom_v,
-                std::move(cfg))
+  self->request(self->state.servers[p].actor, configure_timeout,
+                configure_atom_v, std::move(cfg))
     .then([=](bool) { done(caf::error{}); },
           [=](caf::error& err) { done(err); });
 }
@@ -72,7 +72,7 @@ void create_on(dispatcher_ptr self, uint32_t p, uint32_t g, bool restore) {
   auto& rec = self->state.recovery;
   auto create = rec.create_group;
   auto restore_fn = rec.restore_group;
-  auto ps = self->state.servers[p];
+  auto ps = self->state.servers[p].actor;
   auto run = [=](auto* sender, const dispatcher_actor& me) {
     try {
       if (create)
@@ -107,7 +107,7 @@ void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
               auto& st = self->state;
               auto& gs = st.groups[g];
               if (err || gs.view != view || gs.lost || gs.promoting
-                  || !st.ps_alive[gs.primary] || !st.ps_alive[b]) {
+                  || !st.servers[gs.primary].alive || !st.servers[b].alive) {
                 gs.adding = -1;
                 if (err)
                   log::warn("coordinator", -1,
@@ -120,7 +120,7 @@ void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
                 self, primary,
                 replica_config{g, view, true,
                                caf::actor_cast<caf::strong_actor_ptr>(
-                                 st.servers[b]),
+                                 st.servers[b].actor),
                                true, b},
                 [=](const caf::error& err) {
                   auto& gs = self->state.groups[g];
@@ -154,10 +154,10 @@ void ensure_backups(dispatcher_ptr self) {
       continue;
     for (uint32_t k = 1; k < n; ++k) {
       auto b = (gs.primary + k) % n;
-      if (!st.ps_alive[b] || st.ps_returning[b])
+      if (!st.servers[b].alive || st.servers[b].returning)
         continue;
       gs.adding = b;
-      if (st.holds[b].count(g) > 0)
+      if (st.servers[b].holds.count(g) > 0)
         add_backup(self, g, b);
       else
         create_on(self, b, g, false);
@@ -199,9 +199,9 @@ void promote(dispatcher_ptr self, uint32_t g, uint32_t b) {
 
 void start_bring_back(dispatcher_ptr self, uint32_t p) {
   auto& st = self->state;
-  if (st.ps_returning[p])
+  if (st.servers[p].returning)
     return;
-  st.ps_returning[p] = true;
+  st.servers[p].returning = true;
   auto fn = st.recovery.bring_back;
   auto run = [fn, p](auto* sender, const dispatcher_actor& me) {
     try {
@@ -225,26 +225,25 @@ void start_bring_back(dispatcher_ptr self, uint32_t p) {
 void init_servers(dispatcher_ptr self, std::vector<ps_actor> servers,
                   ps_recovery recovery) {
   auto& st = self->state;
-  st.servers = std::move(servers);
-  auto n = static_cast<uint32_t>(st.servers.size());
-  st.ps_alive.assign(n, true);
-  st.ps_returning.assign(n, false);
-  st.holds.assign(n, {});
+  auto n = static_cast<uint32_t>(servers.size());
+  st.servers.resize(n);
+  for (uint32_t p = 0; p < n; ++p)
+    st.servers[p].actor = std::move(servers[p]);
   st.recovery = std::move(recovery);
   st.groups.assign(n, group_state{});
   for (uint32_t g = 0; g < n; ++g) {
     st.groups[g].primary = g;
     st.groups[g].view = st.recovery.initial_view;
-    st.holds[g].insert(g);
+    st.servers[g].holds.insert(g);
     if (st.recovery.replicas > 0 && n > 1) {
       auto b = (g + 1) % n;
       st.groups[g].backup = b;
-      st.holds[b].insert(g);
+      st.servers[b].holds.insert(g);
     }
   }
   // A remote server's death fails no request: CAF only reports it here.
   for (auto& s : st.servers)
-    self->monitor(s);
+    self->monitor(s.actor);
 }
 
 bool dispatch_paused(const dispatcher_state& st) {
@@ -256,10 +255,10 @@ bool dispatch_paused(const dispatcher_state& st) {
 
 void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
   auto& st = self->state;
-  if (p >= st.servers.size() || !st.ps_alive[p] || st.fatal)
+  if (p >= st.servers.size() || !st.servers[p].alive || st.fatal)
     return;
-  st.ps_alive[p] = false;
-  st.holds[p].clear();
+  st.servers[p].alive = false;
+  st.servers[p].holds.clear();
   telemetry::count(telemetry::node_event::ps_lost); // metrics (issue 14)
   log::warn("coordinator", -1, "ps {} lost ({})", p, why);
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
@@ -268,7 +267,7 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
       gs.adding = -1;
     if (gs.backup == int64_t{p}) {
       gs.backup = -1;
-      if (!gs.lost && st.ps_alive[gs.primary]) {
+      if (!gs.lost && st.servers[gs.primary].alive) {
         log::warn("coordinator", -1,
                   "group {} runs without a backup until one is rebuilt", g);
         configure(self, gs.primary,
@@ -282,7 +281,7 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
     auto& gs = st.groups[g];
     if (gs.primary != p || gs.lost)
       continue;
-    if (gs.backup >= 0 && st.ps_alive[gs.backup]) {
+    if (gs.backup >= 0 && st.servers[gs.backup].alive) {
       promote(self, g, static_cast<uint32_t>(gs.backup));
     } else {
       gs.lost = true;
@@ -307,14 +306,15 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
 void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
                  std::vector<uint32_t> held) {
   auto& st = self->state;
-  st.ps_returning[p] = false;
+  auto& slot = st.servers[p];
+  slot.returning = false;
   if (st.fatal)
     return;
-  st.servers[p] = std::move(ps);
-  st.ps_alive[p] = true;
+  slot.actor = std::move(ps);
+  slot.alive = true;
   telemetry::count(telemetry::node_event::ps_back); // metrics (issue 14)
-  st.holds[p] = std::set<uint32_t>(held.begin(), held.end());
-  self->monitor(st.servers[p]);
+  slot.holds = std::set<uint32_t>(held.begin(), held.end());
+  self->monitor(slot.actor);
   log::info("coordinator", -1, "ps {} is back{}", p,
             held.empty() ? std::string{" (empty)"}
                          : fmt::format(" holding {} group(s)", held.size()));
@@ -322,7 +322,7 @@ void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
     auto& gs = st.groups[g];
     if (!gs.lost || gs.primary != p)
       continue;
-    if (st.holds[p].count(g) > 0) {
+    if (slot.holds.count(g) > 0) {
       // Paused or cut off, not restarted, and nothing was restored in its
       // place: its state is the newest there is.
       gs.lost = false;
@@ -344,7 +344,7 @@ void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
 
 void server_not_back(dispatcher_ptr self, uint32_t p, const std::string& why) {
   auto& st = self->state;
-  st.ps_returning[p] = false;
+  st.servers[p].returning = false;
   bool orphaned = std::any_of(st.groups.begin(), st.groups.end(),
                               [&](const group_state& g) {
                                 return g.lost && g.primary == p;
@@ -365,14 +365,14 @@ void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
   auto& st = self->state;
   auto& gs = st.groups[g];
   if (!restored) {
-    if (err || !st.ps_alive[p]) {
+    if (err || !st.servers[p].alive) {
       gs.adding = -1;
       if (err)
         log::warn("coordinator", -1, "group {}: no backup on ps{}: {}", g, p,
                   self->system().render(err));
       return;
     }
-    st.holds[p].insert(g);
+    st.servers[p].holds.insert(g);
     add_backup(self, g, p);
     return;
   }
@@ -382,7 +382,7 @@ void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
   }
   // Restored from the newest checkpoint onto p, which serves it now at a
   // new view.
-  st.holds[p].insert(g);
+  st.servers[p].holds.insert(g);
   gs.primary = p;
   gs.backup = -1;
   ++gs.view;
@@ -406,25 +406,26 @@ void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
 void send_routes(dispatcher_ptr self) {
   auto& st = self->state;
   auto routes = routes_of(st);
-  for (uint32_t w = 0; w < st.workers.size(); ++w)
-    if (st.alive[w])
-      self->send(st.workers[w], route_atom_v, routes);
+  for (auto& w : st.workers)
+    if (w.alive)
+      self->send(w.actor, route_atom_v, routes);
 }
 
 void send_routes(dispatcher_ptr self, uint32_t w) {
-  self->send(self->state.workers[w], route_atom_v, routes_of(self->state));
+  self->send(self->state.workers[w].actor, route_atom_v,
+             routes_of(self->state));
 }
 
 void reinstall_backups(dispatcher_ptr self) {
   auto& st = self->state;
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
     auto& gs = st.groups[g];
-    if (gs.backup < 0 || gs.lost || !st.ps_alive[gs.primary])
+    if (gs.backup < 0 || gs.lost || !st.servers[gs.primary].alive)
       continue;
     configure(self, gs.primary,
               replica_config{g, gs.view, true,
                              caf::actor_cast<caf::strong_actor_ptr>(
-                               st.servers[gs.backup]),
+                               st.servers[gs.backup].actor),
                              true, static_cast<uint32_t>(gs.backup)},
               [](const caf::error&) {});
   }
@@ -443,8 +444,8 @@ void maybe_prune(dispatcher_ptr self, const detail::closure_state& c) {
     watermark = c.tracker->low_watermark();
   }
   for (uint32_t p = 0; p < st.servers.size(); ++p)
-    if (st.ps_alive[p])
-      self->send(st.servers[p], prune_atom_v, first, watermark);
+    if (st.servers[p].alive)
+      self->send(st.servers[p].actor, prune_atom_v, first, watermark);
 }
 
 } // namespace actorps::detail

@@ -38,12 +38,52 @@ struct group_state {
   int64_t adding = -1;
 };
 
+/// What the dispatcher keeps for one worker (slot w is worker index w).
+struct worker_slot {
+  /// The worker's current incarnation (replaced when it comes back or is
+  /// restarted).
+  worker_actor actor;
+  /// In service (taken out when lost, back when admitted).
+  bool alive = true;
+  /// The closures it holds, in the order they were sent: the first runs,
+  /// the others wait in the worker's queue (at most per_worker).
+  std::vector<closure_ptr> running;
+  /// Why it was last taken out of service ("never started" until then),
+  /// with what failed since ("restart failed: ...").
+  std::string lost_reason = "never started";
+  /// Restarts made (of restart_budget), and its incarnation (the number
+  /// respawn got last).
+  uint32_t restarts = 0;
+  uint32_t incarnation = 0;
+  /// Consecutive closures it failed with errc::ps_lost while that server
+  /// was not being recovered (the worker cannot reach it), and whether it
+  /// sits out a back-off for that (benched).
+  uint32_t strikes = 0;
+  bool benched = false;
+  /// Tells a bench timer of an earlier bench from the current one's.
+  uint64_t bench_number = 0;
+  /// Its data position after its last finished closure, and whether it has
+  /// one (a restarted worker process is moved there).
+  data_position position;
+  bool has_position = false;
+};
+
+/// What the dispatcher keeps for one parameter server (slot p is server
+/// index p; which groups it serves is in group_state).
+struct ps_slot {
+  /// The server's current incarnation (replaced when it is brought back).
+  ps_actor actor;
+  /// Alive (not lost since it was last back).
+  bool alive = true;
+  /// A helper is bringing it back.
+  bool returning = false;
+  /// The groups it holds a replica of.
+  std::set<uint32_t> holds;
+};
+
 struct dispatcher_state {
   // -- closures ---------------------------------------------------------------
   std::deque<closure_ptr> queue;
-  /// The closures each worker holds, in the order they were sent: the first
-  /// runs, the others wait in the worker's queue (at most per_worker).
-  std::vector<std::vector<closure_ptr>> running;
   /// Closures handed to a worker at once (spawn_dispatcher's
   /// closures_per_worker): with 2, a worker starts its next closure the
   /// moment one ends, not a round trip to the coordinator later.
@@ -57,29 +97,15 @@ struct dispatcher_state {
   caf::error fatal;
   std::string fatal_text;
   // -- workers ----------------------------------------------------------------
-  std::vector<worker_actor> workers;
-  std::vector<bool> alive;
+  /// One per worker (see worker_slot).
+  std::vector<worker_slot> workers;
   size_t alive_count = 0;
   /// One entry per free place of a worker (a worker with two free places
   /// is in it twice).
   std::deque<uint32_t> idle;
-  std::vector<std::string> lost_reason; ///< per worker index
   worker_respawn respawn;
   uint32_t restart_budget = 0;
-  std::vector<uint32_t> restarts;   ///< per worker index
-  std::vector<uint32_t> incarnation; ///< per worker index
   uint32_t pending_restarts = 0;
-  /// Per worker: consecutive closures it failed with errc::ps_lost while
-  /// that server was not being recovered (the worker cannot reach it), and
-  /// whether it sits out a back-off for that (benched).
-  std::vector<uint32_t> strikes;
-  std::vector<bool> benched;
-  /// Tells a bench timer of an earlier bench from the current one's.
-  std::vector<uint64_t> bench_number;
-  /// Per worker: its data position after its last finished closure, and
-  /// whether it has one (a restarted worker process is moved there).
-  std::vector<data_position> positions;
-  std::vector<bool> has_position;
   // -- no worker in service ---------------------------------------------------
   std::chrono::milliseconds no_worker_grace{0};
   /// Whether the grace period runs (or ran) since the last worker was lost.
@@ -89,12 +115,8 @@ struct dispatcher_state {
   /// Tells a timer of an earlier grace period from the current one's.
   uint64_t grace_number = 0;
   // -- parameter servers and replica groups -------------------------------------
-  /// The servers by index, whether each is alive, whether a helper is
-  /// bringing it back, and the groups it holds a replica of.
-  std::vector<ps_actor> servers;
-  std::vector<bool> ps_alive;
-  std::vector<bool> ps_returning;
-  std::vector<std::set<uint32_t>> holds;
+  /// One per server (see ps_slot).
+  std::vector<ps_slot> servers;
   /// Who serves each replica group (see group_state).
   std::vector<group_state> groups;
   ps_recovery recovery;
@@ -114,18 +136,18 @@ struct dispatcher_state {
     };
     for (auto& c : queue)
       cancel(c);
-    for (auto& held : running)
-      for (auto& c : held)
+    for (auto& w : workers)
+      for (auto& c : w.running)
         cancel(c);
   }
 
   /// Whether worker `w` holds closure `c`; takes it off the worker.
   bool has_closure(uint32_t w, const closure_ptr& c) const {
-    auto& held = running[w];
+    auto& held = workers[w].running;
     return std::find(held.begin(), held.end(), c) != held.end();
   }
   void take_closure(uint32_t w, const closure_ptr& c) {
-    auto& held = running[w];
+    auto& held = workers[w].running;
     held.erase(std::remove(held.begin(), held.end(), c), held.end());
   }
 

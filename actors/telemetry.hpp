@@ -88,13 +88,14 @@ void sample_mailbox(Self* self, const char* role, uint32_t index) {
 void dispatcher_closures(size_t queued, size_t running);
 
 /// Samples the dispatcher's queue, the closures its workers hold (per
-/// worker, a container of closure pointers) and its mailbox when it goes
-/// out of scope: one line at the top of a function samples at every return.
-template <class Self, class Queue, class Running>
+/// worker, a record whose `running` is a container of closure pointers)
+/// and its mailbox when it goes out of scope: one line at the top of a
+/// function samples at every return.
+template <class Self, class Queue, class Workers>
 class dispatcher_sampler {
 public:
-  dispatcher_sampler(Self* self, const Queue& queue, const Running& running)
-    : self_(self), queue_(queue), running_(running) {
+  dispatcher_sampler(Self* self, const Queue& queue, const Workers& workers)
+    : self_(self), queue_(queue), workers_(workers) {
     // nop
   }
 
@@ -105,8 +106,8 @@ public:
     if (!enabled())
       return;
     size_t busy = 0;
-    for (auto& held : running_)
-      busy += held.size();
+    for (auto& worker : workers_)
+      busy += worker.running.size();
     dispatcher_closures(queue_.size(), busy);
     mailbox_depth("coordinator", 0, self_->mailbox().size());
   }
@@ -114,7 +115,7 @@ public:
 private:
   Self* self_;
   const Queue& queue_;
-  const Running& running_;
+  const Workers& workers_;
 };
 
 /// Node events the coordinator sees (counters actorps_failures_total and

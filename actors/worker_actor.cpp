@@ -23,12 +23,12 @@ void start_next(worker_ptr self);
 /// Schedules an attempt to reconnect to lost server `p` (across processes
 /// only), after 0.25 s doubling to 5 s with each failed attempt.
 void plan_reconnect(worker_ptr self, uint32_t p) {
-  auto& st = self->state;
-  if (!st.opts.redial || st.reconnecting[p])
+  auto& slot = self->state.slots[p];
+  if (!self->state.opts.redial || slot.reconnecting)
     return;
-  st.reconnecting[p] = true;
+  slot.reconnecting = true;
   auto delay = capped_backoff(std::chrono::milliseconds(250),
-                              st.reconnect_tries[p]++,
+                              slot.reconnect_tries++,
                               std::chrono::seconds(5));
   self->delayed_send(self, delay, redial_atom_v, p);
 }
@@ -37,12 +37,14 @@ void plan_reconnect(worker_ptr self, uint32_t p) {
 /// lost.
 void use_server(worker_ptr self, uint32_t p, ps_actor ps) {
   auto& st = self->state;
-  st.opts.servers[p] = std::move(ps);
-  self->monitor(st.opts.servers[p]);
+  auto& slot = st.slots[p];
+  slot.server = std::move(ps);
+  self->monitor(slot.server);
   drop_ahead(self, p);
-  st.lost[p] = false;
-  st.reconnect_tries[p] = 0;
-  if (std::none_of(st.lost.begin(), st.lost.end(), [](bool x) { return x; }))
+  slot.lost = false;
+  slot.reconnect_tries = 0;
+  if (std::none_of(st.slots.begin(), st.slots.end(),
+                   [](const server_slot& x) { return x.lost; }))
     st.ps_lost = caf::error{};
 }
 
@@ -115,7 +117,9 @@ void use_chosen_format(worker_ptr self) {
 void choose_formats(worker_ptr self) {
   auto& st = self->state;
   worker_actor me = self;
-  auto servers = st.opts.servers;
+  std::vector<ps_actor> servers;
+  for (auto& slot : st.slots)
+    servers.push_back(slot.server);
   auto layout = st.opts.layout;
   auto index = static_cast<int>(st.opts.index);
   self->spawn<caf::detached>([me, servers, layout,
@@ -151,9 +155,11 @@ void start_next(worker_ptr self) {
   st.busy = true;
   st.failed = false;
   ++st.seq;
-  std::fill(st.in_flight.begin(), st.in_flight.end(), 0);
-  std::fill(st.outstanding.begin(), st.outstanding.end(), 0);
-  std::fill(st.encoded_for_seq.begin(), st.encoded_for_seq.end(), false);
+  for (auto& slot : st.slots) {
+    slot.in_flight = 0;
+    slot.outstanding = 0;
+    slot.encoded_for_seq = false;
+  }
   st.result = step_result{};
   st.result.closure = req.id;
   st.result.worker = st.opts.index;
@@ -179,37 +185,34 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
     t.dim = layout.variables[v].cols;
     st.tables.push_back(std::move(t));
   }
-  st.routes = key_routes{layout, static_cast<uint32_t>(st.opts.servers.size())};
-  st.read_clocks.resize(st.opts.servers.size());
-  st.in_flight.assign(st.opts.servers.size(), 0);
-  st.outstanding.assign(st.opts.servers.size(), 0);
-  st.sent_from.assign(st.opts.servers.size(), 0);
-  st.runs_sent.resize(st.opts.servers.size());
-  st.ahead.resize(st.opts.servers.size());
-  st.encoded.resize(st.opts.servers.size());
+  auto n = static_cast<uint32_t>(st.opts.servers.size());
+  st.routes = key_routes{layout, n};
   st.plan = make_push_plan(layout, st.opts.push_format,
                            st.opts.variable_formats);
-  st.encoded_for_seq.assign(st.opts.servers.size(), false);
-  st.residual.resize(st.opts.servers.size());
-  st.opts.views.resize(st.opts.servers.size(), 0);
-  if (st.opts.server_index.empty())
-    for (uint32_t g = 0; g < st.opts.servers.size(); ++g)
-      st.opts.server_index.push_back(g);
-  st.lost.assign(st.opts.servers.size(), false);
-  st.reconnecting.assign(st.opts.servers.size(), false);
-  st.reconnect_tries.assign(st.opts.servers.size(), 0);
+  st.slots.resize(n);
+  for (uint32_t g = 0; g < n; ++g) {
+    auto& slot = st.slots[g];
+    slot.server = std::move(st.opts.servers[g]);
+    if (g < st.opts.views.size())
+      slot.view = st.opts.views[g];
+    slot.server_index = st.opts.server_index.empty() ? g
+                                                     : st.opts.server_index[g];
+  }
+  st.opts.servers.clear();
+  st.opts.views.clear();
+  st.opts.server_index.clear();
   plan_slices(self);
   // A remote server's death fails no pull or push: CAF only reports it here.
-  for (auto& server : st.opts.servers)
-    self->monitor(server);
+  for (auto& slot : st.slots)
+    self->monitor(slot.server);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
-    for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-      if (st.opts.servers[p].address() == dm.source && !st.lost[p]) {
+    for (uint32_t p = 0; p < st.slots.size(); ++p)
+      if (st.slots[p].server.address() == dm.source && !st.slots[p].lost) {
         if (dm.reason != caf::exit_reason::user_shutdown)
           log::error("worker", static_cast<int>(st.opts.index),
                      "lost ps{}: {}", p, self->system().render(dm.reason));
-        st.lost[p] = true;
+        st.slots[p].lost = true;
         drop_ahead(self, p);
         st.ps_lost = caf::make_error(errc::ps_lost, "ps", p,
                                      self->system().render(dm.reason));
@@ -222,14 +225,16 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   return {
     [=](redial_atom, uint32_t p) {
       auto& st = self->state;
-      if (p >= st.lost.size() || !st.lost[p]) {
-        st.reconnecting[p] = false;
+      if (p >= st.slots.size())
+        return;
+      if (!st.slots[p].lost) {
+        st.slots[p].reconnecting = false;
         return;
       }
       // Dialling blocks for up to a few seconds: a helper thread does it, so
       // that this worker keeps answering its node and the coordinator.
       auto redial = st.opts.redial;
-      auto server = st.opts.server_index[p];
+      auto server = st.slots[p].server_index;
       worker_actor me = self;
       self->spawn<caf::detached>([redial, me, p,
                                   server](caf::blocking_actor* helper) {
@@ -249,15 +254,16 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
     [=](dialed_atom, uint32_t p, caf::strong_actor_ptr& ptr,
         uint64_t incarnation) {
       auto& st = self->state;
-      if (p >= st.lost.size())
+      if (p >= st.slots.size())
         return;
-      st.reconnecting[p] = false;
-      if (!st.lost[p])
+      auto& slot = st.slots[p];
+      slot.reconnecting = false;
+      if (!slot.lost)
         return; // replaced by the coordinator meanwhile
       if (!ptr)
         return plan_reconnect(self, p);
       auto index = static_cast<int>(st.opts.index);
-      auto server = st.opts.server_index[p];
+      auto server = slot.server_index;
       if (server < st.opts.server_incarnations.size()
           && incarnation != st.opts.server_incarnations[server]) {
         // Its state is gone: it may serve only after the coordinator has
@@ -277,9 +283,12 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
     [=](route_atom, std::vector<group_route>& routes) {
       auto& st = self->state;
       for (auto& r : routes) {
-        if (r.group >= st.opts.servers.size() || r.view < st.opts.views[r.group]
-            || (r.view == st.opts.views[r.group]
-                && r.ps == st.opts.server_index[r.group] && !st.lost[r.group]))
+        if (r.group >= st.slots.size())
+          continue;
+        auto& slot = st.slots[r.group];
+        if (r.view < slot.view
+            || (r.view == slot.view && r.ps == slot.server_index
+                && !slot.lost))
           continue;
         auto ps = caf::actor_cast<ps_actor>(r.actor);
         if (st.opts.redial) {
@@ -295,8 +304,8 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
                       r.ps, e.what());
           }
         }
-        st.opts.views[r.group] = r.view;
-        st.opts.server_index[r.group] = r.ps;
+        slot.view = r.view;
+        slot.server_index = r.ps;
         use_server(self, r.group, std::move(ps));
         log::info("worker", static_cast<int>(st.opts.index),
                   "group {} is served by ps{} (view {})", r.group, r.ps,

@@ -13,14 +13,14 @@ namespace actorps::detail {
 
 bool awaits_ahead(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  auto& a = st.ahead[p];
+  auto& a = st.slots[p].ahead;
   return st.busy && !st.failed && st.at == phase::pulling
          && a.taken_by == st.seq;
 }
 
 bool use_ahead(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  auto& a = st.ahead[p];
+  auto& a = st.slots[p].ahead;
   if (a.at == pull_ahead::state::in_flight)
     return true;
   if (a.at != pull_ahead::state::ready)
@@ -34,7 +34,7 @@ bool use_ahead(worker_ptr self, uint32_t p) {
 void ahead_arrived(worker_ptr self, uint32_t p, uint64_t token, uint32_t i,
                    pull_reply& reply) {
   auto& st = self->state;
-  auto& a = st.ahead[p];
+  auto& a = st.slots[p].ahead;
   if (a.token != token)
     return;
   --a.left;
@@ -57,7 +57,7 @@ void ahead_arrived(worker_ptr self, uint32_t p, uint64_t token, uint32_t i,
 
 void ahead_failed(worker_ptr self, uint32_t p, uint64_t token,
                   caf::error& err) {
-  auto& a = self->state.ahead[p];
+  auto& a = self->state.slots[p].ahead;
   if (a.token != token)
     return;
   auto taken = awaits_ahead(self, p);
@@ -69,7 +69,7 @@ void ahead_failed(worker_ptr self, uint32_t p, uint64_t token,
 void take_ahead(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   auto seq = st.seq;
-  auto& a = st.ahead[p];
+  auto& a = st.slots[p].ahead;
   std::vector<std::pair<uint32_t, pull_reply>> got;
   for (uint32_t i = 0; i < a.stored.size(); ++i)
     if (a.stored[i]) {
@@ -91,8 +91,8 @@ void take_ahead(worker_ptr self, uint32_t p) {
 
 void drop_ahead(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  if (p < st.ahead.size() && !awaits_ahead(self, p))
-    st.ahead[p] = pull_ahead{};
+  if (p < st.slots.size() && !awaits_ahead(self, p))
+    st.slots[p].ahead = pull_ahead{};
 }
 
 } // namespace actorps::detail

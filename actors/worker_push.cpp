@@ -31,8 +31,9 @@ void encode_runs(worker_state& st, uint32_t p, const float* grad,
       continue;
     float* residual = nullptr;
     if (run.format->uses_residual()) {
-      st.residual[p].resize(st.opts.layout->ps_sizes[p], 0.0f);
-      residual = st.residual[p].data() + lo;
+      auto& kept = st.slots[p].residual;
+      kept.resize(st.opts.layout->ps_sizes[p], 0.0f);
+      residual = kept.data() + lo;
     }
     encoded_part part;
     part.offset = lo;
@@ -47,12 +48,13 @@ void encode_runs(worker_state& st, uint32_t p, const float* grad,
 /// count a top-k residual twice).
 void encode_gradient(worker_ptr self, uint32_t p, push_request& req) {
   auto& st = self->state;
-  if (!st.encoded_for_seq[p]) {
+  auto& slot = st.slots[p];
+  if (!slot.encoded_for_seq) {
     auto grad = gather_shards(*st.opts.layout, p, st.grad.data());
-    encode_runs(st, p, grad.data(), 0, grad.size(), st.encoded[p]);
-    st.encoded_for_seq[p] = true;
+    encode_runs(st, p, grad.data(), 0, grad.size(), slot.encoded);
+    slot.encoded_for_seq = true;
   }
-  req.parts = st.encoded[p];
+  req.parts = slot.encoded;
 }
 
 /// Puts the run [from, to) of group `p`'s dense gradient into `req` (a
@@ -73,12 +75,13 @@ void encode_piece(worker_ptr self, uint32_t p, uint64_t from, uint64_t to,
 
 void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
   auto& st = self->state;
+  auto& slot = st.slots[p];
   auto seq = st.seq;
   auto region = st.opts.layout->ps_sizes[p];
   push_request req;
   req.group = p;
-  req.view = st.opts.views[p];
-  req.read_clock = st.read_clocks[p];
+  req.view = slot.view;
+  req.read_clock = slot.read_clock;
   req.id = update_id{st.opts.index, st.opts.incarnation, st.result.closure};
   req.piece = from > 0 || to < region;
   req.offset = from;
@@ -102,30 +105,31 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
   if (from == 0)
     st.routes.fill_push(p, st.tables, req.tables);
   st.result.bytes_pushed += payload_bytes(req);
-  if (st.in_flight[p] == 0) {
-    st.in_flight[p] = ++st.next_token;
-    st.outstanding[p] = 0;
+  if (slot.in_flight == 0) {
+    slot.in_flight = ++st.next_token;
+    slot.outstanding = 0;
   }
-  auto token = st.in_flight[p];
-  st.runs_sent[p].emplace_back(from, to);
+  auto token = slot.in_flight;
+  slot.runs_sent.emplace_back(from, to);
   if (st.in_compute)
     ++st.result.early_pieces;
-  ++st.outstanding[p];
+  ++slot.outstanding;
   ++st.pending;
   // No timeout (caf::infinite): under sync the ack waits for the round;
   // a server that dies or is cut off is noticed by the monitor (down_msg),
   // which fails the step.
   auto sent = steady_clock::now(); // metrics (issue 14)
-  self->request(st.opts.servers[p], caf::infinite, push_atom_v, std::move(req))
+  self->request(slot.server, caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
         telemetry::request_latency(telemetry::request_kind::push, p,
                                    steady_clock::now() - sent); // issue 14
         auto& st = self->state;
-        if (st.failed || st.seq != seq || st.in_flight[p] != token)
+        auto& slot = st.slots[p];
+        if (st.failed || st.seq != seq || slot.in_flight != token)
           return;
-        if (--st.outstanding[p] == 0)
-          st.in_flight[p] = 0;
+        if (--slot.outstanding == 0)
+          slot.in_flight = 0;
         if (--st.pending == 0) {
           st.result.push_s = seconds_since(st.t0);
           st.result.peak_rss_bytes = peak_rss_bytes();
@@ -135,7 +139,7 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
       },
       [=](caf::error& err) {
         auto& st = self->state;
-        if (st.seq == seq && st.in_flight[p] == token)
+        if (st.seq == seq && st.slots[p].in_flight == token)
           fail(self, server_error(self, p, std::move(err)));
       });
 }
@@ -143,7 +147,7 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
 void push_one(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   auto region = st.opts.layout->ps_sizes[p];
-  push_run(self, p, 0, st.opts.layer_pushes ? st.sent_from[p] : region);
+  push_run(self, p, 0, st.opts.layer_pushes ? st.slots[p].sent_from : region);
 }
 
 /// Layer pushes: backpropagation made the flat gradient [first, last)
@@ -159,16 +163,17 @@ void layer_ready(worker_ptr self, const float* first, const float* last) {
       || static_cast<uint64_t>(last - base) != st.ready_from)
     return; // not next to what is final: pushed after the compute
   st.ready_from = static_cast<uint64_t>(first - base);
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p) {
-    auto from = st.sent_from[p];
+  for (uint32_t p = 0; p < st.slots.size(); ++p) {
+    auto& sent_from = st.slots[p].sent_from;
+    auto from = sent_from;
     for (auto& s : pl.shards)
       if (s.ps == p && s.kind == variable_kind::dense
           && s.model_offset >= st.ready_from && s.ps_offset < from)
         from = s.ps_offset;
-    if (from == 0 || from == st.sent_from[p])
+    if (from == 0 || from == sent_from)
       continue;
-    auto to = st.sent_from[p];
-    st.sent_from[p] = from;
+    auto to = sent_from;
+    sent_from = from;
     push_run(self, p, from, to);
     if (!st.piece_error.empty())
       return;
@@ -178,8 +183,8 @@ void layer_ready(worker_ptr self, const float* first, const float* last) {
 void start_pieces(worker_ptr self) {
   auto& st = self->state;
   st.ready_from = st.opts.layout->model_size;
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-    st.sent_from[p] = st.opts.layout->ps_sizes[p];
+  for (uint32_t p = 0; p < st.slots.size(); ++p)
+    st.slots[p].sent_from = st.opts.layout->ps_sizes[p];
   st.piece_error.clear();
   st.in_compute = true;
   st.ws->gradient_ready = [self](const float* first, const float* last) {
@@ -196,13 +201,14 @@ void end_pieces(worker_ptr self) {
 
 void resend_pushes(worker_ptr self, uint32_t p) {
   auto& st = self->state;
+  auto& slot = st.slots[p];
   // Every run pushed to the old server goes again, as it was cut: the new
   // one drops those it applied already (a piece is named by its closure
   // and run).
-  st.pending -= st.outstanding[p];
-  st.outstanding[p] = 0;
-  auto runs = std::move(st.runs_sent[p]);
-  st.runs_sent[p].clear();
+  st.pending -= slot.outstanding;
+  slot.outstanding = 0;
+  auto runs = std::move(slot.runs_sent);
+  slot.runs_sent.clear();
   for (auto [from, to] : runs)
     if (!st.failed)
       push_run(self, p, from, to);

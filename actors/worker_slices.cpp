@@ -35,13 +35,7 @@ void merge_small_slices(std::vector<pull_slice>& xs, uint64_t min_floats) {
 
 void plan_slices(worker_ptr self) {
   auto& st = self->state;
-  auto n = st.opts.servers.size();
-  st.dense_stages.assign(n, 0);
-  st.slice_in.assign(n, {});
-  st.slice_next.assign(n, 0);
-  st.rows_in.assign(n, true);
-  st.slices.assign(n, {});
-  st.stages_at_start.assign(n, 0);
+  auto n = static_cast<uint32_t>(st.slots.size());
   if (!st.opts.priority_pulls)
     return;
   auto& pl = *st.opts.layout;
@@ -66,7 +60,8 @@ void plan_slices(worker_ptr self) {
   auto stages = static_cast<uint32_t>(ends.size());
   for (uint32_t p = 0; p < n; ++p) {
     auto region = pl.ps_sizes[p];
-    auto& out = st.slices[p];
+    auto& slot = st.slots[p];
+    auto& out = slot.slices;
     uint64_t prev = 0;
     for (uint32_t s = 0; s < stages; ++s) {
       // The last slice takes the rest of the region.
@@ -76,7 +71,7 @@ void plan_slices(worker_ptr self) {
       else if (!out.empty())
         out.back().stages = s + 1;
       else
-        st.stages_at_start[p] = s + 1;
+        slot.stages_at_start = s + 1;
       prev = std::max(prev, end);
     }
     merge_small_slices(out, st.opts.min_slice_floats);
@@ -86,7 +81,7 @@ void plan_slices(worker_ptr self) {
     std::string per_group;
     for (uint32_t p = 0; p < n; ++p)
       per_group += fmt::format("{}group {}: {}", p == 0 ? "" : ", ", p,
-                               st.slices[p].size());
+                               st.slots[p].slices.size());
     log::info("worker", who,
               "priority pulls: {} forward stages; slices per pull of {}",
               stages, per_group);
@@ -100,25 +95,25 @@ void begin_slices(worker_ptr self) {
   if (!st.staged)
     return;
   auto stages = static_cast<uint32_t>(st.stage_ends.size());
-  for (uint32_t p = 0; p < st.slices.size(); ++p) {
-    st.dense_stages[p] = st.slices[p].empty() ? stages
-                                              : st.stages_at_start[p];
-    st.slice_in[p].assign(st.slices[p].size(), false);
-    st.slice_next[p] = 0;
-    st.rows_in[p] = !st.routes.has_keys(p);
+  for (uint32_t p = 0; p < st.slots.size(); ++p) {
+    auto& slot = st.slots[p];
+    slot.dense_stages = slot.slices.empty() ? stages : slot.stages_at_start;
+    slot.slice_in.assign(slot.slices.size(), false);
+    slot.slice_next = 0;
+    slot.rows_in = !st.routes.has_keys(p);
   }
 }
 
 bool sliced(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  return st.staged && !st.slices[p].empty();
+  return st.staged && !st.slots[p].slices.empty();
 }
 
 uint32_t pull_parts(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   if (!sliced(self, p))
     return 1;
-  auto& in = st.slice_in[p];
+  auto& in = st.slots[p].slice_in;
   return static_cast<uint32_t>(std::count(in.begin(), in.end(), false));
 }
 
@@ -127,25 +122,26 @@ void note_part(worker_ptr self, uint32_t p, bool dense, uint32_t slice,
   auto& st = self->state;
   if (!st.staged)
     return;
+  auto& slot = st.slots[p];
   if (rows)
-    st.rows_in[p] = true;
+    slot.rows_in = true;
   if (!dense)
     return;
   if (slice == whole_region) {
-    st.dense_stages[p] = static_cast<uint32_t>(st.stage_ends.size());
+    slot.dense_stages = static_cast<uint32_t>(st.stage_ends.size());
   } else {
-    st.slice_in[p][slice] = true;
-    auto& next = st.slice_next[p];
-    while (next < st.slices[p].size() && st.slice_in[p][next])
-      st.dense_stages[p] = st.slices[p][next++].stages;
+    slot.slice_in[slice] = true;
+    auto& next = slot.slice_next;
+    while (next < slot.slices.size() && slot.slice_in[next])
+      slot.dense_stages = slot.slices[next++].stages;
   }
 }
 
 bool run_ready_stages(worker_ptr self) {
   auto& st = self->state;
   uint32_t ready = static_cast<uint32_t>(st.stage_ends.size());
-  for (uint32_t p = 0; p < st.slices.size(); ++p)
-    ready = std::min(ready, st.rows_in[p] ? st.dense_stages[p] : 0u);
+  for (auto& slot : st.slots)
+    ready = std::min(ready, slot.rows_in ? slot.dense_stages : 0u);
   if (st.stages_run >= ready)
     return true;
   auto t0 = steady_clock::now();

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,80 @@ struct job {
 /// Where the running closure is.
 enum class phase { idle, pulling, pushing };
 
+/// What a worker keeps for one replica group and the server that serves it:
+/// slot g is group g, whose server is worker_options::servers[g] at the
+/// start and then whichever server a route names (after a failover one
+/// server may serve two groups, and so sit in two slots). Every function
+/// below that takes a group `p` indexes worker_state::slots with it.
+struct server_slot {
+  // -- who serves the group ---------------------------------------------------
+  /// The group's server (worker_options::servers[g]; replaced by a route or
+  /// a reconnect).
+  ps_actor server;
+  /// The group's view as the worker knows it, named in every request
+  /// (worker_options::views[g], else 0; raised by routes).
+  uint64_t view = 0;
+  /// The index of the server serving the group, which redial connects to
+  /// (worker_options::server_index[g], else g; changed by routes).
+  uint32_t server_index = 0;
+  // -- failures ---------------------------------------------------------------
+  /// The server is lost (down or unreachable) and not yet reconnected or
+  /// replaced.
+  bool lost = false;
+  /// A reconnect attempt is scheduled or running.
+  bool reconnecting = false;
+  /// Reconnect attempts made since the server was last reachable (the
+  /// back-off's exponent).
+  uint32_t reconnect_tries = 0;
+  // -- the running step -------------------------------------------------------
+  /// The oldest clock of the values the step took from the group (its
+  /// push's read clock); UINT64_MAX until the first part arrives.
+  uint64_t read_clock = 0;
+  /// The token of the pull or push awaiting its answer (0: none). Only that
+  /// request's answer counts: when a route moves the group to another
+  /// server, what was in flight is sent there again, and a late answer of
+  /// the old server (or none: a server that died with the request) must
+  /// neither count twice nor be waited for.
+  uint64_t in_flight = 0;
+  /// The requests of the token in_flight awaiting their answer (a push in
+  /// pieces sends several).
+  uint32_t outstanding = 0;
+  /// Layer pushes: the region offset from which pieces were pushed during
+  /// the compute (the region's size: none).
+  uint64_t sent_from = 0;
+  /// The runs of the region pushed by the step, as (from, to), sent again
+  /// whole when the group moves to a new server.
+  std::vector<std::pair<uint64_t, uint64_t>> runs_sent;
+  // -- push formats -----------------------------------------------------------
+  /// The running closure's encoded gradient, sent again as it is (encoding
+  /// again would count a topk residual twice), and whether it is the
+  /// running closure's (encoded_for_seq).
+  std::vector<encoded_part> encoded;
+  bool encoded_for_seq = false;
+  /// The error-feedback residual (topk): the region's size in floats once
+  /// a format that keeps one encoded the group's gradient, else empty.
+  std::vector<float> residual;
+  // -- priority pulls (worker_options::priority_pulls) -----------------------
+  /// The slices of the region in stage order, and the stages that need none
+  /// of its values. No slices: the values are pulled whole.
+  std::vector<pull_slice> slices;
+  uint32_t stages_at_start = 0;
+  /// For the running step: the stages whose values (and rows) it holds,
+  /// which of its slices arrived, the first slice not yet counted in
+  /// dense_stages, and whether its rows arrived.
+  uint32_t dense_stages = 0;
+  std::vector<bool> slice_in;
+  uint32_t slice_next = 0;
+  bool rows_in = true;
+  // -- overlap and prefetch (worker_options::overlap, ::prefetch) ------------
+  /// The dense values pulled ahead for the next closure, sent with the
+  /// running closure's push.
+  pull_ahead ahead;
+};
+
+// Growing worker_state::slots moves the slots (their buffers are not copied).
+static_assert(std::is_nothrow_move_constructible_v<server_slot>);
+
 struct worker_state {
   worker_options opts;
   std::unique_ptr<model_workspace> ws;
@@ -80,79 +155,44 @@ struct worker_state {
   example_batch batch;
   std::vector<table_lookup> tables;
   key_routes routes;
-  std::vector<uint64_t> read_clocks;
+  /// One per replica group (see server_slot). Their servers, views and
+  /// server indices are moved here from opts at the start: opts.servers,
+  /// opts.views and opts.server_index are empty from then on.
+  std::vector<server_slot> slots;
   std::deque<job> queue; // queue.front() is running when busy
   /// Set when a parameter server is lost: every closure fails with it.
   caf::error ps_lost;
-  /// Per server: lost (down or unreachable) and not yet reconnected or
-  /// replaced; a reconnect attempt is scheduled or running; attempts made.
-  std::vector<bool> lost;
-  std::vector<bool> reconnecting;
-  std::vector<uint32_t> reconnect_tries;
   bool busy = false;
   // -- the running closure ----------------------------------------------------
   /// Counts started steps: a reply is for the running step only if it was
   /// sent by it (a late reply of an earlier step, e.g. of the same closure
   /// run again here, is dropped).
   uint64_t seq = 0;
-  /// Per group: the token of the pull or push awaiting its answer (0: none).
-  /// Only that request's answer counts: when a route moves the group to
-  /// another server, what was in flight is sent there again, and a late
-  /// answer of the old server (or none: a server that died with the request)
-  /// must neither count twice nor be waited for.
-  std::vector<uint64_t> in_flight;
-  /// Per group: the requests of the token in_flight awaiting their answer
-  /// (a push in pieces sends several).
-  std::vector<uint32_t> outstanding;
+  /// The last token given to a request (server_slot::in_flight,
+  /// pull_ahead::token).
   uint64_t next_token = 0;
   /// Layer pushes (worker_options::layer_pushes), for the running step: the
-  /// flat-model offset from which the gradient is final; per group, the
-  /// region offset from which pieces were pushed during the compute (the
-  /// region's size: none).
+  /// flat-model offset from which the gradient is final.
   uint64_t ready_from = 0;
-  std::vector<uint64_t> sent_from;
-  /// Per group: the runs of its region pushed by the running step, as
-  /// (from, to), sent again whole when the group moves to a new server.
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> runs_sent;
   /// The compute runs (pieces pushed from the model's callback), and what
   /// failed in one of them (handled once the compute returned).
   bool in_compute = false;
   std::string piece_error;
-  /// With a push format: per group, the running closure's encoded gradient
-  /// (sent again as it is: encoding again would count a topk residual
-  /// twice) and the error-feedback residual (topk).
-  std::vector<std::vector<encoded_part>> encoded;
   /// Per group: the runs of its region and their push formats.
   wire_plan plan;
-  std::vector<bool> encoded_for_seq;
-  std::vector<std::vector<float>> residual;
   /// Priority pulls (worker_options::priority_pulls): the model's forward
-  /// stages (model::forward_stages); per group, the slices of its region
-  /// in stage order and the stages that need none of its values. Empty:
-  /// the values are pulled whole.
+  /// stages (model::forward_stages). Empty: the values are pulled whole.
   std::vector<uint64_t> stage_ends;
-  std::vector<std::vector<pull_slice>> slices;
-  std::vector<uint32_t> stages_at_start;
   /// For the running step: whether it pulls in slices and runs stages as
-  /// they come; the stages run; per group, the stages whose values (and
-  /// rows) it holds, which of its slices arrived, the first slice not yet
-  /// counted in dense_stages, and whether its rows arrived.
+  /// they come, and the stages run.
   bool staged = false;
   uint32_t stages_run = 0;
   /// Set while a step takes replies that arrived before it, but for the
   /// last of them: stages run only once they are all in place (run
   /// earlier, they would not overlap anything).
   bool hold_stages = false;
-  std::vector<uint32_t> dense_stages;
-  std::vector<std::vector<bool>> slice_in;
-  std::vector<uint32_t> slice_next;
-  std::vector<bool> rows_in;
   /// Decoded values of an encoded pull reply.
   std::vector<float> decoded;
-  /// Overlap and prefetch (worker_options::overlap, ::prefetch): per group,
-  /// the dense values pulled ahead for the next closure, sent with the
-  /// running closure's push.
-  std::vector<pull_ahead> ahead;
   /// The duration of the last step, from its start to its last push's
   /// acknowledgement, by the actor system's clock (virtual under simulate):
   /// values pulled ahead longer ago than this are not used.

@@ -31,7 +31,7 @@ void compute(worker_ptr self);
 /// with --data-channel off stalled at its first step).
 auto request_pull(worker_ptr self, uint32_t p, pull_request req) {
   auto& st = self->state;
-  auto& server = st.opts.servers[p];
+  auto& server = st.slots[p].server;
   req.urgent = st.opts.layer_pushes && server.node() == self->node();
   if (req.urgent)
     return self->request<caf::message_priority::high>(
@@ -46,7 +46,7 @@ void take_pull(worker_ptr self, uint32_t p, pull_reply& reply, bool with_dense,
   auto& st = self->state;
   auto& pl = *st.opts.layout;
   auto part = slice == whole_region ? pull_slice{0, pl.ps_sizes[p], 0}
-                                    : st.slices[p][slice];
+                                    : st.slots[p].slices[slice];
   auto dense = part.to - part.from;
   if (with_dense) {
     const float* values = reply.values.values.data();
@@ -92,7 +92,8 @@ void take_pull(worker_ptr self, uint32_t p, pull_reply& reply, bool with_dense,
   st.result.bytes_pulled += payload_bytes(reply);
   // A push's staleness is counted from its oldest values: with values pulled
   // ahead and rows pulled now, from the values pulled ahead.
-  st.read_clocks[p] = std::min(st.read_clocks[p], reply.clock);
+  auto& read_clock = st.slots[p].read_clock;
+  read_clock = std::min(read_clock, reply.clock);
   note_part(self, p, with_dense, slice, rows);
   if (--st.pending == 0) {
     // Forward stages run on the way count as compute, not as waiting.
@@ -111,7 +112,7 @@ pull_request pull_of(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   pull_request req;
   req.group = p;
-  req.view = st.opts.views[p];
+  req.view = st.slots[p].view;
   req.worker = st.opts.index;
   req.dense = false;
   return req;
@@ -126,9 +127,10 @@ pull_request values_pull(worker_ptr self, uint32_t p, uint32_t slice) {
   if (st.opts.pull_format)
     req.format = st.opts.pull_format->name();
   if (slice != whole_region) {
+    auto& part = st.slots[p].slices[slice];
     req.slice = true;
-    req.offset = st.slices[p][slice].from;
-    req.count = st.slices[p][slice].to - st.slices[p][slice].from;
+    req.offset = part.from;
+    req.count = part.to - part.from;
   }
   return req;
 }
@@ -143,22 +145,24 @@ void add_rows(worker_ptr self, uint32_t p, pull_request& req) {
 
 /// Priority pulls: sends the slices of group `p`'s dense values that are
 /// not in yet, first layers first, under a new token of the group (counted
-/// in outstanding[p]); its rows go with the first if they are not in.
+/// in its slot's outstanding); its rows go with the first if they are not
+/// in.
 void pull_slices(worker_ptr self, uint32_t p) {
   auto& st = self->state;
+  auto& slot = st.slots[p];
   auto seq = st.seq;
-  auto token = st.in_flight[p] = ++st.next_token;
-  st.outstanding[p] = 0;
-  auto rows = !st.rows_in[p];
-  for (uint32_t i = 0; i < st.slices[p].size(); ++i) {
-    if (st.slice_in[p][i])
+  auto token = slot.in_flight = ++st.next_token;
+  slot.outstanding = 0;
+  auto rows = !slot.rows_in;
+  for (uint32_t i = 0; i < slot.slices.size(); ++i) {
+    if (slot.slice_in[i])
       continue;
     auto req = values_pull(self, p, i);
     auto with_rows = rows;
     if (rows)
       add_rows(self, p, req);
     rows = false;
-    ++st.outstanding[p];
+    ++slot.outstanding;
     auto sent = steady_clock::now(); // metrics (issue 14)
     request_pull(self, p, std::move(req))
       .then(
@@ -166,15 +170,16 @@ void pull_slices(worker_ptr self, uint32_t p) {
           telemetry::request_latency(telemetry::request_kind::pull, p,
                                      steady_clock::now() - sent);
           auto& st = self->state;
-          if (st.failed || st.seq != seq || st.in_flight[p] != token)
+          auto& slot = st.slots[p];
+          if (st.failed || st.seq != seq || slot.in_flight != token)
             return;
-          if (--st.outstanding[p] == 0)
-            st.in_flight[p] = 0;
+          if (--slot.outstanding == 0)
+            slot.in_flight = 0;
           take_pull(self, p, reply, true, with_rows, i);
         },
         [=](caf::error& err) {
           auto& st = self->state;
-          if (st.seq == seq && st.in_flight[p] == token)
+          if (st.seq == seq && st.slots[p].in_flight == token)
             fail(self, server_error(self, p, std::move(err)));
         });
   }
@@ -198,21 +203,21 @@ void pull_one(worker_ptr self, uint32_t p, bool dense = true,
   // is ahead; a server that dies or is cut off is noticed by the monitor
   // (down_msg), which fails the step.
   auto sent = steady_clock::now(); // metrics (issue 14)
-  auto token = st.in_flight[p] = ++st.next_token;
+  auto token = st.slots[p].in_flight = ++st.next_token;
   request_pull(self, p, std::move(req))
     .then(
       [=](pull_reply& reply) {
         telemetry::request_latency(telemetry::request_kind::pull, p,
                                    steady_clock::now() - sent); // issue 14
         auto& st = self->state;
-        if (st.failed || st.seq != seq || st.in_flight[p] != token)
+        if (st.failed || st.seq != seq || st.slots[p].in_flight != token)
           return;
-        st.in_flight[p] = 0;
+        st.slots[p].in_flight = 0;
         take_pull(self, p, reply, dense, true);
       },
       [=](caf::error& err) {
         auto& st = self->state;
-        if (st.seq == seq && st.in_flight[p] == token)
+        if (st.seq == seq && st.slots[p].in_flight == token)
           fail(self, server_error(self, p, std::move(err)));
       });
 }
@@ -222,13 +227,14 @@ void pull_one(worker_ptr self, uint32_t p, bool dense = true,
 /// function: one without stages only puts them in place).
 void send_ahead(worker_ptr self, uint32_t p) {
   auto& st = self->state;
-  auto& a = st.ahead[p];
+  auto& slot = st.slots[p];
+  auto& a = slot.ahead;
   a = pull_ahead{};
   a.at = pull_ahead::state::in_flight;
   a.token = ++st.next_token;
   a.sent = self->system().clock().now();
-  a.sliced = !st.slices[p].empty();
-  auto parts = a.sliced ? static_cast<uint32_t>(st.slices[p].size()) : 1u;
+  a.sliced = !slot.slices.empty();
+  auto parts = a.sliced ? static_cast<uint32_t>(slot.slices.size()) : 1u;
   a.replies.resize(parts);
   a.stored.assign(parts, false);
   a.left = parts;
@@ -250,8 +256,8 @@ void send_ahead(worker_ptr self, uint32_t p) {
 /// on the way instead of asking after its start.
 void pull_ahead_all(worker_ptr self) {
   auto& st = self->state;
-  for (uint32_t p = 0; p < st.opts.servers.size(); ++p)
-    if (st.opts.layout->ps_sizes[p] > 0 && !st.lost[p])
+  for (uint32_t p = 0; p < st.slots.size(); ++p)
+    if (st.opts.layout->ps_sizes[p] > 0 && !st.slots[p].lost)
       send_ahead(self, p);
 }
 
@@ -263,7 +269,7 @@ void push_all(worker_ptr self) {
     pull_ahead_all(self);
   // (pending counts the pieces pushed during the compute already: their
   // answers cannot arrive before this handler returns.)
-  for (uint32_t p = 0; p < st.opts.servers.size() && !st.failed; ++p)
+  for (uint32_t p = 0; p < st.slots.size() && !st.failed; ++p)
     push_one(self, p);
   if (st.opts.prefetch && !st.failed)
     pull_ahead_all(self);
@@ -338,18 +344,18 @@ void begin_step(worker_ptr self) {
   st.result.data_offset = pos.offset;
   st.at = phase::pulling;
   st.t0 = steady_clock::now();
-  auto n = static_cast<uint32_t>(st.opts.servers.size());
+  auto n = static_cast<uint32_t>(st.slots.size());
   // Counted first, taken after: a part that is already here must not start
   // the compute before every request is out.
   std::vector<uint32_t> ready;
   st.pending = 0;
-  std::fill(st.read_clocks.begin(), st.read_clocks.end(),
-            std::numeric_limits<uint64_t>::max());
+  for (auto& slot : st.slots)
+    slot.read_clock = std::numeric_limits<uint64_t>::max();
   begin_slices(self);
   for (uint32_t p = 0; p < n; ++p) {
     auto ahead = use_ahead(self, p);
     if (ahead) {
-      auto& a = st.ahead[p];
+      auto& a = st.slots[p].ahead;
       st.pending += a.replies.size();
       a.taken_by = st.seq;
       if (std::find(a.stored.begin(), a.stored.end(), true) != a.stored.end())
@@ -360,9 +366,11 @@ void begin_step(worker_ptr self) {
     else if (!ahead)
       st.pending += pull_parts(self, p);
   }
-  for (uint32_t p = 0; p < n; ++p)
-    if (st.ahead[p].taken_by != st.seq || st.routes.has_keys(p))
-      pull_one(self, p, st.ahead[p].taken_by != st.seq);
+  for (uint32_t p = 0; p < n; ++p) {
+    auto own = st.slots[p].ahead.taken_by != st.seq;
+    if (own || st.routes.has_keys(p))
+      pull_one(self, p, own);
+  }
   auto seq = st.seq;
   for (auto p : ready) {
     if (st.failed || st.seq != seq)
@@ -375,28 +383,29 @@ void resend(worker_ptr self, uint32_t p) {
   auto& st = self->state;
   if (!st.busy || st.failed || st.ps_lost)
     return;
+  auto& slot = st.slots[p];
   if (st.at == phase::pulling && awaits_ahead(self, p)) {
     // The values pulled ahead from the old server: the pull of the group
     // goes to the new server whole (dense values and rows), one part in
     // place of the ahead parts still out and of the rows.
-    st.pending -= st.ahead[p].left;
-    st.ahead[p] = pull_ahead{};
-    if (st.in_flight[p] != 0)
+    st.pending -= slot.ahead.left;
+    slot.ahead = pull_ahead{};
+    if (slot.in_flight != 0)
       --st.pending;
     ++st.pending;
     log::info("worker", static_cast<int>(st.opts.index),
               "closure {}: its pull of group {} is sent again to the new "
               "server",
               st.result.closure, p);
-    st.in_flight[p] = 0;
+    slot.in_flight = 0;
     return pull_one(self, p, true, true);
   }
-  if (st.in_flight[p] == 0)
+  if (slot.in_flight == 0)
     return;
   log::info("worker", static_cast<int>(st.opts.index),
             "closure {}: its {} of group {} is sent again to the new server",
              st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
-  st.in_flight[p] = 0;
+  slot.in_flight = 0;
   if (st.at == phase::pushing)
     resend_pushes(self, p);
   else
