@@ -148,8 +148,8 @@ TEST_CASE("an unknown model, an unknown model field and a bad value are "
   CHECK_THROWS_AS(make_model(config("resnet"), images()), input_error);
   auto msg = refusal(config("resnet"), images());
   CHECK_THAT(msg, Catch::StartsWith("model.type: unknown model \"resnet\""));
-  CHECK_THAT(msg, Catch::Contains("mlp, sparse_logistic_regression, "
-                                  "embedding_mlp"));
+  CHECK_THAT(msg, Catch::Contains("(known: embedding_mlp, mlp, "
+                                  "sparse_logistic_regression"));
   CHECK(refusal(config("embedding_mlp", {}, {{"dimension", "8"}}), clicks())
         == "model.dimension: unknown field for embedding_mlp");
   CHECK(refusal(config("mlp", {}, {{"embedding_dim", "8"}}), images())
