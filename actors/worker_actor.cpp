@@ -158,6 +158,7 @@ void start_next(worker_ptr self) {
   for (auto& slot : st.slots) {
     slot.in_flight = 0;
     slot.outstanding = 0;
+    slot.runs_sent.clear();
     slot.encoded_for_seq = false;
   }
   st.result = step_result{};

@@ -124,6 +124,53 @@ TEST_CASE("a worker sends what awaits an answer again when a route moves "
   CHECK(t.pushes(t.b) == 2);
 }
 
+TEST_CASE("a push sent again after a route moved its group carries the "
+          "running step's runs only, not those of the steps before",
+          "[worker]") {
+  held_push t;
+  // Worker 1 of the sync group, so that the rounds of closures 1 and 2
+  // close.
+  worker_options opts;
+  opts.index = 1;
+  opts.net = t.net;
+  opts.data = std::make_shared<batch_iterator>(t.data, input_context{2, 1}, 8,
+                                               1);
+  opts.layout = t.layout;
+  opts.servers = {t.a};
+  auto other = t.keep(spawn_worker(t.sys, std::move(opts)));
+  uint64_t one_push = 0;
+  for (uint64_t c = 1; c <= 2; ++c) {
+    auto mine = t.self->request(t.worker, patience, run_atom_v,
+                                closure_request{c, train_step_name});
+    auto theirs = t.self->request(other, patience, run_atom_v,
+                                  closure_request{100 + c, train_step_name});
+    mine.receive([&](step_result& r) { one_push = r.bytes_pushed; },
+                 [&](caf::error& err) {
+                   FAIL("closure " << c << " failed: " << t.sys.render(err));
+                 });
+    theirs.receive([](step_result&) {},
+                   [&](caf::error& err) {
+                     FAIL("closure " << 100 + c
+                                     << " failed: " << t.sys.render(err));
+                   });
+  }
+  REQUIRE(one_push > 0);
+  // Closure 3's push sits in a's open round (worker 1 runs none); the group
+  // moves to b.
+  auto closure = t.self->request(t.worker, patience, run_atom_v,
+                                 closure_request{3, train_step_name});
+  REQUIRE(t.eventually([&] { return t.pushes(t.a) > 4; }));
+  caf::anon_send(t.worker, route_atom_v,
+                 std::vector<group_route>{
+                   group_route{0, 1, 1, caf::actor_cast<caf::strong_actor_ptr>(
+                                          t.b)}});
+  // Its push went to a, then once to b: not the runs of closures 1 and 2.
+  closure.receive(
+    [&](step_result& r) { CHECK(r.bytes_pushed == 2 * one_push); },
+    [&](caf::error& err) { FAIL("closure 3 failed: " << t.sys.render(err)); });
+  CHECK(t.pushes(t.b) == 1);
+}
+
 TEST_CASE("a server killed while it holds a push fails the closure with "
           "ps_lost, and so every later one until a route replaces it",
           "[worker]") {
