@@ -24,16 +24,16 @@
 
 #include <fmt/format.h>
 
-#include "cluster/node_actor.hpp"
+#include "cluster/topology/node_actor.hpp"
 #include "apps/certs.hpp"
 #include "apps/simulate.hpp"
 #include "apps/cli.hpp"
-#include "cluster/launcher.hpp"
-#include "cluster/node_launcher.hpp"
-#include "cluster/cluster_resolver.hpp"
-#include "cluster/stop_request.hpp"
-#include "cluster/tls.hpp"
-#include "cluster/node.hpp"
+#include "cluster/launch/launcher.hpp"
+#include "cluster/launch/node_launcher.hpp"
+#include "cluster/spec/cluster_resolver.hpp"
+#include "cluster/job/stop_request.hpp"
+#include "cluster/net/tls.hpp"
+#include "cluster/topology/node.hpp"
 #include "core/cpu_affinity.hpp"
 #include "core/cpu_policy.hpp"
 #include "core/error.hpp"

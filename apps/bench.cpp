@@ -32,9 +32,9 @@
 //   (2 ps) on the job of --config (default configs/fashion_mnist.json),
 //   samples/s and each worker's share of time per phase.
 // --tls: the two processes talk mutual TLS (throw-away certificates of a
-// new CA; cluster/tls.hpp), as `actorps launch` does by default.
+// new CA; cluster/net/tls.hpp), as `actorps launch` does by default.
 // --shared-memory off: the data channel's frames go over loopback TCP, not
-// through shared memory (cluster/shm_link.hpp), which it uses by default
+// through shared memory (cluster/net/shm_link.hpp), which it uses by default
 // between two processes of one host, as `actorps launch` does.
 // --quick: sparse benchmarks of 1K keys only (cold: 1K), training of one
 // worker on 4000 examples, unless --sparse-sizes / --cold-keys say
@@ -69,13 +69,13 @@
 #include "apps/bench_sparse.hpp"
 #include "apps/bench_tcp.hpp"
 #include "apps/bench_training.hpp"
-#include "cluster/data_link.hpp"
-#include "cluster/tls_channel.hpp"
+#include "cluster/net/data_link.hpp"
+#include "cluster/net/tls_channel.hpp"
 #include "apps/bench_transfer.hpp"
-#include "cluster/certs.hpp"
-#include "cluster/gate.hpp"
-#include "cluster/tls.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/net/certs.hpp"
+#include "cluster/net/gate.hpp"
+#include "cluster/net/tls.hpp"
+#include "cluster/topology/local_cluster.hpp"
 
 namespace {
 
@@ -282,7 +282,7 @@ bench_options parse_args(int argc, char** argv) {
 struct server_handles {
   std::vector<ps_actor> local;
   std::vector<ps_actor> remote;
-  /// The remote ones through a data channel (cluster/data_link.hpp).
+  /// The remote ones through a data channel (cluster/net/data_link.hpp).
   std::vector<ps_actor> data;
 };
 

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "cluster/certs.hpp"
-#include "cluster/cluster_spec.hpp"
+#include "cluster/net/certs.hpp"
+#include "cluster/spec/cluster_spec.hpp"
 #include "core/error.hpp"
 #include "core/remove_after_exit.hpp"
 

@@ -8,7 +8,7 @@ namespace actorps {
 
 /// `actorps certs --cluster SPEC.json --out DIR [--days N]` (or `--ps N
 /// --workers M` instead of a spec): makes a cluster CA and a certificate and
-/// key per node (cluster/certs.hpp) and lists the files. Returns the exit
+/// key per node (cluster/net/certs.hpp) and lists the files. Returns the exit
 /// status. @throws input_error for bad flags or an unusable folder.
 int run_certs(const std::vector<std::string>& args);
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "cluster/cluster_resolver.hpp"
+#include "cluster/spec/cluster_resolver.hpp"
 #include "core/cpu_affinity.hpp"
 #include "core/cpu_policy.hpp"
 #include "core/error.hpp"

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "cluster/node_launcher.hpp"
-#include "cluster/cluster_spec.hpp"
-#include "cluster/trainer.hpp"
+#include "cluster/launch/node_launcher.hpp"
+#include "cluster/spec/cluster_spec.hpp"
+#include "cluster/topology/trainer.hpp"
 #include "core/job_config.hpp"
 
 namespace actorps {
@@ -41,7 +41,7 @@ struct node_command {
 /// --launcher, --host and --port-base.
 struct launch_command {
   train_command train;
-  /// --launcher NAME: how nodes start (cluster/node_launcher.hpp).
+  /// --launcher NAME: how nodes start (cluster/launch/node_launcher.hpp).
   std::string launcher = "local";
   /// --host and --port-base, for the launcher to check and use.
   launcher_options launcher_opts;

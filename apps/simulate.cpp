@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "apps/cli.hpp"
-#include "cluster/simulator.hpp"
+#include "cluster/sim/simulator.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 

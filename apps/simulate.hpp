@@ -5,7 +5,7 @@
 
 namespace actorps {
 
-/// `actorps simulate [flags]` (cluster/simulator.hpp): parses the job flags
+/// `actorps simulate [flags]` (cluster/sim/simulator.hpp): parses the job flags
 /// of `train` and the simulation's own, runs the simulation, prints its
 /// report and writes it as JSON lines with --out. Returns the exit status.
 /// @throws input_error for a bad flag or config; runtime_failure as

@@ -44,7 +44,7 @@ enum class errc : uint8_t {
   /// The server holds no replica of the group a request names.
   unknown_group,
   /// The sender may not send this message: its authenticated role may not
-  /// (cluster/authorization.hpp), it never introduced itself, or it claims
+  /// (cluster/net/authorization.hpp), it never introduced itself, or it claims
   /// another worker's index (the context names the sender and the message).
   not_authorized,
 };

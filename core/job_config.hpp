@@ -47,7 +47,7 @@ std::string to_string(const fault_spec& f);
 
 /// Transport security between the nodes of a multi-process cluster
 /// (cluster.tls in the config; flags --tls, --tls-ca, --tls-cert,
-/// --tls-key). See cluster/tls.hpp and README, "Security".
+/// --tls-key). See cluster/net/tls.hpp and README, "Security".
 struct tls_settings {
   /// Plain TCP, asked for explicitly ("tls": "off", --tls off).
   bool off = false;
@@ -172,11 +172,11 @@ struct job_config {
   /// are in (worker_options::priority_pulls). Any consistency mode.
   bool priority_pulls = false;
   /// Multi-process clusters: a worker moves its pulls and pushes over a
-  /// data channel to each ps (cluster/data_link.hpp) instead of CAF's BASP;
+  /// data channel to each ps (cluster/net/data_link.hpp) instead of CAF's BASP;
   /// a ps serves both. Off: everything over BASP.
   bool data_channel = true;
   /// Data channels between processes of one host move their frames
-  /// through shared memory (cluster/shm_link.hpp) instead of loopback TCP;
+  /// through shared memory (cluster/net/shm_link.hpp) instead of loopback TCP;
   /// the TCP connection only wakes the ends. Per process (a worker offers,
   /// a ps accepts), so not part of the job's fingerprint.
   bool shared_memory = true;
@@ -221,7 +221,7 @@ struct job_config {
   uint64_t sync_round_timeout_ms = 1000;
   /// The job fails, saying why, when a step's loss is not finite or the
   /// mean loss of a window of steps climbs above this many times its lowest
-  /// and above where it started (cluster/divergence_guard.hpp; 0 = off).
+  /// and above where it started (cluster/services/divergence_guard.hpp; 0 = off).
   float divergence_factor = 10;
   /// Closures queued at most before schedule() blocks (TF: bounded queue).
   uint64_t max_queued = 4096;
@@ -231,7 +231,7 @@ struct job_config {
   std::string checkpoint_dir;
   uint64_t checkpoint_every_steps = 0;
   uint32_t keep_checkpoints = 3;
-  /// Early stopping (Keras' EarlyStopping, cluster/fit_callbacks.hpp): the
+  /// Early stopping (Keras' EarlyStopping, cluster/services/fit_callbacks.hpp): the
   /// epoch metric watched ("" = off; e.g. "test_loss", "test_accuracy",
   /// "test_auc"), the epochs in a row without an improvement of more than
   /// `early_stopping_min_delta` (in the metric's units) that end training.

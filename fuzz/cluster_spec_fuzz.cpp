@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "cluster/cluster_spec.hpp"
+#include "cluster/spec/cluster_spec.hpp"
 #include "core/error.hpp"
 #include "fuzz/fuzz_util.hpp"
 

@@ -1,4 +1,4 @@
-// Fuzz target: a data channel's frames (cluster/data_frame.hpp) as a server
+// Fuzz target: a data channel's frames (cluster/net/data_frame.hpp) as a server
 // or a worker reads them from a peer: a 32-byte header, then its meta and
 // its bulk (as many as the input holds, as the connection would read them),
 // then the decoder of the header's kind.
@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cluster/data_frame.hpp"
+#include "cluster/net/data_frame.hpp"
 #include "core/error.hpp"
 #include "fuzz/fuzz_system.hpp"
 #include "fuzz/fuzz_util.hpp"

@@ -1,6 +1,6 @@
 #include "fuzz/fuzz_system.hpp"
 
-#include "cluster/local_cluster.hpp"
+#include "cluster/topology/local_cluster.hpp"
 
 namespace actorps::fuzz {
 

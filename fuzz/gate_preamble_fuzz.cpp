@@ -10,7 +10,7 @@
 // whole preamble (a prefix is `incomplete` only if the whole may still be a
 // preamble, and a refusal is final); `ok` exactly for "ACTORPS\0" followed
 // by this build's protocol_version; a preamble of another version reports
-// that version. After the preamble (cluster/tls_channel.hpp): reading as
+// that version. After the preamble (cluster/net/tls_channel.hpp): reading as
 // missing_bytes asks never reads past the preamble and its ticket or
 // refusal (at most max_reason_size bytes of reason); a complete refusal
 // parses, an incomplete one does not, and its reason is as long as its
@@ -23,9 +23,9 @@
 #include <cstring>
 #include <string>
 
-#include "cluster/gate.hpp"
-#include "cluster/handshake.hpp"
-#include "cluster/tls_channel.hpp"
+#include "cluster/net/gate.hpp"
+#include "cluster/net/handshake.hpp"
+#include "cluster/net/tls_channel.hpp"
 #include "fuzz/fuzz_util.hpp"
 
 using namespace actorps;

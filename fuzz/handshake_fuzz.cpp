@@ -1,5 +1,5 @@
 // Fuzz target: the handshake messages two nodes exchange after the gate
-// (cluster/handshake.hpp): a peer's `handshake` (hello_atom, as a node
+// (cluster/net/handshake.hpp): a peer's `handshake` (hello_atom, as a node
 // receives it from the coordinator) or its `node_welcome` (the answer the
 // coordinator receives), deserialised as BASP does, then compared with this
 // node's own handshake as node_actor and join_members do.
@@ -18,7 +18,7 @@
 #include "caf/binary_deserializer.hpp"
 
 #include "actors/messages.hpp"
-#include "cluster/handshake.hpp"
+#include "cluster/net/handshake.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
 #include "fuzz/fuzz_system.hpp"

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/hostlist.hpp"
+#include "cluster/spec/hostlist.hpp"
 #include "core/error.hpp"
 #include "fuzz/fuzz_util.hpp"
 

@@ -24,15 +24,15 @@
 #include "caf/make_message.hpp"
 
 #include "actors/messages.hpp"
-#include "cluster/gate.hpp"
-#include "cluster/handshake.hpp"
+#include "cluster/net/gate.hpp"
+#include "cluster/net/handshake.hpp"
 #include "core/checkpoint.hpp"
 #include "core/checkpoint_manifest.hpp"
 #include "core/idx.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
 #include "core/wire_format.hpp"
-#include "cluster/data_frame.hpp"
+#include "cluster/net/data_frame.hpp"
 #include "fuzz/fuzz_system.hpp"
 
 using namespace actorps;
@@ -377,7 +377,7 @@ void checkpoints() {
 
 } // namespace
 
-/// Data channel frames (cluster/data_frame.hpp), as a peer sends them.
+/// Data channel frames (cluster/net/data_frame.hpp), as a peer sends them.
 void data_frames() {
   auto& sys = fuzz::fuzz_system();
   auto whole = [](const out_frame& f) {

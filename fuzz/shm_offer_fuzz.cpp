@@ -1,5 +1,5 @@
 // Fuzz target: what a peer sends while the two ends of a data channel
-// settle on shared memory or TCP (cluster/shm_offer.hpp): the offer a
+// settle on shared memory or TCP (cluster/net/shm_offer.hpp): the offer a
 // worker sends a ps, or the answer a ps sends a worker, as any bytes.
 //
 // Input: one byte (bit 0: the bytes are an answer to this end's offer of a
@@ -26,9 +26,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cluster/shm_link.hpp"
-#include "cluster/shm_offer.hpp"
-#include "cluster/tls_channel.hpp"
+#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_offer.hpp"
+#include "cluster/net/tls_channel.hpp"
 #include "core/error.hpp"
 #include "fuzz/fuzz_util.hpp"
 

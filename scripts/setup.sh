@@ -12,7 +12,7 @@ set -euo pipefail
 packages=(libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev libbenchmark-dev
           zlib1g-dev libcsv-dev libabsl-dev dataset-fashion-mnist r-cran-dslabs cmake g++
           prometheus-cpp-dev gnuplot-nox curl jq)
-# libssl-dev: mutual TLS between nodes (cluster/tls.hpp, actorps certs);
+# libssl-dev: mutual TLS between nodes (cluster/net/tls.hpp, actorps certs);
 # openssl: the command-line tool test/tls_test.sh checks certificates with
 # (openssl verify, s_client, an expired certificate made with openssl ca).
 packages+=(libssl-dev openssl)

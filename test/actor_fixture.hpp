@@ -23,7 +23,7 @@
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
-#include "cluster/local_cluster.hpp"
+#include "cluster/topology/local_cluster.hpp"
 
 namespace actorps::test {
 

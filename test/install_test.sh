@@ -22,7 +22,7 @@ else
   exit 1
 fi
 for f in include/actorps/core/job_config.hpp include/actorps/models/registry.hpp \
-         include/actorps/actors/messages.hpp include/actorps/cluster/fit.hpp \
+         include/actorps/actors/messages.hpp include/actorps/cluster/services/fit.hpp \
          lib/libactorps_core.a lib/libactorps_actors.a lib/libactorps_cluster.a bin/actorps \
          lib/cmake/actorps/actorpsConfig.cmake \
          lib/cmake/actorps/actorpsConfigVersion.cmake \

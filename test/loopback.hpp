@@ -1,7 +1,7 @@
 #pragma once
 
-// Loopback sockets for tests of what runs over them (cluster/data_conn.hpp,
-// cluster/shm_link.hpp, cluster/data_link.hpp): a connected TCP pair, a
+// Loopback sockets for tests of what runs over them (cluster/net/data_conn.hpp,
+// cluster/net/shm_link.hpp, cluster/net/data_link.hpp): a connected TCP pair, a
 // frame's bytes as they go on the wire, reading an exact number of bytes.
 
 #include <string>
@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cluster/data_frame.hpp"
+#include "cluster/net/data_frame.hpp"
 
 namespace actorps::test {
 

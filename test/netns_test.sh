@@ -358,7 +358,7 @@ case_partition() {
   else
     bad "no partition: $(grep '^\[netns\]' "$out" | tail -8)"
   fi
-  # The coordinator's own lines (cluster/remote_cluster.cpp): lost when CAF
+  # The coordinator's own lines (cluster/topology/remote_cluster.cpp): lost when CAF
   # drops the connection (remote_link_unreachable) or after the heartbeat
   # timeout without an answer; back when its rejoin dial reaches it again.
   if grep -q '^\[coordinator\] error: lost worker1: ' "$out"; then

@@ -11,7 +11,7 @@
 #include "caf/actor_system.hpp"
 
 #include "actors/cluster_coordinator.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "core/job_config.hpp"
 #include "models/mlp.hpp"
 

@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "cluster/fit.hpp"
+#include "cluster/services/fit.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/update_rule.hpp"

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <random>
 
-#include "cluster/fit.hpp"
+#include "cluster/services/fit.hpp"
 #include "core/job_config.hpp"
 #include "models/registry.hpp"
 #include "models/step_function.hpp"

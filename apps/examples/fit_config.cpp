@@ -8,8 +8,8 @@
 #include <exception>
 #include <memory>
 
-#include "cluster/fit.hpp"
-#include "cluster/fit_callbacks.hpp"
+#include "cluster/services/fit.hpp"
+#include "cluster/services/fit_callbacks.hpp"
 #include "core/data_registry.hpp"
 #include "core/job_config.hpp"
 #include "models/registry.hpp"

@@ -15,7 +15,7 @@
 #include "caf/after.hpp"
 
 #include "actors/ps_actor.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "test/actor_fixture.hpp"
 
 namespace actorps::test {

@@ -14,7 +14,7 @@
 
 #include "actors/ps_actor.hpp"
 #include "actors/worker_actor.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "core/dataset.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"

@@ -18,7 +18,7 @@
 
 #include "actors/fault_injection.hpp"
 #include "actors/ps_actor.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"

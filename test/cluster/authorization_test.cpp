@@ -1,4 +1,4 @@
-#include "cluster/authorization.hpp"
+#include "cluster/net/authorization.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "cluster/basp_guard.hpp"
+#include "cluster/net/basp_guard.hpp"
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-#include "cluster/checkpoint_fit.hpp"
+#include "cluster/services/checkpoint_fit.hpp"
 
 #include <string>
 

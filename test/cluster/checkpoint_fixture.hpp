@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "cluster/checkpoint_fit.hpp"
-#include "cluster/handshake.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/services/checkpoint_fit.hpp"
+#include "cluster/net/handshake.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "core/checkpoint.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"

@@ -1,4 +1,4 @@
-#include "cluster/checkpointer.hpp"
+#include "cluster/services/checkpointer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -12,10 +12,10 @@
 #include "caf/scoped_actor.hpp"
 
 #include "checkpoint_fixture.hpp"
-#include "cluster/fit.hpp"
-#include "cluster/fit_callbacks.hpp"
-#include "cluster/local_cluster.hpp"
-#include "cluster/system_config.hpp"
+#include "cluster/services/fit.hpp"
+#include "cluster/services/fit_callbacks.hpp"
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/job/system_config.hpp"
 #include "test/temp_dir.hpp"
 
 using namespace actorps;

@@ -1,4 +1,4 @@
-#include "cluster/cluster_spec.hpp"
+#include "cluster/spec/cluster_spec.hpp"
 
 #include <cstdio>
 #include <cstdlib>

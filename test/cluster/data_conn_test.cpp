@@ -1,4 +1,4 @@
-// One data channel connection (cluster/data_conn.hpp) over loopback TCP,
+// One data channel connection (cluster/net/data_conn.hpp) over loopback TCP,
 // without TLS (the TLS channel is tested in tls_test.cpp and by the TLS jobs
 // of cluster_test.sh): frames sent from several threads at once arrive
 // whole and in each thread's order, also when the socket takes only part of
@@ -7,7 +7,7 @@
 // threshold waits for it without hanging), and a peer that closes in the
 // middle of a frame is reported closed; a frame handler may end its own
 // connection or another one (actors run on the connections' threads:
-// cluster/inline_unit.hpp). Every wait is bounded.
+// cluster/net/inline_unit.hpp). Every wait is bounded.
 
 #include <catch2/catch.hpp>
 
@@ -29,10 +29,10 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/data_conn.hpp"
-#include "cluster/data_frame.hpp"
-#include "cluster/system_config.hpp"
-#include "cluster/tls_channel.hpp"
+#include "cluster/net/data_conn.hpp"
+#include "cluster/net/data_frame.hpp"
+#include "cluster/job/system_config.hpp"
+#include "cluster/net/tls_channel.hpp"
 
 #include "test/cluster/frame_sink.hpp"
 #include "test/loopback.hpp"

@@ -1,4 +1,4 @@
-// The data channel (cluster/data_frame.hpp, cluster/data_link.hpp): frames
+// The data channel (cluster/net/data_frame.hpp, cluster/net/data_link.hpp): frames
 // decode to what was encoded, malformed headers and metas are refused
 // naming the problem; between two actor systems over loopback (a gate and a
 // dial, without TLS: TLS is the same channel class as BASP's, tested in
@@ -24,13 +24,13 @@
 #include "caf/send.hpp"
 
 #include "actors/ps_actor.hpp"
-#include "cluster/data_frame.hpp"
-#include "cluster/data_link.hpp"
-#include "cluster/shm_offer.hpp"
-#include "cluster/gate.hpp"
-#include "cluster/gate_io.hpp"
-#include "cluster/local_cluster.hpp"
-#include "cluster/tls_channel.hpp"
+#include "cluster/net/data_frame.hpp"
+#include "cluster/net/data_link.hpp"
+#include "cluster/net/shm_offer.hpp"
+#include "cluster/net/gate.hpp"
+#include "cluster/net/gate_io.hpp"
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/net/tls_channel.hpp"
 #include "core/error.hpp"
 
 #include "test/loopback.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
-#include "cluster/divergence_guard.hpp"
+#include "cluster/services/divergence_guard.hpp"
 #include "core/error.hpp"
 
 using namespace actorps;

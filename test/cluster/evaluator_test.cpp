@@ -1,9 +1,9 @@
-#include "cluster/evaluator.hpp"
+#include "cluster/topology/evaluator.hpp"
 
 #include <catch2/catch.hpp>
 
-#include "cluster/local_cluster.hpp"
-#include "cluster/trainer.hpp"
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/topology/trainer.hpp"
 #include "core/data_registry.hpp"
 #include "core/job_config.hpp"
 #include "models/registry.hpp"

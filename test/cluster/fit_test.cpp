@@ -1,4 +1,4 @@
-#include "cluster/fit.hpp"
+#include "cluster/services/fit.hpp"
 
 #include <random>
 #include <utility>
@@ -7,8 +7,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "cluster/fit_callbacks.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/services/fit_callbacks.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "models/registry.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 
 // A data connection that records the push frames it receives, for the
-// tests of cluster/data_conn.hpp over TCP and shared memory: each frame's
+// tests of cluster/net/data_conn.hpp over TCP and shared memory: each frame's
 // id, its number of floats and whether every float had the value its id
 // implies (value_of), and why the connection closed. Every wait is bounded.
 
@@ -15,9 +15,9 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/data_conn.hpp"
-#include "cluster/data_frame.hpp"
-#include "cluster/tls_channel.hpp"
+#include "cluster/net/data_conn.hpp"
+#include "cluster/net/data_frame.hpp"
+#include "cluster/net/tls_channel.hpp"
 
 namespace actorps::test {
 

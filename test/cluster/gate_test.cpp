@@ -1,4 +1,4 @@
-// The node's TCP front door (cluster/gate.hpp) without TLS: check_preamble
+// The node's TCP front door (cluster/net/gate.hpp) without TLS: check_preamble
 // on whole preambles, their prefixes, a wrong magic byte and another
 // protocol version; a gate on 127.0.0.1 that closes and counts a peer
 // sending garbage, a peer of another version (after answering with its own
@@ -29,9 +29,9 @@
 #include "caf/typed_actor.hpp"
 #include "caf/typed_event_based_actor.hpp"
 
-#include "cluster/gate.hpp"
-#include "cluster/handshake.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/net/gate.hpp"
+#include "cluster/net/handshake.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "core/error.hpp"
 
 using namespace actorps;
@@ -122,7 +122,7 @@ bool eventually(const std::function<bool()>& pred,
   return pred();
 }
 
-/// A networked system with a ping actor to publish (as cluster/node.cpp
+/// A networked system with a ping actor to publish (as cluster/topology/node.cpp
 /// publishes its node actor); the actor exits with the fixture.
 struct gate_fixture {
   system_config cfg{1, network_options{}};

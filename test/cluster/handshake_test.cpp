@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "cluster/handshake.hpp"
-#include "cluster/local_cluster.hpp"
+#include "cluster/net/handshake.hpp"
+#include "cluster/topology/local_cluster.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
 #include "models/registry.hpp"

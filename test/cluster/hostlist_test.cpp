@@ -1,4 +1,4 @@
-#include "cluster/hostlist.hpp"
+#include "cluster/spec/hostlist.hpp"
 
 #include <chrono>
 #include <sstream>
@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "cluster/subprocess.hpp"
+#include "cluster/spec/subprocess.hpp"
 #include "core/error.hpp"
 
 using namespace actorps;

@@ -1,4 +1,4 @@
-// Actors run on the thread that makes them ready (cluster/inline_unit.hpp):
+// Actors run on the thread that makes them ready (cluster/net/inline_unit.hpp):
 // the actor a plain thread hands a message, and the actor that one sends
 // to, both run on that thread; each still runs one message at a time.
 
@@ -15,8 +15,8 @@
 #include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
-#include "cluster/inline_unit.hpp"
-#include "cluster/system_config.hpp"
+#include "cluster/net/inline_unit.hpp"
+#include "cluster/job/system_config.hpp"
 
 using namespace actorps;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-#include "cluster/launcher.hpp"
+#include "cluster/launch/launcher.hpp"
 
 #include <algorithm>
 #include <cerrno>

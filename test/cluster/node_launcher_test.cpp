@@ -1,4 +1,4 @@
-#include "cluster/node_launcher.hpp"
+#include "cluster/launch/node_launcher.hpp"
 
 #include <fstream>
 #include <map>
@@ -10,8 +10,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "cluster/slurm_launcher.hpp"
-#include "cluster/hostlist.hpp"
+#include "cluster/launch/slurm_launcher.hpp"
+#include "cluster/spec/hostlist.hpp"
 #include "core/error.hpp"
 
 using namespace actorps;

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "cluster/trainer.hpp"
+#include "cluster/topology/trainer.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 

@@ -1,5 +1,5 @@
-// Shared memory between the ends of a data channel (cluster/shm_link.hpp,
-// cluster/shm_offer.hpp, cluster/data_conn.hpp): the rings carry bytes in
+// Shared memory between the ends of a data channel (cluster/net/shm_link.hpp,
+// cluster/net/shm_offer.hpp, cluster/net/data_conn.hpp): the rings carry bytes in
 // order across their wrap, say when they are full or empty, wake a
 // sleeping end exactly when needed, and refuse a segment that is not the
 // one offered or counters that do not add up; two connections settle on
@@ -29,12 +29,12 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/data_conn.hpp"
-#include "cluster/data_frame.hpp"
-#include "cluster/shm_link.hpp"
-#include "cluster/shm_offer.hpp"
-#include "cluster/system_config.hpp"
-#include "cluster/tls_channel.hpp"
+#include "cluster/net/data_conn.hpp"
+#include "cluster/net/data_frame.hpp"
+#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_offer.hpp"
+#include "cluster/job/system_config.hpp"
+#include "cluster/net/tls_channel.hpp"
 #include "core/error.hpp"
 
 #include "test/cluster/frame_sink.hpp"

@@ -3,7 +3,7 @@
 // killed ps is recovered as in one process (its backup takes over, or it
 // comes back restored from the newest checkpoint), deterministically.
 
-#include "cluster/simulator.hpp"
+#include "cluster/sim/simulator.hpp"
 
 #include <string>
 

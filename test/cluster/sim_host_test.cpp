@@ -2,7 +2,7 @@
 // run one after another, all nodes share the host's cores, first come
 // first served; the costs scale with bytes and floats; bad specs refused.
 
-#include "cluster/sim_host.hpp"
+#include "cluster/sim/sim_host.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
-// The simulator's time models (cluster/sim_model.hpp): the network model's
+// The simulator's time models (cluster/sim/sim_model.hpp): the network model's
 // arithmetic, message by message, and the compute model's determinism and
 // stragglers; their parsers' good and bad input.
 
-#include "cluster/sim_model.hpp"
+#include "cluster/sim/sim_model.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // bytes of the real one, so the virtual timing is the real run's, message
 // for message; it computes no gradients and no test metrics.
 
-#include "cluster/simulator.hpp"
+#include "cluster/sim/simulator.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 // another seed another; a recorded run replays; a two-worker run's event
 // order is the one the network and compute models give, message by message.
 
-#include "cluster/simulator.hpp"
+#include "cluster/sim/simulator.hpp"
 
 #include <algorithm>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "cluster/slurm_resolver.hpp"
+#include "cluster/spec/slurm_resolver.hpp"
 
 #include <map>
 #include <string>
@@ -6,8 +6,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "cluster/cluster_resolver.hpp"
-#include "cluster/hostlist.hpp"
+#include "cluster/spec/cluster_resolver.hpp"
+#include "cluster/spec/hostlist.hpp"
 #include "core/error.hpp"
 
 using namespace actorps;

@@ -9,8 +9,8 @@
 
 #include "actors/dispatcher_actor.hpp"
 #include "actors/ps_actor.hpp"
-#include "cluster/local_cluster.hpp"
-#include "cluster/system_config.hpp"
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/job/system_config.hpp"
 #include "core/error.hpp"
 #include "test/actors/ps_fixture.hpp"
 

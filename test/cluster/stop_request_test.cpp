@@ -1,4 +1,4 @@
-#include "cluster/stop_request.hpp"
+#include "cluster/job/stop_request.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -8,9 +8,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "cluster/checkpointer.hpp"
-#include "cluster/fit.hpp"
-#include "cluster/trainer.hpp"
+#include "cluster/services/checkpointer.hpp"
+#include "cluster/services/fit.hpp"
+#include "cluster/topology/trainer.hpp"
 #include "core/checkpoint.hpp"
 #include "core/job_config.hpp"
 #include "test/temp_dir.hpp"

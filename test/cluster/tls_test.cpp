@@ -1,5 +1,5 @@
-// Certificates (cluster/certs.hpp) and TLS between a gate and a dialer in
-// one process (cluster/tls.hpp, cluster/gate.hpp). The refusals between real
+// Certificates (cluster/net/certs.hpp) and TLS between a gate and a dialer in
+// one process (cluster/net/tls.hpp, cluster/net/gate.hpp). The refusals between real
 // processes are in test/tls_test.sh.
 
 #include <catch2/catch.hpp>
@@ -13,10 +13,10 @@
 #include "caf/send.hpp"
 
 #include "actors/ps_actor.hpp"
-#include "cluster/certs.hpp"
-#include "cluster/gate.hpp"
-#include "cluster/local_cluster.hpp"
-#include "cluster/tls.hpp"
+#include "cluster/net/certs.hpp"
+#include "cluster/net/gate.hpp"
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/net/tls.hpp"
 #include "core/error.hpp"
 #include "test/temp_dir.hpp"
 

@@ -8,8 +8,8 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/local_cluster.hpp"
-#include "cluster/trainer.hpp"
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/topology/trainer.hpp"
 #include "core/staleness_histogram.hpp"
 #include "core/dataset.hpp"
 #include "models/registry.hpp"

@@ -1,0 +1,567 @@
+#include "cluster/launch/launcher.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <iterator>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cluster/launch/child_process.hpp"
+#include "core/backoff.hpp"
+#include "core/error.hpp"
+
+namespace actorps {
+
+using detail::above_stdio;
+using detail::busy_guard;
+using detail::caught_signals;
+using detail::child_environment;
+using detail::describe_wait_status;
+using detail::errno_text;
+using detail::exit_code;
+using detail::find_program;
+using detail::make_pipe;
+using detail::num_caught;
+using detail::signal_guard;
+using detail::signal_name;
+using detail::unique_fd;
+
+namespace {
+
+/// Longest piece of a line printed at once; longer lines are split.
+constexpr size_t max_line = 64 * 1024;
+
+/// Bytes read from a child's pipe per wake-up.
+constexpr size_t read_chunk = 64 * 1024;
+
+/// Upper bound on one poll, in ms: a safety net in case a SIGCHLD is lost
+/// (e.g. blocked in every thread), not the normal way of noticing an exit.
+constexpr int max_poll_ms = 250;
+
+// -- the launch ---------------------------------------------------------------
+
+/// One started child.
+struct child_state {
+  const child_spec* spec = nullptr;
+  pid_t pid = -1;
+  bool running = false;
+  /// Raw status from waitpid, valid once `running` is false.
+  int wait_status = 0;
+  /// Read end of the child's stdout+stderr pipe; closed at EOF.
+  unique_fd out;
+  /// Bytes read but not printed yet: the start of a line.
+  std::string pending;
+  /// Restarts so far, and when the next one is due (while restart_pending).
+  uint32_t restarts = 0;
+  bool restart_pending = false;
+  std::chrono::steady_clock::time_point restart_at;
+};
+
+/// The state of one run_children call.
+class launch {
+public:
+  launch(const std::vector<child_spec>& specs, const launch_options& opts,
+         const signal_guard& signals, int devnull)
+    : opts_(opts), signals_(signals), devnull_(devnull), buffer_(read_chunk) {
+    children_.reserve(specs.size());
+    for (const auto& spec : specs) {
+      children_.emplace_back();
+      children_.back().spec = &spec;
+    }
+  }
+
+  launch(const launch&) = delete;
+  launch& operator=(const launch&) = delete;
+
+  /// Forks and execs child `i`; returns once its exec has succeeded.
+  /// @throws runtime_failure if it could not be started; it is reaped then.
+  void start(size_t i) {
+    auto& c = children_[i];
+    const auto& spec = *c.spec;
+    const auto& args = c.restarts > 0 && !spec.restart_argv.empty()
+                         ? spec.restart_argv
+                         : spec.argv;
+    const auto& program = args.front();
+    // Everything the child needs is built here: between fork and exec the
+    // child may only make async-signal-safe calls.
+    auto env = child_environment(spec.env);
+    auto path = find_program(program, env);
+    if (path.empty())
+      throw runtime_failure(fmt::format("cannot start {}: {}: not found in PATH",
+                                        spec.name, program));
+    std::vector<char*> argv;
+    for (const auto& arg : args)
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const auto& entry : env)
+      envp.push_back(const_cast<char*>(entry.c_str()));
+    envp.push_back(nullptr);
+    unique_fd out_r, out_w, err_r, err_w;
+    if (!make_pipe(out_r, out_w) || !make_pipe(err_r, err_w))
+      throw runtime_failure(fmt::format("cannot start {}: pipe: {}", spec.name,
+                                        errno_text(errno)));
+    // Block every signal across fork, so that the child runs none of the
+    // launcher's handlers before it resets them.
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+    auto parent = ::getpid();
+    auto pid = ::fork();
+    if (pid == 0)
+      exec_child(path.c_str(), argv.data(), envp.data(), out_w.get(),
+                 err_w.get(), old_mask, parent);
+    auto fork_err = errno;
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    if (pid < 0)
+      throw runtime_failure(fmt::format("cannot start {}: {}: fork: {}",
+                                        spec.name, program,
+                                        errno_text(fork_err)));
+    c.pid = pid;
+    c.running = true;
+    out_w.reset();
+    err_w.reset();
+    // EOF: exec succeeded (the pipe is close-on-exec); an int: its errno.
+    int exec_err = 0;
+    ssize_t n;
+    do {
+      n = ::read(err_r.get(), &exec_err, sizeof(exec_err));
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      wait_for(c);
+      throw runtime_failure(fmt::format("cannot start {}: {}: {}", spec.name,
+                                        program, errno_text(exec_err)));
+    }
+    ::fcntl(out_r.get(), F_SETFL, ::fcntl(out_r.get(), F_GETFL) | O_NONBLOCK);
+    c.out = std::move(out_r);
+  }
+
+  /// Copies output and watches the children until all have exited.
+  /// @returns the exit code of child `main_index`.
+  int wait(size_t main_index, int wake_read_fd) {
+    using clock = std::chrono::steady_clock;
+    const auto grace = opts_.grace;
+    bool main_exited = false;
+    bool sent_term = false;
+    bool sent_kill = false;
+    clock::time_point term_at;
+    std::vector<pollfd> fds;
+    std::vector<child_state*> polled;
+    while (any_running()) {
+      auto timeout = max_poll_ms;
+      for (auto& c : children_)
+        if (c.restart_pending) {
+          auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        c.restart_at - clock::now())
+                        .count();
+          timeout = static_cast<int>(
+            std::clamp<decltype(left)>(left + 1, 0, timeout));
+        }
+      if ((main_exited || aborted_) && !sent_kill) {
+        auto next = sent_term ? term_at + grace : term_at;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      next - clock::now())
+                      .count();
+        timeout = static_cast<int>(
+          std::clamp<decltype(left)>(left + 1, 0, max_poll_ms));
+      }
+      fds.clear();
+      polled.clear();
+      fds.push_back({wake_read_fd, POLLIN, 0});
+      for (auto& c : children_) {
+        if (c.out) {
+          fds.push_back({c.out.get(), POLLIN, 0});
+          polled.push_back(&c);
+        }
+      }
+      if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
+        throw runtime_failure(fmt::format("launch: poll: {}",
+                                          errno_text(errno)));
+      if (fds[0].revents != 0)
+        handle_signals(wake_read_fd);
+      for (size_t i = 0; i < polled.size(); ++i)
+        if (fds[i + 1].revents != 0)
+          read_output(*polled[i]);
+      give_up_if_aborted(sent_term, term_at);
+      for (size_t i = 0; i < children_.size(); ++i) {
+        auto& c = children_[i];
+        if (!c.running || !try_reap(c))
+          continue;
+        drain(c);
+        give_up_if_aborted(sent_term, term_at);
+        if (i == main_index && WIFSIGNALED(c.wait_status) && !stopping_
+            && c.restarts < c.spec->restart_budget) {
+          // The main child crashed (killed by a signal): it is started
+          // again, with restart_argv if given; the others keep running.
+          auto delay = capped_backoff(opts_.restart_delay, c.restarts,
+                                      std::chrono::seconds(10));
+          c.restart_pending = true;
+          c.restart_at = clock::now() + delay;
+          launcher_line(fmt::format("{} {}; restarting in {} ms (restart {} "
+                                    "of {})",
+                                    c.spec->name, describe_wait_status(c.wait_status),
+                                    delay.count(), c.restarts + 1,
+                                    c.spec->restart_budget));
+        } else if (i == main_index) {
+          main_exited = true;
+          if (!sent_term)
+            term_at = clock::now() + grace;
+          for (auto& other : children_)
+            other.restart_pending = false;
+        } else {
+          launcher_line(fmt::format("{} {}", c.spec->name,
+                                    describe_wait_status(c.wait_status)));
+          bool died = WIFSIGNALED(c.wait_status)
+                      || (WIFEXITED(c.wait_status)
+                          && WEXITSTATUS(c.wait_status) != 0
+                          && WEXITSTATUS(c.wait_status)
+                               != c.spec->final_status);
+          if (died && !main_exited && !stopping_
+              && c.restarts < c.spec->restart_budget) {
+            auto delay = capped_backoff(opts_.restart_delay, c.restarts,
+                                      std::chrono::seconds(10));
+            c.restart_pending = true;
+            c.restart_at = clock::now() + delay;
+            launcher_line(fmt::format("{}: restarting in {} ms (restart {} of "
+                                      "{})",
+                                      c.spec->name, delay.count(),
+                                      c.restarts + 1, c.spec->restart_budget));
+          }
+        }
+      }
+      for (size_t i = 0; i < children_.size(); ++i) {
+        auto& c = children_[i];
+        if (!c.restart_pending || clock::now() < c.restart_at)
+          continue;
+        c.restart_pending = false;
+        ++c.restarts;
+        end_output(c);
+        try {
+          start(i);
+        } catch (const std::exception& e) {
+          launcher_line(fmt::format("{}: restart failed: {}", c.spec->name,
+                                    e.what()));
+        }
+      }
+      if (main_exited && !sent_term && clock::now() >= term_at) {
+        sent_term = true;
+        signal_running(SIGTERM, fmt::format("still running {} ms after {} "
+                                            "exited; sending SIGTERM",
+                                            grace.count(),
+                                            children_[main_index].spec->name));
+      }
+      if (sent_term && !sent_kill && clock::now() >= term_at + grace) {
+        sent_kill = true;
+        signal_running(SIGKILL, fmt::format("still running {} ms after "
+                                            "SIGTERM; sending SIGKILL",
+                                            grace.count()));
+      }
+      flush();
+    }
+    // Grandchildren may still hold a pipe open: take what is there, no more.
+    for (auto& c : children_) {
+      drain(c);
+      end_output(c);
+    }
+    flush();
+    if (aborted_)
+      return launch_aborted;
+    return exit_code(children_[main_index].wait_status);
+  }
+
+  /// Kills every running child with SIGKILL and reaps it. Never throws.
+  void kill_all() noexcept {
+    for (auto& c : children_) {
+      if (c.running) {
+        ::kill(c.pid, SIGKILL);
+        wait_for(c);
+      }
+    }
+  }
+
+private:
+  [[noreturn]] void exec_child(const char* path, char* const* argv,
+                               char* const* envp, int out_fd, int err_fd,
+                               const sigset_t& old_mask, pid_t parent) {
+    // A launcher killed outside its control (SIGKILL) takes its nodes with
+    // it: the kernel sends SIGKILL to this child when the thread that forked
+    // it (the launcher's only one) ends; and if the launcher is gone already,
+    // the child does not start.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)
+      ::_exit(127);
+    for (size_t i = 0; i < num_caught; ++i) {
+      struct sigaction act = {};
+      act.sa_handler = signals_.was_ignored(i) ? SIG_IGN : SIG_DFL;
+      sigemptyset(&act.sa_mask);
+      ::sigaction(caught_signals[i], &act, nullptr);
+    }
+    // All sources are above 2 (see above_stdio); dup2 clears close-on-exec.
+    if (::dup2(devnull_, STDIN_FILENO) >= 0 && ::dup2(out_fd, STDOUT_FILENO) >= 0
+        && ::dup2(out_fd, STDERR_FILENO) >= 0) {
+      ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      ::execve(path, argv, envp);
+    }
+    int err = errno;
+    [[maybe_unused]] auto n = ::write(err_fd, &err, sizeof(err));
+    ::_exit(127);
+  }
+
+  /// Once abort_when has given up: no more restarts, SIGTERM to every
+  /// running child now (SIGKILL follows `grace` later), once.
+  void give_up_if_aborted(bool& sent_term,
+                          std::chrono::steady_clock::time_point& term_at) {
+    if (!aborted_ || sent_term)
+      return;
+    stopping_ = true;
+    for (auto& c : children_)
+      c.restart_pending = false;
+    sent_term = true;
+    term_at = std::chrono::steady_clock::now();
+    signal_running(SIGTERM, "the start is given up; sending SIGTERM");
+  }
+
+  bool any_running() const {
+    return std::any_of(children_.begin(), children_.end(),
+                       [](const child_state& c) { return c.running; });
+  }
+
+  /// Reaps `c` if it has exited; returns whether it did.
+  bool try_reap(child_state& c) {
+    int status = 0;
+    auto res = ::waitpid(c.pid, &status, WNOHANG);
+    if (res == c.pid) {
+      c.running = false;
+      c.wait_status = status;
+      // srun's 128 + N for a task killed by signal N: as if N killed it.
+      if (c.spec->status_reports_signal && WIFEXITED(status)
+          && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 128 + NSIG)
+        c.wait_status = W_EXITCODE(0, WEXITSTATUS(status) - 128);
+      return true;
+    }
+    if (res < 0 && errno == ECHILD) {
+      // Someone else reaped it (e.g. a SIGCHLD handler of another thread that
+      // ran before ours was installed); its status is lost.
+      c.running = false;
+      c.wait_status = 0;
+      return true;
+    }
+    return false;
+  }
+
+  /// Blocks until `c` has exited and reaps it.
+  void wait_for(child_state& c) noexcept {
+    int status = 0;
+    pid_t res;
+    do {
+      res = ::waitpid(c.pid, &status, 0);
+    } while (res < 0 && errno == EINTR);
+    c.running = false;
+    c.wait_status = status;
+  }
+
+  void handle_signals(int wake_read_fd) {
+    unsigned char sigs[64];
+    ssize_t n;
+    while ((n = ::read(wake_read_fd, sigs, sizeof(sigs))) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if (sigs[i] == SIGINT || sigs[i] == SIGTERM) {
+          // The user is stopping everything: no child comes back.
+          stopping_ = true;
+          for (auto& c : children_)
+            c.restart_pending = false;
+          signal_running(sigs[i], fmt::format("received {}; forwarding it",
+                                              signal_name(sigs[i])));
+        }
+      }
+    }
+  }
+
+  /// Sends `sig` to every running child and says so, naming them; SIGTERM
+  /// as each child's child_spec::stop_signal.
+  void signal_running(int sig, const std::string& why) {
+    std::string names;
+    for (auto& c : children_) {
+      if (c.running) {
+        ::kill(c.pid, sig == SIGTERM ? c.spec->stop_signal : sig);
+        names += names.empty() ? c.spec->name : ", " + c.spec->name;
+      }
+    }
+    if (!names.empty())
+      launcher_line(fmt::format("{}: {}", names, why));
+  }
+
+  /// Reads once from the child's pipe. Returns false at EOF or when the pipe
+  /// is empty.
+  bool read_output(child_state& c) {
+    if (!c.out)
+      return false;
+    ssize_t n;
+    do {
+      n = ::read(c.out.get(), buffer_.data(), buffer_.size());
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+      c.pending.append(buffer_.data(), static_cast<size_t>(n));
+      take_lines(c);
+      return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return false;
+    end_output(c); // EOF, or an error that ends the stream as well
+    return false;
+  }
+
+  /// Reads what the child's pipe holds now, without waiting for more.
+  void drain(child_state& c) {
+    while (read_output(c)) {
+      // nop
+    }
+  }
+
+  /// Prints the last, unterminated line and closes the pipe.
+  void end_output(child_state& c) {
+    if (!c.pending.empty())
+      child_line(c, c.pending);
+    c.pending.clear();
+    c.out.reset();
+  }
+
+  /// Prints every complete line of `c.pending`, and pieces of max_line bytes
+  /// while more than max_line bytes without a newline remain. A line is split
+  /// at multiples of max_line from its start however it arrives.
+  void take_lines(child_state& c) {
+    std::string_view rest{c.pending};
+    for (auto nl = rest.find('\n'); nl != std::string_view::npos;
+         nl = rest.find('\n')) {
+      auto line = rest.substr(0, nl);
+      while (line.size() > max_line) {
+        child_line(c, line.substr(0, max_line));
+        line.remove_prefix(max_line);
+      }
+      child_line(c, line);
+      rest.remove_prefix(nl + 1);
+    }
+    while (rest.size() > max_line) {
+      child_line(c, rest.substr(0, max_line));
+      rest.remove_prefix(max_line);
+    }
+    c.pending.erase(0, c.pending.size() - rest.size());
+  }
+
+  void child_line(const child_state& c, std::string_view line) {
+    fmt::format_to(std::back_inserter(batch_), "[{}] {}\n", c.spec->name,
+                   line);
+    if (!aborted_ && opts_.abort_when
+        && opts_.abort_when(c.spec->name, c.restarts, line))
+      aborted_ = true;
+  }
+
+  void launcher_line(std::string_view line) {
+    fmt::format_to(std::back_inserter(batch_), "[launch] {}\n", line);
+  }
+
+  /// Writes the lines collected so far in one go.
+  void flush() {
+    if (batch_.empty())
+      return;
+    std::fwrite(batch_.data(), 1, batch_.size(), opts_.out);
+    std::fflush(opts_.out);
+    batch_.clear();
+  }
+
+  /// Set once SIGINT or SIGTERM reached the launcher, or the launch was
+  /// given up: no more restarts.
+  bool stopping_ = false;
+  /// Set once abort_when returned true.
+  bool aborted_ = false;
+  const launch_options& opts_;
+  const signal_guard& signals_;
+  int devnull_;
+  std::vector<child_state> children_;
+  std::vector<char> buffer_;
+  std::string batch_;
+};
+
+} // namespace
+
+int run_children(const std::vector<child_spec>& children, size_t main_index,
+                 const launch_options& opts) {
+  if (main_index >= children.size())
+    throw std::invalid_argument(
+      fmt::format("run_children: main_index {} is out of range for {} children",
+                  main_index, children.size()));
+  for (const auto& spec : children) {
+    if (spec.argv.empty())
+      throw std::invalid_argument(
+        fmt::format("run_children: child {} has an empty argv", spec.name));
+    for (const auto& kv : spec.env)
+      if (kv.first.empty() || kv.first.find('=') != std::string::npos)
+        throw std::invalid_argument(
+          fmt::format("run_children: child {}: invalid environment name \"{}\"",
+                      spec.name, kv.first));
+  }
+  busy_guard only_call;
+  unique_fd devnull{above_stdio(::open("/dev/null", O_RDWR | O_CLOEXEC))};
+  if (!devnull)
+    throw runtime_failure(
+      fmt::format("launch: cannot open /dev/null: {}", errno_text(errno)));
+  unique_fd wake_r, wake_w;
+  if (!make_pipe(wake_r, wake_w, O_NONBLOCK))
+    throw runtime_failure(fmt::format("launch: pipe: {}", errno_text(errno)));
+  // Declared after the pipe: restores the handlers before the pipe closes.
+  signal_guard signals{wake_w.get()};
+  launch session{children, opts, signals, devnull.get()};
+  try {
+    for (size_t i = 0; i < children.size(); ++i)
+      session.start(i);
+    return session.wait(main_index, wake_r.get());
+  } catch (...) {
+    session.kill_all();
+    throw;
+  }
+}
+
+std::vector<uint16_t> pick_free_ports(size_t n, const std::string& host) {
+  in_addr addr;
+  if (::inet_pton(AF_INET, host.c_str(), &addr) != 1)
+    throw runtime_failure(
+      fmt::format("pick_free_ports: \"{}\" is not an IPv4 address", host));
+  std::vector<unique_fd> sockets;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    if (!fd)
+      throw runtime_failure(fmt::format("pick_free_ports: socket: {}",
+                                        errno_text(errno)));
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = addr;
+    sa.sin_port = 0;
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
+      throw runtime_failure(fmt::format("pick_free_ports: cannot bind {}:0: {}",
+                                        host, errno_text(errno)));
+    socklen_t len = sizeof(sa);
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+      throw runtime_failure(fmt::format("pick_free_ports: getsockname: {}",
+                                        errno_text(errno)));
+    // Ports are distinct: the kernel never hands out a port that one of the
+    // sockets still open here is bound to (none uses SO_REUSEPORT).
+    ports.push_back(ntohs(sa.sin_port));
+    sockets.push_back(std::move(fd));
+  }
+  return ports;
+}
+
+} // namespace actorps

@@ -1,0 +1,208 @@
+#include "cluster/services/fit_callbacks.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cluster/services/checkpointer.hpp"
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/services/report.hpp"
+#include "core/checkpoint.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace actorps {
+
+namespace {
+
+using std::chrono::steady_clock;
+
+double seconds(steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+/// "train_loss, test_loss, test_accuracy, samples_per_sec" for an error.
+std::string metric_names(const epoch_metrics& m) {
+  std::string names = "train_loss, samples_per_sec";
+  for (auto& entry : m.test)
+    names += ", " + entry.first;
+  return names;
+}
+
+} // namespace
+
+// -- early_stopping -------------------------------------------------------------
+
+early_stopping::early_stopping(std::string monitor, uint32_t patience,
+                               double min_delta, direction mode)
+  : monitor_(std::move(monitor)), patience_(patience), min_delta_(min_delta) {
+  if (monitor_.empty())
+    throw input_error("early stopping: no metric to monitor");
+  if (!(min_delta_ >= 0))
+    throw input_error(fmt::format("early stopping: min_delta {} must be a "
+                                  "number >= 0",
+                                  min_delta_));
+  if (mode == direction::automatic)
+    maximize_ = monitor_.find("accuracy") != std::string::npos
+                || monitor_.find("auc") != std::string::npos;
+  else
+    maximize_ = mode == direction::max;
+}
+
+void early_stopping::on_epoch_end(fit_state& st, epoch_metrics& m) {
+  double x = 0;
+  if (!epoch_metric(m, monitor_, x))
+    throw input_error(fmt::format("early stopping: epoch {} has no metric "
+                                  "\"{}\" (it has: {})",
+                                  m.epoch, monitor_, metric_names(m)));
+  bool improved = best_epoch_ == 0
+                  || (maximize_ ? x > best_ + min_delta_
+                                : x < best_ - min_delta_);
+  if (improved) {
+    best_ = x;
+    best_epoch_ = m.epoch;
+    wait_ = 0;
+    return;
+  }
+  // As Keras: stop after `patience` epochs in a row without improvement
+  // (0 and 1 both stop at the first).
+  if (++wait_ < std::max<uint32_t>(patience_, 1))
+    return;
+  st.stop_training = true;
+  st.stop_reason = fmt::format(
+    "early stopping: {} has not improved by more than {} for {} epoch(s) "
+    "(best {:.4f} at epoch {})",
+    monitor_, min_delta_, wait_, best_, best_epoch_);
+}
+
+// -- checkpoint_callback --------------------------------------------------------
+
+checkpoint_callback::checkpoint_callback(const job_config& cfg) : cfg_(cfg) {
+  // nop
+}
+
+uint64_t checkpoint_callback::next_pause(const fit_state& st) const {
+  auto every = cfg_.checkpoint_every_steps;
+  if (cfg_.checkpoint_dir.empty() || every == 0)
+    return 0;
+  auto step = st.progress.global_step;
+  return step + (every - step % every);
+}
+
+void checkpoint_callback::on_pause(fit_state& st) {
+  auto every = cfg_.checkpoint_every_steps;
+  // At an epoch's end on_epoch_end saves, after the evaluation.
+  if (every > 0 && st.progress.global_step % every == 0
+      && st.progress.step_in_epoch < st.closures_per_epoch)
+    save_or_skip(st);
+}
+
+void checkpoint_callback::on_epoch_end(fit_state& st, epoch_metrics&) {
+  save_or_skip(st);
+}
+
+void checkpoint_callback::save_or_skip(fit_state& st) {
+  try {
+    save(st);
+  } catch (const checkpoint_interrupted& e) {
+    log::warn("coordinator", -1,
+              "checkpoint at step {} skipped: {} (the newest one on disk "
+              "stays)",
+              st.progress.global_step, e.what());
+  }
+}
+
+void checkpoint_callback::save(fit_state& st) {
+  if (cfg_.checkpoint_dir.empty())
+    return;
+  auto t = steady_clock::now();
+  auto path = write_checkpoint(cfg_.checkpoint_dir,
+                               capture_checkpoint(*st.cl, cfg_, st.progress),
+                               cfg_.keep_checkpoints);
+  log::info("coordinator", -1, "checkpoint {} ({:.2f} s)", path,
+            seconds(steady_clock::now() - t));
+}
+
+// -- epoch_printer ----------------------------------------------------------------
+
+epoch_printer::epoch_printer(std::FILE* out, bool progress_bar)
+  : out_(out), bar_(progress_bar && out != nullptr) {
+  // nop
+}
+
+void epoch_printer::on_epoch_begin(fit_state& st) {
+  epoch_start_ = steady_clock::now();
+  last_draw_ = epoch_start_;
+  finished_before_ = st.cl->coordinator().counts().finished;
+  to_run_ = st.closures_per_epoch - st.progress.step_in_epoch;
+}
+
+void epoch_printer::on_wait(fit_state& st, uint64_t) {
+  if (!bar_)
+    return;
+  auto now = steady_clock::now();
+  if (now - last_draw_ < std::chrono::milliseconds(200))
+    return;
+  last_draw_ = now;
+  draw_progress(out_, st.progress.epoch + 1, st.epochs,
+                st.cl->coordinator().counts().finished - finished_before_,
+                to_run_, seconds(now - epoch_start_));
+}
+
+void epoch_printer::on_pause(fit_state&) {
+  if (bar_)
+    std::fputs("\r\033[K", out_);
+  last_draw_ = steady_clock::now();
+}
+
+void epoch_printer::on_epoch_end(fit_state& st, epoch_metrics& m) {
+  print_epoch(out_, m, st.epochs);
+}
+
+// -- json_lines_callback ----------------------------------------------------------
+
+json_lines_callback::json_lines_callback(metrics_file& file) : file_(file) {
+  // nop
+}
+
+void json_lines_callback::on_epoch_end(fit_state&, epoch_metrics& m) {
+  file_.write_epoch(m);
+}
+
+// -- fault_injector -----------------------------------------------------------------
+
+fault_injector::fault_injector(std::vector<fault_spec> faults)
+  : faults_(std::move(faults)) {
+  std::stable_sort(faults_.begin(), faults_.end(),
+                   [](const fault_spec& a, const fault_spec& b) {
+                     return a.step < b.step;
+                   });
+}
+
+void fault_injector::on_train_begin(fit_state& st) {
+  next_ = 0;
+  while (next_ < faults_.size()
+         && faults_[next_].step < st.progress.global_step)
+    ++next_; // planned before the restored step
+}
+
+void fault_injector::on_wait(fit_state& st, uint64_t done) {
+  fire_until(st, done);
+}
+
+std::chrono::milliseconds
+fault_injector::poll_interval(const fit_state&) const {
+  return std::chrono::milliseconds(next_ < faults_.size() ? 2 : 200);
+}
+
+void fault_injector::on_pause(fit_state& st) {
+  fire_until(st, st.progress.global_step);
+}
+
+void fault_injector::fire_until(fit_state& st, uint64_t step) {
+  while (next_ < faults_.size() && faults_[next_].step <= step)
+    st.cl->inject(faults_[next_++]);
+}
+
+} // namespace actorps

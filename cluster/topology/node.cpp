@@ -1,0 +1,304 @@
+#include "cluster/topology/node.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "caf/actor_cast.hpp"
+#include "caf/after.hpp"
+#include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
+#include "caf/send.hpp"
+
+#include "actors/fault_injection.hpp"
+#include "cluster/net/authorization.hpp"
+#include "cluster/topology/node_actor.hpp"
+#include "cluster/net/data_link.hpp"
+#include "cluster/net/gate.hpp"
+#include "cluster/net/tls_channel.hpp"
+#include "cluster/net/handshake.hpp"
+#include "cluster/topology/evaluator.hpp"        // issue 14
+#include "cluster/services/metrics_endpoint.hpp" // issue 14
+#include "cluster/topology/local_cluster.hpp"
+#include "cluster/topology/remote_cluster.hpp"
+#include "cluster/job/stop_request.hpp"
+#include "cluster/net/tls.hpp"
+#include "core/data_registry.hpp"
+#include "core/dataset.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "models/registry.hpp"
+
+namespace actorps {
+
+namespace {
+
+/// Waits until `node` stops. After a stop request (SIGTERM: Slurm sends it
+/// to every task of a step at once) the node keeps serving, so that the
+/// coordinator can finish, checkpoint and end the job, but at most `grace`.
+/// Returns whether the node stopped by itself (false: the grace ran out).
+bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
+                   const std::string& role, int index,
+                   std::chrono::milliseconds grace) {
+  using clock = std::chrono::steady_clock;
+  caf::scoped_actor self{sys};
+  self->monitor(node);
+  bool down = false;
+  bool asked = false;
+  clock::time_point deadline;
+  while (!down) {
+    self->receive([&](caf::down_msg&) { down = true; },
+                  caf::after(std::chrono::milliseconds(200)) >> [&] {
+                    if (!asked && stop_requested()) {
+                      asked = true;
+                      deadline = clock::now() + grace;
+                      log::info(role, index,
+                                "stop requested (SIGTERM or SIGUSR1): serving until the "
+                                "coordinator ends the job, at most {} ms",
+                                grace.count());
+                    }
+                  });
+    if (!down && asked && clock::now() >= deadline) {
+      log::warn(role, index,
+                   "the coordinator did not end the job within {} ms of the "
+                   "stop request; stopping",
+                   grace.count());
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Bytes of the job's dense variables (every server's region).
+uint64_t dense_bytes_of(const placement& layout) {
+  uint64_t floats = 0;
+  for (auto n : layout.ps_sizes)
+    floats += n;
+  return floats * sizeof(float);
+}
+
+/// Publishes `role_actor` behind a node actor and a gate at `address`, then
+/// waits until the node actor stops (see wait_for_node). Stops `role_actor`
+/// in every case.
+int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
+          caf::actor role_actor, const host_port& address,
+          std::shared_ptr<peer_registry> peers, uint64_t dense_bytes,
+          node_options::fault_hooks faults = {}, ps_actor data_server = {}) {
+  auto label = fmt::format("{} {}", me.role, me.index);
+  auto index = static_cast<int>(me.index);
+  auto role = me.role;
+  auto fp = fingerprint_id(me.job);
+  node_options opts;
+  opts.self = std::move(me);
+  opts.role_actor = caf::actor_cast<caf::strong_actor_ptr>(role_actor);
+  opts.join_timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
+  opts.exit_status = std::make_shared<std::atomic<int>>(1);
+  opts.peers = std::move(peers);
+  opts.faults = std::move(faults);
+  // Kills and stops only where the job's plan names them for this node.
+  for (auto& f : cfg.faults)
+    if (f.role == opts.self.role && f.index == opts.self.index) {
+      opts.faults.kill |= f.action == fault_spec::kind::kill;
+      opts.faults.freeze |= f.action == fault_spec::kind::stop;
+    }
+  auto tls = node_tls();
+  if (tls)
+    opts.authorize = [tls](const handshake& peer) {
+      return tls->redeem(peer.ticket, node_identity{peer.role, peer.index});
+    };
+  auto node = spawn_node(sys, opts);
+  auto stop_all = [&] {
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(role_actor, caf::exit_reason::user_shutdown);
+  };
+  // A ps answers the workers' data channels (cluster/net/data_link.hpp).
+  gate::data_handler on_data;
+  if (data_server)
+    on_data = [&sys, data_server, label, shm = cfg.shared_memory,
+               limits = frame_limits_for(dense_bytes),
+               channels = size_t{cfg.ps} + 1](
+                std::unique_ptr<channel> ch, const std::string& peer) {
+      serve_data_channel(sys, data_server, std::move(ch),
+                         fmt::format("{} <- {}", label, peer), shm, true,
+                         limits, channels);
+    };
+  std::unique_ptr<gate> door;
+  try {
+    door = std::make_unique<gate>(
+      sys, address, caf::actor_cast<caf::strong_actor_ptr>(node),
+      sys.message_types(node), label, tls, std::move(on_data),
+      [dense_bytes](const std::optional<node_identity>& peer) {
+        return basp_limits_for(peer, dense_bytes);
+      });
+  } catch (...) {
+    stop_all();
+    throw;
+  }
+  log::info(role, index, "listening on {} (port {}), job {}",
+            to_string(address), door->port(), fp);
+  auto by_itself = wait_for_node(
+    sys, caf::actor_cast<caf::actor>(node), role, index,
+    std::chrono::milliseconds(cfg.connect_timeout_ms));
+  door.reset();
+  stop_all();
+  return by_itself ? opts.exit_status->load() : exit_stopped;
+}
+
+int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
+  // A ps needs the placement, so the model, so the data's schema (for
+  // MovieLens the vocabularies, read from the export; no examples are kept).
+  auto net = make_model(cfg, open_dataset(cfg)->schema());
+  auto layout = job_placement(cfg, *net);
+  system_config sys_cfg{cfg.threads, network_of(cfg)};
+  caf::actor_system sys{sys_cfg};
+  auto me = make_handshake(cfg, layout, "ps", index);
+  auto opts = ps_options_of(cfg, index);
+  // Who may send the server what: the peers whose hellos the node admits.
+  auto peers = std::make_shared<peer_registry>();
+  opts.authorize = authorize_ps_requests(peers, sys.node());
+  std::vector<cluster_member> servers;
+  for (uint32_t p = 0; p < spec.ps.size(); ++p)
+    servers.push_back({"ps", p, spec.ps[p]});
+  opts.dial = [&sys, servers, me](uint32_t p) {
+    auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
+                          std::chrono::seconds(2));
+    return caf::actor_cast<caf::actor>(j[0].welcome.role_actor);
+  };
+  auto ps = spawn_ps(sys, std::move(opts));
+  // Dropped or delayed messages (fault injection) need a proxy in front.
+  node_options::fault_hooks hooks;
+  if (std::any_of(cfg.faults.begin(), cfg.faults.end(), [](const auto& f) {
+        return f.action == fault_spec::kind::drop
+               || f.action == fault_spec::kind::delay;
+      })) {
+    auto proxy = spawn_ps_proxy(sys, ps, index);
+    hooks.ps_proxy = caf::actor_cast<caf::actor>(proxy);
+    ps = proxy;
+  }
+  return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(ps),
+               spec.ps[index], std::move(peers), dense_bytes_of(layout),
+               std::move(hooks), ps);
+}
+
+int run_worker(const job_config& cfg, const cluster_spec& spec,
+               uint32_t index) {
+  auto provider = open_dataset(cfg);
+  auto net = make_model(cfg, provider->schema());
+  auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
+  auto data = provider->train_source(input_context{cfg.workers, index},
+                                     cfg.batch_size, cfg.shuffle_seed);
+  system_config sys_cfg{cfg.threads, network_of(cfg)};
+  caf::actor_system sys{sys_cfg};
+  auto me = make_handshake(cfg, *layout, "worker", index);
+  std::vector<cluster_member> servers;
+  for (uint32_t p = 0; p < spec.ps.size(); ++p)
+    servers.push_back({"ps", p, spec.ps[p]});
+  auto joined = join_members(sys, servers, me, caf::actor{},
+                             std::chrono::milliseconds(cfg.connect_timeout_ms));
+  auto opts = wire_options_of(cfg, *layout);
+  opts.index = index;
+  opts.net = net;
+  // A step error (fault injection) needs a failing model around the real one.
+  node_options::fault_hooks hooks;
+  if (std::any_of(cfg.faults.begin(), cfg.faults.end(), [&](const auto& f) {
+        return f.action == fault_spec::kind::error && f.role == "worker"
+               && f.index == index;
+      })) {
+    auto sw = std::make_shared<step_error_switch>();
+    opts.net = failing_model(net, sw, index);
+    hooks.arm_step_error = [sw] { sw->armed = true; };
+  }
+  opts.data = data;
+  opts.layout = layout;
+  // Pulls and pushes over a data channel to each ps, unless off or
+  // refused (then over BASP, as everything else).
+  auto tls = node_tls();
+  auto over_data = [&sys, &spec, tls, index, layout, on = cfg.data_channel,
+                    shm = cfg.shared_memory](ps_actor ps, uint32_t p) {
+    if (!on || !ps)
+      return ps;
+    node_identity expect{"ps", p};
+    try {
+      return open_data_link(sys, ps, spec.ps.at(p), tls.get(),
+                            tls ? &expect : nullptr, std::chrono::seconds(5),
+                            fmt::format("worker {} -> ps {}", index, p),
+                            shm, layout->ps_sizes.at(p) * sizeof(float));
+    } catch (const std::exception& e) {
+      log::warn("worker", static_cast<int>(index),
+                "{}; its pulls and pushes go over BASP", e.what());
+      return ps;
+    }
+  };
+  for (uint32_t p = 0; p < joined.size(); ++p) {
+    auto& j = joined[p];
+    opts.servers.push_back(
+      over_data(caf::actor_cast<ps_actor>(j.welcome.role_actor), p));
+    opts.server_incarnations.push_back(j.welcome.node.incarnation);
+  }
+  log::info("worker", static_cast<int>(index),
+            "joined {} ps{}; {} training examples in this worker's slice",
+            joined.size(),
+            cfg.data_channel ? " (pulls and pushes over data channels)" : "",
+            data->shard_rows());
+  opts.redial = [&sys, servers, me, over_data](uint32_t p) {
+    auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
+                          std::chrono::seconds(2));
+    return std::make_pair(
+      over_data(caf::actor_cast<ps_actor>(j[0].welcome.role_actor), p),
+      j[0].welcome.node.incarnation);
+  };
+  auto worker = spawn_worker(sys, std::move(opts));
+  return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
+               spec.worker[index], std::make_shared<peer_registry>(),
+               dense_bytes_of(*layout), std::move(hooks));
+}
+
+} // namespace
+
+int run_node(const job_config& cfg, const cluster_spec& spec,
+             const task_id& task, const train_options& opts) {
+  if (cfg.workers != spec.worker.size() || cfg.ps != spec.ps.size())
+    throw input_error(fmt::format(
+      "the cluster spec has {} workers and {} ps, the job config {} and {}",
+      spec.worker.size(), spec.ps.size(), cfg.workers, cfg.ps));
+  // -- watching a job (issue 14): metrics endpoint, sidecar evaluator -------
+  auto port = metrics_port_of(opts.metrics_port, spec, task);
+  // A node's endpoint binds its own address, not every interface.
+  auto node_opts = opts;
+  if (node_opts.metrics_address.empty()) {
+    auto& mine = spec.members(task.type);
+    node_opts.metrics_address =
+      task.index < mine.size() ? mine[task.index].host : "127.0.0.1";
+  }
+  if (task.type == "evaluator") {
+    evaluator_options eval;
+    eval.out = opts.out;
+    eval.metrics_out = opts.metrics_out;
+    eval.metrics_port = port;
+    eval.metrics_address = node_opts.metrics_address;
+    eval.metrics_auth = node_opts.metrics_auth;
+    return run_evaluator(cfg, eval);
+  }
+  std::unique_ptr<metrics_endpoint> metrics; // the chief's: in train_chief
+  if (task.type == "ps" || task.type == "worker")
+    metrics = open_metrics_endpoint(port, node_opts.metrics_address,
+                                    task.type.c_str(),
+                                    static_cast<int>(task.index),
+                                    node_opts.metrics_auth);
+  // -- end of issue 14 -----------------------------------------------------
+  if (task.type == "chief") {
+    train_chief(cfg, spec, node_opts);
+    return 0;
+  }
+  if (task.type == "ps")
+    return run_ps(cfg, spec, task.index);
+  if (task.type == "worker")
+    return run_worker(cfg, spec, task.index);
+  throw input_error(fmt::format("task.type: \"{}\" nodes are not supported "
+                                "(chief, worker, ps, evaluator)",
+                                task.type));
+}
+
+} // namespace actorps
