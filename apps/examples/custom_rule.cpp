@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cluster/services/fit.hpp"
+#include "cluster/topology/local_cluster.hpp" // fit in this process
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/update_rule.hpp"

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cluster/services/fit.hpp"
+#include "cluster/topology/local_cluster.hpp" // fit in this process
 #include "core/job_config.hpp"
 #include "models/registry.hpp"
 #include "models/step_function.hpp"

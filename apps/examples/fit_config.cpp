@@ -10,6 +10,7 @@
 
 #include "cluster/services/fit.hpp"
 #include "cluster/services/fit_callbacks.hpp"
+#include "cluster/topology/local_cluster.hpp" // fit in this process
 #include "core/data_registry.hpp"
 #include "core/job_config.hpp"
 #include "models/registry.hpp"

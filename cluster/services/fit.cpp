@@ -7,7 +7,7 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/topology/local_cluster.hpp"
+#include "cluster/job/cluster.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
@@ -292,17 +292,6 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
   h.stopped = st.stop_training;
   h.stop_reason = std::move(st.stop_reason);
   return h;
-}
-
-fit_history fit(const job_config& cfg, std::shared_ptr<const model> net,
-                const dataset_fn& fn, const fit_options& opts) {
-  validate(cfg);
-  if (!net)
-    throw input_error("fit: no model");
-  system_config sys_cfg{cfg.threads};
-  caf::actor_system sys{sys_cfg};
-  local_cluster cl{sys, cfg, net, fn};
-  return fit(cl, *net, opts);
 }
 
 } // namespace actorps

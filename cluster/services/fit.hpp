@@ -197,16 +197,4 @@ struct fit_history {
 ///         callback throws.
 fit_history fit(cluster& cl, const model& net, const fit_options& opts);
 
-/// Trains `net` in this process, as Keras' `model.fit(dataset, epochs,
-/// steps_per_epoch, callbacks)`: starts cfg.ps parameter servers (cfg's
-/// update rules, consistency mode and placement), cfg.workers workers, each
-/// reading the batches `fn` makes for its input_context, and the
-/// coordinator (a local_cluster in its own actor system with cfg.threads
-/// scheduler threads), then runs fit above. cfg.epochs and
-/// cfg.steps_per_epoch are not used: opts says how long.
-/// @throws input_error for an invalid cfg or opts, or from fn;
-///         runtime_failure as fit above.
-fit_history fit(const job_config& cfg, std::shared_ptr<const model> net,
-                const dataset_fn& fn, const fit_options& opts);
-
 } // namespace actorps

@@ -6,7 +6,8 @@
 #include <fmt/format.h>
 
 #include "cluster/services/checkpointer.hpp"
-#include "cluster/topology/local_cluster.hpp"
+#include "cluster/job/cluster.hpp"
+#include "cluster/job/job_setup.hpp"
 #include "cluster/services/report.hpp"
 #include "core/checkpoint.hpp"
 #include "core/error.hpp"

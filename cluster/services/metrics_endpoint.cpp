@@ -18,7 +18,8 @@
 
 #include "actors/cluster_coordinator.hpp"
 #include "actors/telemetry.hpp"
-#include "cluster/topology/local_cluster.hpp"
+#include "cluster/job/cluster.hpp"
+#include "cluster/job/job_setup.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 

@@ -1,13 +1,13 @@
 #pragma once
 
 // How a training job reports: epoch lines and the summary for people, JSON
-// lines for programs (cluster/topology/trainer.hpp's train_report).
+// lines for programs (cluster/services/train_report.hpp).
 
 #include <cstdio>
 #include <fstream>
 #include <string>
 
-#include "cluster/topology/trainer.hpp"
+#include "cluster/services/train_report.hpp"
 
 namespace actorps {
 
