@@ -212,7 +212,7 @@ public:
   /// returns once each is done (a running one whose push was already sent
   /// finishes with its value). A cancelled closure's remote_value holds
   /// errc::cancelled; no error is raised. Closures scheduled later run
-  /// normally. For a job stopped early (cluster/stop_request.hpp).
+  /// normally. For a job stopped early (cluster/job/stop_request.hpp).
   void cancel();
 
   /// Whether every scheduled closure is done. Does not block, unless an

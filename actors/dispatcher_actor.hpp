@@ -130,7 +130,7 @@ struct ps_recovery {
   /// True: the functions block (they ask actors and wait), so the
   /// dispatcher runs them in helper threads. False: they only spawn actors
   /// and send messages (a simulation, where every actor runs on one thread
-  /// in virtual time, cluster/simulator.hpp); the dispatcher calls them
+  /// in virtual time, cluster/sim/simulator.hpp); the dispatcher calls them
   /// itself, so their messages reach a server before its own later ones.
   bool blocking = true;
 };

@@ -2,7 +2,7 @@
 
 // The one type-id block of every message and atom actorps sends. Register it
 // on every node with `cfg.add_message_types<caf::id_block::actorps>()` before
-// the actor_system exists (see cluster/system_config.hpp). Included by
+// the actor_system exists (see cluster/job/system_config.hpp). Included by
 // actors/messages.hpp after the message types; include that instead.
 
 #include "caf/type_id.hpp"
@@ -104,4 +104,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, abort_atom, "abort")
   // a worker's measurement chose the wire formats of its pushes and pulls
   CAF_ADD_ATOM(actorps, actorps, formats_atom, "formats")
+  // frames (or the end) arrived on a data channel's connection
+  CAF_ADD_ATOM(actorps, actorps, frames_atom, "frames")
+  // time for a data channel's end to check whether it has been idle
+  CAF_ADD_ATOM(actorps, actorps, idle_atom, "idle")
 CAF_END_TYPE_ID_BLOCK(actorps)

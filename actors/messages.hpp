@@ -508,7 +508,7 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
 }
 
 /// What a node believes the job is, field by field, each as canonical text
-/// (see cluster/handshake.hpp). Two nodes belong to the same job exactly when
+/// (see cluster/net/handshake.hpp). Two nodes belong to the same job exactly when
 /// every field is equal.
 struct job_fingerprint {
   std::string model;        ///< e.g. "mlp 784-256-128-10, init seed 42"
@@ -543,7 +543,7 @@ struct handshake {
   uint64_t incarnation = 0;
   job_fingerprint job;
   /// With TLS: the ticket the receiver's gate issued on the connection the
-  /// sender dialled (cluster/tls.hpp); the receiver checks that the
+  /// sender dialled (cluster/net/tls.hpp); the receiver checks that the
   /// certificate it was issued to names `role` and `index`. Empty otherwise.
   std::string ticket;
 };

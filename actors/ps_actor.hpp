@@ -183,7 +183,7 @@ struct ps_options {
   /// node that named the backup (in CAF 0.17 such indirect routes lost
   /// messages after a restarted server came back). Empty in one process.
   std::function<caf::actor(uint32_t index)> dial;
-  /// Across processes: who may send what (cluster/authorization.hpp). A
+  /// Across processes: who may send what (cluster/net/authorization.hpp). A
   /// request it refuses is answered with errc::not_authorized (a message
   /// without reply is dropped) and logged with the sender. Empty: every
   /// request is served (one process).

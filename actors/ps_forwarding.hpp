@@ -2,7 +2,7 @@
 
 // The behaviour of an actor in front of a parameter server (the fault
 // injection proxy, actors/fault_injection.cpp; the simulator's network,
-// cluster/sim_link.cpp): every request of the ps protocol but pull and push
+// cluster/sim/sim_link.cpp): every request of the ps protocol but pull and push
 // is delegated to the server, which answers the sender directly; pull, push
 // and the wrapper's own messages are the wrapper's handlers.
 

@@ -109,7 +109,7 @@ struct worker_options {
   /// Holds the pulled values only from a step's start to its compute, and
   /// the gradient only from its compute to the step's end, instead of both
   /// for the worker's life: for a thousand simulated workers in one process
-  /// (cluster/simulator.hpp), at the cost of two allocations per step.
+  /// (cluster/sim/simulator.hpp), at the cost of two allocations per step.
   bool lean = false;
   /// Overlap (async only): with each push the worker also sends the next
   /// step's pull of dense values, so the push goes out on its uplink while

@@ -158,7 +158,7 @@ std::vector<ps_options> server_list(const bench_options& o) {
                                     const std::string& peer) {
           // One client plays every worker with worker 0's certificate.
           serve_data_channel(sys, ps, std::move(ch), "bench ps <- " + peer,
-                             true, false);
+                             data_session_options{true, false});
         }));
       ports.push_back(gates.back()->port());
     }
@@ -306,8 +306,10 @@ bool connect_servers(const bench_options& o, caf::actor_system& local,
     try {
       h.data.push_back(open_data_link(
         net, h.remote.back(), host_port{"127.0.0.1", ports[i + 1]}, tls.get(),
-        &ps0, std::chrono::seconds(10), "bench", o.shared_memory,
-        i < o.sizes.size() ? o.sizes[i] * sizeof(float) : 0));
+        &ps0, std::chrono::seconds(10), "bench",
+        data_link_options{o.shared_memory,
+                          i < o.sizes.size() ? o.sizes[i] * sizeof(float)
+                                             : 0}));
     } catch (const std::exception& e) {
       fmt::print(stderr, "actorps-bench: {}\n", e.what());
       return false;

@@ -226,6 +226,7 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     s.get("priority_pulls", cfg.priority_pulls);
     s.get("data_channel", cfg.data_channel);
     s.get("shared_memory", cfg.shared_memory);
+    s.get("data_idle_timeout_ms", cfg.data_idle_timeout_ms, 0, 86400000);
     s.get("cpu_policy", cfg.cpu_policy);
     s.get("cpu_affinity", cfg.cpu_affinity);
     {

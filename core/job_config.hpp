@@ -180,6 +180,11 @@ struct job_config {
   /// the TCP connection only wakes the ends. Per process (a worker offers,
   /// a ps accepts), so not part of the job's fingerprint.
   bool shared_memory = true;
+  /// A data channel with no request for this long is closed by its server
+  /// (its thread ends); a worker closes its own after half of it and opens
+  /// it again at its next request (cluster/net/data_link.hpp). 0: never.
+  /// Per process, so not part of the job's fingerprint.
+  uint32_t data_idle_timeout_ms = 60000;
   /// How the process's threads are scheduled (core/cpu_policy.hpp): "batch"
   /// (SCHED_BATCH: a thread woken by a message does not preempt a computing
   /// one) or "normal" (as started). Applied by `actorps train` and `actorps

@@ -3,7 +3,9 @@
 # (test/tools/peer_probe.cpp) passes ps0's gate, then sends what only the
 # coordinator may send, before and after its hello. ps0 refuses each one
 # with not_authorized, logged with the sender, and keeps running; then the
-# real worker and coordinator run the job to its end.
+# real worker and coordinator run the job to its end. Its data channels:
+# past the cap per worker the oldest is closed; idle ones are closed (3 s
+# here) and their threads end; a closed link opens its channel again.
 # Case flood: 1,000 silent TCP connections per second at ps0's port, kept
 # open 2 s each; a node with a certificate joins within 2 s all the same.
 # usage: authz_test.sh ACTORPS_BINARY PROBE_BINARY SOURCE_DIR [control|flood]
@@ -14,7 +16,7 @@ src=$3
 case_name=${4:-control}
 source "$(dirname "$0")/node_lib.sh" "authz.$case_name"
 
-sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 60000/' \
+sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 60000, "data_idle_timeout_ms": 3000/' \
   "$src/configs/fashion_mnist.json" >"$tmp/job.json"
 limit=3200
 job=(--config "$tmp/job.json" --train-limit $limit --test-limit 500 --epochs 1
@@ -86,11 +88,20 @@ grep -q '^hello: answered' "$tmp/probe.log" && ok "its own hello is admitted" \
   || bad "hello: $(grep '^hello:' "$tmp/probe.log")"
 refused "data-channel pull as another worker"
 # One ps: a worker may hold 2 channels to it (one per group it may serve,
-# plus one for a reconnect); the third closes the first.
-grep -q '^first data channel: closed by the node when channel 3 opened' "$tmp/probe.log" \
-  && grep -q 'worker0 opened another data channel; its oldest is closed (2 at most per worker and server)' "$tmp/ps0.log" \
-  && ok "a third data channel of worker 0 closed the first: $(grep -o 'worker0 opened another.*' "$tmp/ps0.log" | head -1)" \
-  || bad "more data channels: $(grep '^first data' "$tmp/probe.log") / $(grep 'another data channel' "$tmp/ps0.log")"
+# plus one for a reconnect); each one past that closes the oldest, and a
+# link whose channel was closed while idle opens it again when used.
+grep -q 'worker0 opened another data channel; its oldest is closed (2 at most per worker and server)' "$tmp/ps0.log" \
+  && ok "past 2 data channels of worker 0, the oldest closed: $(grep -c 'worker0 opened another' "$tmp/ps0.log") times" \
+  || bad "more data channels: $(grep 'another data channel' "$tmp/ps0.log")"
+# Idle channels (the probe's links never close their own): closed by ps0
+# after data_idle_timeout_ms (3 s here), their threads gone.
+idle=$(grep -c 'closing: idle for 3 s (no request)' "$tmp/ps0.log")
+[[ $idle -ge 2 ]] && ok "ps0 closed $idle idle data channels" \
+  || bad "idle data channels closed: $idle; $(grep 'idle' "$tmp/ps0.log" | tail -2)"
+line=$(grep '^idle data channels:' "$tmp/probe.log")
+read -r open_threads later_threads < <(sed -E 's/.*threads ([0-9]+) with them open, ([0-9]+) .*/\1 \2/' <<<"$line")
+[[ -n $line && ${later_threads:-999} -le $((${open_threads:-0} - 2)) ]] \
+  && ok "$line" || bad "the node's threads after the idle close: '$line'"
 grep -q 'refused a pull over the data channel of worker0: in the name of worker 1' "$tmp/ps0.log" \
   && ok "ps0: $(grep -m1 -o 'refused a pull over the data channel.*' "$tmp/ps0.log")" \
   || bad "ps0 did not log the data-channel refusal: $(grep 'data' "$tmp/ps0.log" | tail -3)"
@@ -98,9 +109,12 @@ grep -q 'refused a pull over the data channel of worker0: in the name of worker 
 # for want of shards: no coordinator has created any yet).
 for m in "ping after hello" "ps ping" "pull as itself" "pull as no worker" \
          "data-channel pull as no worker" \
-         "data-channel pull as itself" "newest data channel pull as itself"; do
+         "data-channel pull as itself" "newest data channel pull as itself" \
+         "first data channel pull after it was closed" \
+         "pull after the idle close"; do
   line=$(grep "^$m:" "$tmp/probe.log")
-  [[ -n $line && $line != *not_authorized* ]] && ok "$m is allowed: $line" \
+  [[ -n $line && $line != *not_authorized* && $line != *disconnected* \
+     && $line != *timeout* ]] && ok "$m is allowed: $line" \
     || bad "$m: '$line'"
 done
 # ps0 logged every refusal with the sender, and is still running (no

@@ -49,7 +49,7 @@ struct inbox {
 };
 
 /// Starts the connection of `ch` for actor `self`: each frame and the end
-/// go into `box`, and the actor is told (retry_atom, 0), on the connection's
+/// go into `box`, and the actor is told (frames_atom), on the connection's
 /// thread, which then runs it (cluster/net/inline_unit.hpp). With `keep`, the
 /// connection holds the actor alive (until it quits); without, the actor
 /// ends when nobody else holds it, and the connection with it.
@@ -62,14 +62,13 @@ std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
   std::function<void()> tell;
   if (keep) {
     tell = [self] {
-      detail::run_here(self, caf::make_message(retry_atom_v, uint64_t{0}));
+      detail::run_here(self, caf::make_message(frames_atom_v));
     };
   } else {
     auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
     tell = [weak] {
       if (auto strong = weak.lock())
-        detail::run_here(strong,
-                         caf::make_message(retry_atom_v, uint64_t{0}));
+        detail::run_here(strong, caf::make_message(frames_atom_v));
     };
   }
   return std::make_shared<data_conn>(
@@ -98,16 +97,36 @@ caf::error channel_lost(const std::string& label, const std::string& why) {
 
 // -- worker side ----------------------------------------------------------------
 
-using link_actor = ps_actor::extend<caf::reacts_to<retry_atom, uint64_t>>;
+using link_actor = ps_actor::extend<caf::reacts_to<frames_atom>,
+                                    caf::reacts_to<idle_atom>>;
+
+using clock_type = std::chrono::steady_clock;
+
+/// Where a link dials its channel again after an idle close.
+struct link_dial {
+  host_port where;
+  const tls_context* tls = nullptr;
+  std::optional<node_identity> expect;
+  std::chrono::milliseconds timeout{0};
+};
 
 struct link_state {
   ps_actor server;
   std::shared_ptr<inbox> box;
+  /// None while the channel is closed for being idle (opened again by the
+  /// next request).
   std::shared_ptr<data_conn> conn;
   std::string label;
+  data_link_options opts;
+  link_dial dial;
   uint64_t next = 1;
   std::unordered_map<uint64_t, caf::typed_response_promise<pull_reply>> pulls;
   std::unordered_map<uint64_t, caf::typed_response_promise<uint64_t>> pushes;
+  /// When the last request went out; whether an idle check is pending.
+  clock_type::time_point last_request;
+  bool idle_check = false;
+  /// The channel could not be opened again: everything goes over BASP.
+  bool over_basp = false;
   static constexpr const char* name = "data-link";
 
   ~link_state() {
@@ -157,27 +176,108 @@ void on_frames(link_ptr self) {
     self->quit(channel_lost(st.label, e.what()));
     return;
   }
-  if (closed)
+  if (!closed)
+    return;
+  if (!st.pulls.empty() || !st.pushes.empty()) {
     self->quit(channel_lost(st.label, *closed));
+    return;
+  }
+  // Nothing was lost: the server closed an idle channel (or one past its
+  // cap per worker). The next request opens it again.
+  log::debug("data", -1, "{}: closed with nothing outstanding ({}); opened "
+                         "again at the next request",
+             st.label, *closed);
+  st.conn.reset();
 }
 
-link_actor::behavior_type
-link_behavior(link_ptr self, ps_actor server,
-              std::shared_ptr<std::unique_ptr<channel>> ch, std::string label,
-              bool shared_memory, uint64_t frame_bytes) {
+std::shared_ptr<data_conn> start(link_ptr self, std::unique_ptr<channel> ch) {
   auto& st = self->state;
-  st.server = server;
-  st.label = label;
+  // A fresh inbox: a closed connection's end does not reach the new one.
   st.box = std::make_shared<inbox>();
   // A link that nobody holds any more ends, and its connection with it.
   // The worker's thread writes its pushes itself (it waits for their
   // answers anyway): a 1M-float push 1.5-2.1x raw TCP -> 1.2-1.4x p50
   // (actorps-bench).
-  st.conn = connect(std::move(*ch), st.box,
-                    caf::actor_cast<caf::strong_actor_ptr>(self), false, label,
-                    SIZE_MAX,
-                    shared_memory ? shm_mode::offer : shm_mode::no_offer,
-                    frame_bytes);
+  return connect(std::move(ch), st.box,
+                 caf::actor_cast<caf::strong_actor_ptr>(self), false, st.label,
+                 SIZE_MAX,
+                 st.opts.shared_memory ? shm_mode::offer : shm_mode::no_offer,
+                 st.opts.frame_bytes);
+}
+
+/// Whether a request may go over the channel: it is open, or opened again
+/// now (after an idle close). If it cannot be, the link logs why and hands
+/// this and every later request to the server over BASP.
+bool channel_ready(link_ptr self) {
+  auto& st = self->state;
+  if (st.conn)
+    return true;
+  if (st.over_basp)
+    return false;
+  dial_result out;
+  auto ch = detail::open_channel(
+    st.dial.where, clock_type::now() + st.dial.timeout, st.dial.tls,
+    st.dial.expect ? &*st.dial.expect : nullptr, channel_data, out);
+  if (!ch) {
+    log::warn("data", -1, "{}: could not open the data channel again ({}); "
+                          "pulls and pushes go over BASP",
+              st.label, out.error);
+    st.over_basp = true;
+    return false;
+  }
+  st.conn = start(self, std::move(ch));
+  return true;
+}
+
+/// A request went over the channel: with an idle limit, a check is
+/// scheduled (one at a time; it holds the link alive until it runs).
+void used(link_ptr self) {
+  auto& st = self->state;
+  st.last_request = clock_type::now();
+  if (st.opts.idle_close.count() > 0 && !st.idle_check) {
+    st.idle_check = true;
+    self->delayed_send(self, st.opts.idle_close, idle_atom_v);
+  }
+}
+
+/// Closes the channel if nothing is outstanding and no request went out
+/// for `idle_close`; checks again later otherwise.
+void check_idle(link_ptr self) {
+  auto& st = self->state;
+  st.idle_check = false;
+  if (!st.conn)
+    return;
+  auto quiet = clock_type::now() - st.last_request;
+  if (st.pulls.empty() && st.pushes.empty() && quiet >= st.opts.idle_close) {
+    log::debug("data", -1, "{}: idle for {} ms; closed until the next "
+                           "request",
+               st.label,
+               std::chrono::duration_cast<std::chrono::milliseconds>(quiet)
+                 .count());
+    st.conn->close();
+    st.conn.reset();
+    return;
+  }
+  st.idle_check = true;
+  auto left = st.opts.idle_close - quiet;
+  if (left <= clock_type::duration::zero())
+    left = st.opts.idle_close; // busy: look again in a while
+  self->delayed_send(self,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                       left),
+                     idle_atom_v);
+}
+
+link_actor::behavior_type
+link_behavior(link_ptr self, ps_actor server,
+              std::shared_ptr<std::unique_ptr<channel>> ch, std::string label,
+              data_link_options opts, link_dial dial) {
+  auto& st = self->state;
+  st.server = server;
+  st.label = label;
+  st.opts = opts;
+  st.dial = std::move(dial);
+  st.conn = start(self, std::move(*ch));
   self->monitor(server);
   self->set_down_handler([self](caf::down_msg& dm) {
     if (dm.source == self->state.server.address())
@@ -203,30 +303,34 @@ link_behavior(link_ptr self, ps_actor server,
                 [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
         return rp;
       }
-      if (!req.tables.empty())
+      if (!req.tables.empty() || !channel_ready(self))
         return self->delegate(st.server, a, std::move(req));
       auto id = st.next++;
       auto rp = self->make_response_promise<pull_reply>();
       st.pulls.emplace(id, rp);
       st.conn->send(encode(self->system(), id, std::move(req)));
+      used(self);
       return rp;
     },
     [self](push_atom a, push_request& req) -> caf::result<uint64_t> {
       auto& st = self->state;
-      if (!req.tables.empty())
+      if (!req.tables.empty() || !channel_ready(self))
         return self->delegate(st.server, a, std::move(req));
       auto id = st.next++;
       auto rp = self->make_response_promise<uint64_t>();
       st.pushes.emplace(id, rp);
       st.conn->send(encode(self->system(), id, std::move(req)));
+      used(self);
       return rp;
     },
-    [self](retry_atom, uint64_t) { on_frames(self); });
+    [self](frames_atom) { on_frames(self); },
+    [self](idle_atom) { check_idle(self); });
 }
 
 // -- server side ----------------------------------------------------------------
 
-using session_actor = caf::typed_actor<caf::reacts_to<retry_atom, uint64_t>>;
+using session_actor = caf::typed_actor<caf::reacts_to<frames_atom>,
+                                       caf::reacts_to<idle_atom>>;
 
 struct session_state {
   ps_actor server;
@@ -237,6 +341,11 @@ struct session_state {
   /// pull and push only under its own index, any other role not at all
   /// (cluster/net/authorization.hpp).
   std::optional<node_identity> peer;
+  /// Requests passed to the server and not answered yet; when the last
+  /// request arrived or answer went out (for the idle timeout).
+  size_t outstanding = 0;
+  clock_type::time_point last_activity = clock_type::now();
+  std::chrono::milliseconds idle_timeout{0};
   static constexpr const char* name = "data-session";
 
   ~session_state() {
@@ -286,10 +395,21 @@ void on_requests(session_ptr self) {
   auto& sys = self->system();
   auto conn = st.conn;
   try {
+    if (!frames.empty())
+      st.last_activity = clock_type::now();
     for (auto& f : frames) {
       auto id = f.header.id;
+      // An answer (or error) goes out: one request fewer outstanding.
+      auto answered = [self] {
+        --self->state.outstanding;
+        self->state.last_activity = clock_type::now();
+      };
       auto fail = [conn, &sys, id](caf::error& err) {
         conn->send(encode_error(sys, id, err));
+      };
+      auto failed = [fail, answered](caf::error& err) {
+        answered();
+        fail(err);
       };
       if (f.header.kind == frame_kind::pull) {
         auto req = decode_pull(sys, f);
@@ -305,11 +425,13 @@ void on_requests(session_ptr self) {
                                std::move(req))
                            : self->request(st.server, caf::infinite,
                                            pull_atom_v, std::move(req));
+        ++st.outstanding;
         std::move(sent).then(
-            [conn, &sys, id](pull_reply& r) {
+            [conn, &sys, id, answered](pull_reply& r) {
+              answered();
               conn->send(encode(sys, id, std::move(r)));
             },
-            fail);
+            failed);
       } else if (f.header.kind == frame_kind::push) {
         auto req = decode_push(sys, f);
         if (auto why = refusal(st, ps_request::push, req.id.worker);
@@ -318,11 +440,14 @@ void on_requests(session_ptr self) {
           fail(err);
           continue;
         }
+        ++st.outstanding;
         self->request(st.server, caf::infinite, push_atom_v, std::move(req))
-          .then([conn, id](uint64_t clock) {
-            conn->send(encode_clock(id, clock));
-          },
-                fail);
+          .then(
+            [conn, id, answered](uint64_t clock) {
+              answered();
+              conn->send(encode_clock(id, clock));
+            },
+            failed);
       } else {
         throw input_error("an answer frame, where requests are expected");
       }
@@ -339,6 +464,26 @@ void on_requests(session_ptr self) {
   }
 }
 
+/// Closes the channel if no request is outstanding and none arrived for
+/// the idle timeout; checks again later otherwise.
+void check_idle(session_ptr self) {
+  auto& st = self->state;
+  auto quiet = clock_type::now() - st.last_activity;
+  if (st.outstanding == 0 && quiet >= st.idle_timeout) {
+    log::info("data", -1, "{}: closing: idle for {} s (no request)",
+              st.label, st.idle_timeout.count() / 1000.0);
+    self->quit();
+    return;
+  }
+  auto left = st.idle_timeout - quiet;
+  if (st.outstanding > 0 || left <= clock_type::duration::zero())
+    left = st.idle_timeout;
+  self->delayed_send(self,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                       left),
+                     idle_atom_v);
+}
+
 } // namespace
 
 frame_limits frame_limits_for(uint64_t region_bytes) {
@@ -353,7 +498,7 @@ ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                         const host_port& where, const tls_context* tls,
                         const node_identity* expect,
                         std::chrono::milliseconds timeout, std::string label,
-                        bool shared_memory, uint64_t frame_bytes) {
+                        data_link_options opts) {
   dial_result out;
   auto ch = detail::open_channel(where,
                                  std::chrono::steady_clock::now() + timeout,
@@ -363,24 +508,27 @@ ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                                       to_string(where), out.error));
   // CAF copies spawn arguments: the channel travels in a shared holder.
   auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
+  link_dial dial{where, tls, expect ? std::optional<node_identity>{*expect}
+                                    : std::nullopt,
+                 timeout};
   auto link = sys.spawn(link_behavior, std::move(server), std::move(holder),
-                        std::move(label), shared_memory, frame_bytes);
+                        std::move(label), opts, std::move(dial));
   return caf::actor_cast<ps_actor>(link);
 }
 
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
                         std::unique_ptr<channel> ch, std::string label,
-                        bool shared_memory, bool authorize,
-                        frame_limits limits, size_t max_channels) {
-  auto peer = authorize ? ch->peer_identity() : std::nullopt;
+                        data_session_options opts) {
+  auto peer = opts.authorize ? ch->peer_identity() : std::nullopt;
   auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
-  auto session = sys.spawn([holder, server, label, shared_memory, peer,
-                            limits](session_ptr self)
+  auto session = sys.spawn([holder, server, label, opts,
+                            peer](session_ptr self)
                              -> session_actor::behavior_type {
     auto& st = self->state;
     st.server = server;
     st.label = label;
     st.peer = peer;
+    st.idle_timeout = opts.idle_timeout;
     st.box = std::make_shared<inbox>();
     // The connection holds the session: it lives until the connection
     // ends or the server is down.
@@ -390,13 +538,17 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
     st.conn = connect(
       std::move(*holder), st.box, caf::actor_cast<caf::strong_actor_ptr>(self),
       true, label, size_t{64} << 10,
-      shared_memory ? shm_mode::answer : shm_mode::decline, 0, limits);
+      opts.shared_memory ? shm_mode::answer : shm_mode::decline, 0,
+      opts.limits);
     self->monitor(server);
     self->set_down_handler([self](caf::down_msg& dm) {
       if (dm.source == self->state.server.address())
         self->quit(dm.reason);
     });
-    return {[self](retry_atom, uint64_t) { on_requests(self); }};
+    if (opts.idle_timeout.count() > 0)
+      self->delayed_send(self, opts.idle_timeout, idle_atom_v);
+    return {[self](frames_atom) { on_requests(self); },
+            [self](idle_atom) { check_idle(self); }};
   });
   if (!peer)
     return;
@@ -412,7 +564,7 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
                               }),
                mine.end());
     mine.push_back(session.address());
-    while (mine.size() > std::max<size_t>(max_channels, 1)) {
+    while (mine.size() > std::max<size_t>(opts.max_channels, 1)) {
       if (auto older = caf::actor_cast<caf::actor>(mine.front()))
         closing.push_back(older);
       mine.pop_front();
@@ -421,7 +573,7 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
   for (auto& older : closing) {
     log::warn("data", -1, "{}: {} opened another data channel; its oldest "
                           "is closed ({} at most per worker and server)",
-              label, peer->name(), max_channels);
+              label, peer->name(), opts.max_channels);
     caf::anon_send_exit(older, caf::exit_reason::user_shutdown);
   }
 }

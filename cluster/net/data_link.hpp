@@ -1,7 +1,7 @@
 #pragma once
 
 // The data channel between a worker and a parameter server in another
-// process (issue 10, `cluster.data_channel`): a TCP connection of its own
+// process (`cluster.data_channel`): a TCP connection of its own
 // beside CAF's BASP, through the same gate, TLS and role checks, that
 // carries only the worker's pulls and pushes and their answers, as frames
 // (cluster/net/data_frame.hpp) that move dense floats from where they lie to
@@ -12,9 +12,11 @@
 // interface that the worker uses in place of the server's handle: pulls
 // and pushes go over the data channel, every other message to the server.
 // It ends (and with it the channel) when the server's actor is down, when
-// the channel closes or fails, or when nobody holds it any more; the
-// worker, which monitors it, then sees the server lost and reconnects, as
-// over BASP. The server decides everything as for a message over BASP
+// the channel closes or fails with requests outstanding, or when nobody
+// holds it any more; the worker, which monitors it, then sees the server
+// lost and reconnects, as over BASP. A channel idle for a while is closed
+// (by the worker first, by the server if the worker does not) and opened
+// again at the next request: an idle channel costs the server no thread. The server decides everything as for a message over BASP
 // (views, fencing, duplicates, staleness), since the frames reach the same
 // actor.
 //
@@ -28,6 +30,7 @@
 // wakes the ends and tells when one is gone.
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,39 +46,67 @@ class tls_context;
 struct host_port;
 struct node_identity;
 
+/// How a worker's end of a data channel behaves.
+struct data_link_options {
+  /// Offer the server shared memory (cluster/net/shm_offer.hpp), which a server
+  /// on this host takes; the frames then go through it, in rings sized for
+  /// frames of `frame_bytes` (the largest dense push or pull expected; 0:
+  /// 2 MiB; shm_link::ring_bytes_for).
+  bool shared_memory = true;
+  uint64_t frame_bytes = 0;
+  /// With nothing outstanding and no request for this long, the link
+  /// closes its channel (the server's thread for it ends) and opens it
+  /// again at the next request; 0: never. A node passes half the server's
+  /// idle timeout (data_session_options), so that a live worker closes
+  /// first and a request never meets a server closing the channel.
+  std::chrono::milliseconds idle_close{0};
+};
+
 /// Opens a data channel to the gate at `where` (with `tls`, whose peer
 /// must be `expect`) within `timeout`, for `server` (the actor the same
 /// node published there), and returns the worker-side link. `label` names
-/// it in log lines ("worker 0 -> ps 1"). With `shared_memory`, the
-/// channel offers the server shared memory (cluster/net/shm_offer.hpp), which
-/// a server on this host takes; the frames then go through it, in rings
-/// sized for frames of `frame_bytes` (the largest dense push or pull
-/// expected; 0: 2 MiB; shm_link::ring_bytes_for).
+/// it in log lines ("worker 0 -> ps 1"). A channel closed with nothing
+/// outstanding (idle, by either end) is opened again at the next request,
+/// within `timeout` (`tls` must outlive the link); if that fails, the link
+/// logs why and passes its requests to `server` over BASP. A channel that
+/// ends with requests outstanding ends the link (its requests fail with
+/// sec::socket_disconnected): the worker handles it as a lost server.
 /// @throws runtime_failure naming `where` and why (refused, unreachable).
 ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                         const host_port& where, const tls_context* tls,
                         const node_identity* expect,
                         std::chrono::milliseconds timeout, std::string label,
-                        bool shared_memory = true,
-                        uint64_t frame_bytes = 0);
+                        data_link_options opts = {});
+
+/// How a server's end of a data channel behaves.
+struct data_session_options {
+  /// Take the worker's offer of shared memory if it can.
+  bool shared_memory = true;
+  /// With a TLS channel, its certificate decides (cluster/net/authorization.hpp):
+  /// a worker's pulls and pushes are served only under its own index, any
+  /// other role's not at all (answered not_authorized, logged). Off only
+  /// where one party plays several workers (actorps-bench).
+  bool authorize = true;
+  /// The largest frame parts a worker may send this server
+  /// (frame_limits_for).
+  frame_limits limits = {};
+  /// With `authorize`, a worker keeps at most this many channels to the
+  /// same server: a newer one closes its oldest (logged). A worker opens
+  /// one per replica group the server serves (two after the server took
+  /// over a failed one's group), so a node passes its job's number of
+  /// servers plus one (a reconnect may overlap its predecessor).
+  size_t max_channels = 2;
+  /// With no request outstanding and none arriving for this long, the
+  /// session closes the channel (logged), which ends its thread; 0: never.
+  /// A frame in progress is bounded by limits.frame_timeout instead.
+  std::chrono::milliseconds idle_timeout{0};
+};
 
 /// Serves data channel `ch` (from a gate) with `server`; returns at once.
-/// Takes the worker's offer of shared memory if `shared_memory` and it can.
-/// With `authorize` and a TLS channel, its certificate decides
-/// (cluster/net/authorization.hpp): a worker's pulls and pushes are served
-/// only under its own index, any other role's not at all (answered
-/// not_authorized, logged), and a worker keeps at most `max_channels`
-/// channels to the same server: a newer one closes its oldest (logged). A
-/// worker opens one per replica group the server serves (two after the
-/// server took over a failed one's group), so a node passes its job's
-/// number of servers plus one (a reconnect may overlap its predecessor).
-/// Off only where one party plays several workers (actorps-bench).
-/// `limits`: the largest frame parts a worker may send this server
-/// (frame_limits_for).
+/// `label` names it in log lines ("ps 0 <- worker1").
 void serve_data_channel(caf::actor_system& sys, ps_actor server,
                         std::unique_ptr<channel> ch, std::string label,
-                        bool shared_memory = true, bool authorize = true,
-                        frame_limits limits = {}, size_t max_channels = 2);
+                        data_session_options opts = {});
 
 /// The largest frame parts a worker may send a server whose dense region
 /// holds at most `region_bytes` (a node passes its job's dense variables):

@@ -110,7 +110,8 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
       [&server_sys, ps, shm = cfg.shared_memory](std::unique_ptr<channel> ch,
                                                   const std::string& peer) {
         serve_data_channel(server_sys, ps, std::move(ch),
-                           "host probe <- " + peer, shm);
+                           "host probe <- " + peer,
+                           data_session_options{shm});
       }));
     host_port where{"127.0.0.1", gates.back()->port()};
     auto r = dial(client_sys, where, std::chrono::seconds(10));
@@ -121,7 +122,7 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
       try {
         handle = open_data_link(client_sys, handle, where, nullptr, nullptr,
                                 std::chrono::seconds(10), "host probe",
-                                cfg.shared_memory);
+                                data_link_options{cfg.shared_memory});
       } catch (const std::exception& e) {
         fail(e.what());
       }

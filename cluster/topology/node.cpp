@@ -116,13 +116,14 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   // A ps answers the workers' data channels (cluster/net/data_link.hpp).
   gate::data_handler on_data;
   if (data_server)
-    on_data = [&sys, data_server, label, shm = cfg.shared_memory,
-               limits = frame_limits_for(dense_bytes),
-               channels = size_t{cfg.ps} + 1](
+    on_data = [&sys, data_server, label,
+               opts = data_session_options{
+                 cfg.shared_memory, true, frame_limits_for(dense_bytes),
+                 size_t{cfg.ps} + 1,
+                 std::chrono::milliseconds(cfg.data_idle_timeout_ms)}](
                 std::unique_ptr<channel> ch, const std::string& peer) {
       serve_data_channel(sys, data_server, std::move(ch),
-                         fmt::format("{} <- {}", label, peer), shm, true,
-                         limits, channels);
+                         fmt::format("{} <- {}", label, peer), opts);
     };
   std::unique_ptr<gate> door;
   try {
@@ -216,7 +217,8 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   // refused (then over BASP, as everything else).
   auto tls = node_tls();
   auto over_data = [&sys, &spec, tls, index, layout, on = cfg.data_channel,
-                    shm = cfg.shared_memory](ps_actor ps, uint32_t p) {
+                    shm = cfg.shared_memory,
+                    idle = cfg.data_idle_timeout_ms](ps_actor ps, uint32_t p) {
     if (!on || !ps)
       return ps;
     node_identity expect{"ps", p};
@@ -224,7 +226,8 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
       return open_data_link(sys, ps, spec.ps.at(p), tls.get(),
                             tls ? &expect : nullptr, std::chrono::seconds(5),
                             fmt::format("worker {} -> ps {}", index, p),
-                            shm, layout->ps_sizes.at(p) * sizeof(float));
+                            {shm, layout->ps_sizes.at(p) * sizeof(float),
+                             std::chrono::milliseconds(idle / 2)});
     } catch (const std::exception& e) {
       log::warn("worker", static_cast<int>(index),
                 "{}; its pulls and pushes go over BASP", e.what());

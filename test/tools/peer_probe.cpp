@@ -74,6 +74,30 @@ void ask(caf::scoped_actor& self, const char* name, const Handle& dest,
   std::fflush(stdout);
 }
 
+/// A line of /proc/PEER_PID/status ("VmHWM", "Threads") as a number, if
+/// PEER_PID names the node's process; 0 otherwise.
+uint64_t node_status(const char* field) {
+  const char* pid = std::getenv("PEER_PID");
+  if (pid == nullptr)
+    return 0;
+  std::FILE* f = std::fopen(fmt::format("/proc/{}/status", pid).c_str(), "r");
+  if (f == nullptr)
+    return 0;
+  char line[256];
+  uint64_t value = 0;
+  auto format = fmt::format("{}: %lu", field);
+  while (std::fgets(line, sizeof(line), f) != nullptr)
+    if (std::sscanf(line, format.c_str(), &value) == 1)
+      break;
+  std::fclose(f);
+  return value;
+}
+
+/// The node's threads now.
+int node_threads() {
+  return static_cast<int>(node_status("Threads"));
+}
+
 /// `flood HOST:PORT SECONDS RATE` (see above).
 int flood(const host_port& where, double seconds, double rate) {
   rlimit lim{};
@@ -220,47 +244,46 @@ int main(int argc, char** argv) {
     ask<pull_reply>(self, "pull as no worker", ps, pull_atom_v, outside);
     // The same over a data channel (its certificate decides there); then
     // more channels of the same worker until its first one is closed.
+    // Links that never close their channels themselves (idle_close 0), as
+    // a peer that keeps them open would.
+    data_link_options keep{false};
     auto link1 = open_data_link(sys, ps, where, tls.get(), &target, 10s,
-                                "probe 1", false);
+                                "probe 1", keep);
     ask<pull_reply>(self, "data-channel pull as another worker", link1,
                     pull_atom_v, other);
     ask<pull_reply>(self, "data-channel pull as itself", link1, pull_atom_v,
                     own);
     ask<pull_reply>(self, "data-channel pull as no worker", link1,
                     pull_atom_v, outside);
-    self->monitor(link1);
+    // More channels of the same worker: past its cap the node closes the
+    // oldest (its log says so); a link whose channel was closed with
+    // nothing outstanding opens it again at its next request.
     std::vector<ps_actor> more;
-    std::string first = "still open after 5 more channels";
-    for (int i = 2; i <= 6 && first.rfind("closed", 0) != 0; ++i) {
+    for (int i = 2; i <= 6; ++i) {
       more.push_back(open_data_link(sys, ps, where, tls.get(), &target, 10s,
-                                    fmt::format("probe {}", i), false));
-      self->receive(
-        [&](caf::down_msg&) {
-          first = fmt::format("closed by the node when channel {} opened", i);
-        },
-        caf::after(1s) >> [] {});
+                                    fmt::format("probe {}", i), keep));
+      std::this_thread::sleep_for(200ms);
     }
-    std::printf("first data channel: %s\n", first.c_str());
     ask<pull_reply>(self, "newest data channel pull as itself", more.back(),
                     pull_atom_v, own);
+    ask<pull_reply>(self, "first data channel pull after it was closed",
+                    link1, pull_atom_v, own);
+    // Idle channels: the node closes them after its idle timeout, and
+    // their threads end.
+    if (cfg.data_idle_timeout_ms > 0) {
+      auto before = node_threads();
+      std::this_thread::sleep_for(
+        std::chrono::milliseconds(cfg.data_idle_timeout_ms) + 3s);
+      std::printf("idle data channels: the node's threads %d with them "
+                  "open, %d %u ms later\n",
+                  before, node_threads(), cfg.data_idle_timeout_ms + 3000);
+      ask<pull_reply>(self, "pull after the idle close", link1, pull_atom_v,
+                      own);
+    }
   }
   // The peak RSS of the node's process (its pid in PEER_PID, if set), in
   // bytes, to show what the raw attacks below cost it.
-  auto peak_rss = [] {
-    const char* pid = std::getenv("PEER_PID");
-    if (pid == nullptr)
-      return uint64_t{0};
-    std::FILE* f = std::fopen(fmt::format("/proc/{}/status", pid).c_str(), "r");
-    if (f == nullptr)
-      return uint64_t{0};
-    char line[256];
-    uint64_t kb = 0;
-    while (std::fgets(line, sizeof(line), f) != nullptr)
-      if (std::sscanf(line, "VmHWM: %lu kB", &kb) == 1)
-        break;
-    std::fclose(f);
-    return kb * 1024;
-  };
+  auto peak_rss = [] { return node_status("VmHWM") * 1024; };
   auto peak_before = peak_rss();
   // Raw BASP on a connection of its own: a client_handshake header that
   // announces 1 GiB (CAF would allocate it on reading the header).
