@@ -23,13 +23,15 @@ else
 fi
 for f in include/actorps/core/job_config.hpp include/actorps/models/registry.hpp \
          include/actorps/actors/messages.hpp include/actorps/cluster/services/fit.hpp \
-         lib/libactorps_core.a lib/libactorps_actors.a lib/libactorps_cluster.a bin/actorps \
+         include/actorps/cluster/net/data_link.hpp \
+         lib/libactorps_core.a lib/libactorps_actors.a bin/actorps \
+         lib/libactorps_cluster_{spec,net,job,services,topology,launch,sim}.a \
          lib/cmake/actorps/actorpsConfig.cmake \
          lib/cmake/actorps/actorpsConfigVersion.cmake \
          lib/cmake/actorps/actorpsTargets.cmake; do
   [[ -e $prefix/$f ]] || bad "not installed: $f"
 done
-[[ $failed -eq 0 ]] && ok "headers under include/actorps/<layer>, libraries, config"
+[[ $failed -eq 0 ]] && ok "headers under include/actorps/<layer>, cluster/ by room, libraries (one per layer, cluster/ one per room), config"
 
 # The examples as a project of their own: nothing of the source or build
 # tree may be on their include path, only the prefix.

@@ -5,10 +5,13 @@
 // tls_test.cpp), pulls and pushes through the link give what they give over
 // BASP, errors included (those with table keys go over BASP itself); a peer that sends garbage is closed and the server
 // keeps serving; the link ends when its server is down; a gate that serves
-// no data channel refuses one, naming why. Every wait is bounded.
+// no data channel refuses one, naming why; an idle channel is closed (by
+// the server, or first by the link) and opened again by the link's next
+// request. Every wait is bounded.
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -69,8 +72,12 @@ struct link_fixture {
   std::unique_ptr<gate> door;
   ps_actor remote; // over BASP
   ps_actor link;   // over the data channel
+  /// Data channels the gate handed to the server.
+  std::shared_ptr<std::atomic<int>> channels =
+    std::make_shared<std::atomic<int>>(0);
 
-  link_fixture() {
+  explicit link_fixture(data_session_options server_opts = {},
+                        data_link_options link_opts = {}) {
     ps_options o;
     o.optimizer = optimizer_config{"sgd", 1.0f, {}};
     ps = spawn_ps(server_sys, o);
@@ -78,8 +85,11 @@ struct link_fixture {
       server_sys, host_port{"127.0.0.1", 0},
       caf::actor_cast<caf::strong_actor_ptr>(ps), server_sys.message_types(ps),
       "test ps", nullptr,
-      [this](std::unique_ptr<channel> ch, const std::string& peer) {
-        serve_data_channel(server_sys, ps, std::move(ch), "test <- " + peer);
+      [this, server_opts](std::unique_ptr<channel> ch,
+                          const std::string& peer) {
+        ++*channels;
+        serve_data_channel(server_sys, ps, std::move(ch), "test <- " + peer,
+                           server_opts);
       });
     auto r = dial(client_sys, where(), 5s);
     REQUIRE(r.actor);
@@ -95,7 +105,7 @@ struct link_fixture {
       .receive([&](uint64_t) { created = true; }, [](caf::error&) {});
     REQUIRE(created);
     link = open_data_link(client_sys, remote, where(), nullptr, nullptr, 5s,
-                          "test link");
+                          "test link", link_opts);
   }
 
   host_port where() const {
@@ -409,6 +419,42 @@ TEST_CASE_METHOD(link_fixture, "a data link ends when its server is down",
   self->receive([&](caf::down_msg&) { down = true; },
                 caf::after(5s) >> [] {});
   CHECK(down);
+}
+
+TEST_CASE("a server closes a data channel idle for its timeout, and the "
+          "link opens it again at its next request",
+          "[data]") {
+  data_session_options server;
+  server.idle_timeout = 300ms;
+  data_link_options never; // the link never closes its own
+  link_fixture f{server, never};
+  REQUIRE(f.pull(f.link).second == caf::error{});
+  CHECK(f.channels->load() == 1);
+  std::this_thread::sleep_for(900ms); // idle: closed by the server
+  auto [reply, err] = f.pull(f.link);
+  CHECK(err == caf::error{});
+  CHECK(reply.values.values.size() == 8);
+  CHECK(f.channels->load() == 2); // opened again
+  // Busy channels stay open: requests every 100 ms for 900 ms.
+  for (int i = 0; i < 9; ++i) {
+    CHECK(f.pull(f.link).second == caf::error{});
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(f.channels->load() == 2);
+}
+
+TEST_CASE("a link closes its own idle data channel and opens it again at "
+          "its next request",
+          "[data]") {
+  data_link_options link;
+  link.idle_close = 200ms;
+  link_fixture f{data_session_options{}, link};
+  REQUIRE(f.pull(f.link).second == caf::error{});
+  std::this_thread::sleep_for(700ms);
+  auto [reply, err] = f.pull(f.link);
+  CHECK(err == caf::error{});
+  CHECK(reply.values.values.size() == 8);
+  CHECK(f.channels->load() == 2);
 }
 
 TEST_CASE("a gate without a data handler refuses a data channel, saying why",
