@@ -189,8 +189,8 @@ constexpr const char* usage = R"(usage: actorps-bench [flags]
        actorps-bench --validate FILE
 
 Measures how fast actorps moves tensors and table rows and trains, each
-number next to its limit measured in the same run (see README,
-"Benchmarks"). Prints the results as a Markdown table; writes files only
+number next to its limit measured in the same run (see
+docs/measurements.md). Prints the results as a Markdown table; writes files only
 where --out and --markdown say. The whole suite takes about two minutes on
 2 cores; --quick --no-training a few seconds.
 

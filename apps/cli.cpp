@@ -195,7 +195,7 @@ flags; the spec decides the numbers of workers and ps.
                          ($TF_CONFIG, as Kubeflow's TFJob sets it) or slurm
                          (the srun step this task is in: task 0 the
                          coordinator, the next --ps tasks ps, the rest
-                         workers; see docs/slurm.md)
+                         workers; see docs/guide/slurm.md)
   --port-base P          slurm: port of a host's first task, the next tasks
                          there get the next ports (default 8888)
   --cpu-set LIST         run this node's threads on these CPUs only, e.g.
@@ -215,7 +215,7 @@ coordinator's status.
 
   --launcher L           local (default): child processes on free ports of
                          --host; slurm: each node a job step (srun) of the
-                         Slurm allocation this runs in (see docs/slurm.md)
+                         Slurm allocation this runs in (see docs/guide/slurm.md)
   --host HOST            local: address the nodes listen on (127.0.0.1)
   --port-base P          slurm: port of a host's first node (default 8888)
 )"} + job_flags;

@@ -8,8 +8,8 @@
 // a ps's update and a worker's GEMMs start on a core whose caches hold
 // another process's data, and every message between two nodes on different
 // cores is a cross-core wake-up (an interrupt to the other core). Given a
-// share of the CPUs each, they stay put. Measured on 2 cores (README, "A
-// cluster of processes"): loopback `launch` of Fashion-MNIST, 2 ps + 2
+// share of the CPUs each, they stay put. Measured on 2 cores (docs/measurements.md,
+// "CPU policy and affinity"): loopback `launch` of Fashion-MNIST, 2 ps + 2
 // workers, +13% samples/s (median of 6 rounds) with each ps and worker of
 // the same index sharing a core.
 

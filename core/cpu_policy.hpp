@@ -9,7 +9,7 @@
 // SCHED_BATCH, the policy Linux has for CPU-bound, non-interactive work, lets
 // the running thread finish its slice instead (a woken batch thread never
 // preempts on wake-up; it still gets its fair share). Measured on 2 cores
-// (README, "Across a real network"): context switches per step 27 -> 16 and
+// (docs/measurements.md, "CPU policy and affinity"): context switches per step 27 -> 16 and
 // loopback `launch` samples/s +15% (median of 4 rounds); `train` (one
 // process) unchanged. Delays it adds stay within a scheduler slice (a few ms),
 // far below heartbeat timeouts.

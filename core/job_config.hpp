@@ -47,7 +47,7 @@ std::string to_string(const fault_spec& f);
 
 /// Transport security between the nodes of a multi-process cluster
 /// (cluster.tls in the config; flags --tls, --tls-ca, --tls-cert,
-/// --tls-key). See cluster/net/tls.hpp and README, "Security".
+/// --tls-key). See cluster/net/tls.hpp and docs/guide/security.md.
 struct tls_settings {
   /// Plain TCP, asked for explicitly ("tls": "off", --tls off).
   bool off = false;

@@ -5,7 +5,7 @@
 // Slurm sends SIGTERM at a job's time limit (and with --signal before it), on
 // scancel and on preemption; Kubernetes on a pod's deletion. The coordinator
 // then writes a checkpoint and exits with exit_stopped, so that the job
-// continues with --resume (docs/slurm.md).
+// continues with --resume (docs/guide/slurm.md).
 
 #include <cstdint>
 #include <string>

@@ -6,7 +6,7 @@
 // its link, the ps after its session), instead of waking a scheduler
 // thread for each. On 2 cores with five processes that saved a third of
 // the context switches of a loopback `launch` (15.6 -> 10.5 per step) and
-// made it 8% faster (median of 12 rounds; README, "The data channel"). CAF
+// made it 8% faster (median of 12 rounds; docs/guide/data-channel.md). CAF
 // still runs each actor on
 // one thread at a time (its mailbox decides who runs it); what changes is
 // only which thread. Internal.
