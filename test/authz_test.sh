@@ -93,6 +93,12 @@ refused "data-channel pull as another worker"
 grep -q 'worker0 opened another data channel; its oldest is closed (2 at most per worker and server)' "$tmp/ps0.log" \
   && ok "past 2 data channels of worker 0, the oldest closed: $(grep -c 'worker0 opened another' "$tmp/ps0.log") times" \
   || bad "more data channels: $(grep 'another data channel' "$tmp/ps0.log")"
+# BASP connections per peer are capped (8): the probe's own, 7 more, then
+# a refusal naming the cap; the real worker joins later all the same (the
+# probe's closed connections are counted down).
+grep -q '^BASP connections: 7 more admitted, then refused: .*too many BASP connections of worker0: 8 open (at most 8 per peer)' "$tmp/probe.log" \
+  && ok "$(grep '^BASP connections' "$tmp/probe.log" | cut -c1-160)" \
+  || bad "BASP connections per peer: $(grep '^BASP connections' "$tmp/probe.log")"
 # Idle channels (the probe's links never close their own): closed by ps0
 # after data_idle_timeout_ms (3 s here), their threads gone.
 idle=$(grep -c 'closing: idle for 3 s (no request)' "$tmp/ps0.log")

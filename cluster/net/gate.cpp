@@ -47,6 +47,10 @@ constexpr auto preamble_timeout = std::chrono::seconds(2);
 /// flood of silent connections cannot keep a node that talks out); if all
 /// of them have sent something, the new one is closed.
 constexpr size_t max_pending = 64;
+/// BASP connections one certificate identity may hold open to this node at
+/// once: a node opens one (a reconnect may overlap its predecessor, CAF
+/// may add one for a route), far fewer than this.
+constexpr int max_basp_per_peer = 8;
 /// Rejected connections of one cause logged one by one; after that, the
 /// counts per cause in one line at most every summary_interval.
 constexpr uint64_t rejections_logged = 10;
@@ -370,6 +374,27 @@ void gate::run() {
       return refuse(p, fmt::format("it asked for channel kind {}, which this "
                                    "node does not know",
                                    static_cast<int>(kind)));
+    // A cap on the BASP connections of one identity: each is a socket and
+    // CAF's buffers for as long as the peer keeps it open.
+    std::shared_ptr<void> counted;
+    if (kind == channel_basp && p.who) {
+      auto name = p.who->name();
+      std::lock_guard<std::mutex> guard{census_->mtx};
+      auto& open = census_->open[name];
+      if (open >= max_basp_per_peer)
+        return refuse(p, fmt::format("too many BASP connections of {}: {} "
+                                     "open (at most {} per peer)",
+                                     name, open, max_basp_per_peer));
+      ++open;
+      // Held by the connection's scribe (channel::release_to): counted
+      // down when CAF lets the connection go.
+      counted = std::shared_ptr<void>(
+        nullptr, [census = census_, name](void*) {
+          std::lock_guard<std::mutex> guard{census->mtx};
+          if (--census->open[name] == 0)
+            census->open.erase(name);
+        });
+    }
     std::string reply(answer.begin(), answer.end());
     if (tls_)
       reply += tls_->issue_ticket(*p.who);
@@ -383,7 +408,8 @@ void gate::run() {
     }
     auto limits = limits_ ? limits_(p.who) : basp_limits{};
     auto scribe = p.ch->release_to(sys_, limits,
-                                   fmt::format("{} ({})", p.peer, label_));
+                                   fmt::format("{} ({})", p.peer, label_),
+                                   std::move(counted));
     caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port_,
                    whom_, sigs_);
     log::debug("gate", -1, "{}: admitted {}", label_, p.peer);

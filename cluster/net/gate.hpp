@@ -24,7 +24,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -126,6 +128,13 @@ private:
   int wake_fd_ = -1; // eventfd: ~gate wakes the thread
   uint16_t port_ = 0;
   std::atomic<uint64_t> rejected_{0};
+  /// BASP connections open per peer identity (those the gate handed to
+  /// CAF and CAF still holds).
+  struct basp_census {
+    std::mutex mtx;
+    std::map<std::string, int> open;
+  };
+  std::shared_ptr<basp_census> census_ = std::make_shared<basp_census>();
   std::thread thread_;
 };
 

@@ -111,8 +111,12 @@ public:
 template <class Inner>
 class guarded_policy {
 public:
-  guarded_policy(Inner inner, basp_limits limits, std::string label)
-    : inner_(std::move(inner)), guard_(limits), label_(std::move(label)) {
+  guarded_policy(Inner inner, basp_limits limits, std::string label,
+                 std::shared_ptr<void> hold)
+    : inner_(std::move(inner)),
+      guard_(limits),
+      label_(std::move(label)),
+      hold_(std::move(hold)) {
     // nop
   }
 
@@ -144,6 +148,7 @@ private:
   Inner inner_;
   basp_guard guard_;
   std::string label_;
+  std::shared_ptr<void> hold_;
 };
 
 /// A CAF scribe over `Policy` (as caf::openssl's scribe_impl and CAF's
@@ -362,18 +367,18 @@ std::string channel::peer_subject() const {
 
 caf::intrusive_ptr<caf::io::scribe>
 channel::release_to(caf::actor_system& sys, basp_limits limits,
-                    const std::string& label) {
+                    const std::string& label, std::shared_ptr<void> hold) {
   auto& dm = static_cast<caf::io::network::default_multiplexer&>(
     sys.middleman().backend());
   caf::io::scribe_ptr out;
   if (ssl_ == nullptr) {
     using policy = guarded_policy<tcp_policy>;
     out = caf::make_counted<guarded_scribe<policy>>(
-      dm, fd_, policy{tcp_policy{}, limits, label});
+      dm, fd_, policy{tcp_policy{}, limits, label, std::move(hold)});
   } else {
     using policy = guarded_policy<tls_policy>;
     out = caf::make_counted<guarded_scribe<policy>>(
-      dm, fd_, policy{tls_policy{ssl_}, limits, label});
+      dm, fd_, policy{tls_policy{ssl_}, limits, label, std::move(hold)});
   }
   fd_ = -1;
   ssl_ = nullptr;

@@ -96,10 +96,13 @@ public:
   /// Hands the socket (and session) to CAF's multiplexer of `sys`; the
   /// channel owns nothing afterwards. What the peer sends passes through a
   /// basp_guard with `limits` first: a header announcing more closes the
-  /// connection, logged with `label` (who the peer is).
+  /// connection, logged with `label` (who the peer is). `hold` is kept
+  /// for as long as CAF keeps the connection (the gate counts them with
+  /// it).
   caf::intrusive_ptr<caf::io::scribe>
   release_to(caf::actor_system& sys, basp_limits limits = {},
-             const std::string& label = {});
+             const std::string& label = {},
+             std::shared_ptr<void> hold = nullptr);
 
 private:
   status fail(int ret, const char* what);

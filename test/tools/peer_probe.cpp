@@ -353,6 +353,24 @@ int main(int argc, char** argv) {
               "%llu -> %llu bytes\n",
               static_cast<unsigned long long>(peak_before),
               static_cast<unsigned long long>(peak_rss()));
+  // BASP connections under one identity, held open (this process's CAF
+  // holds one already) until the node refuses one.
+  std::vector<std::unique_ptr<channel>> held;
+  std::string last = "none refused after 20";
+  for (int i = 0; i < 20; ++i) {
+    dial_result r;
+    auto c = detail::open_channel(where,
+                                  std::chrono::steady_clock::now() + 10s,
+                                  tls.get(), &target, channel_basp, r);
+    if (!c) {
+      last = "refused: " + r.error;
+      break;
+    }
+    held.push_back(std::move(c));
+  }
+  std::printf("BASP connections: %zu more admitted, then %s\n", held.size(),
+              last.c_str());
+  held.clear();
   std::printf("done\n");
   return 0;
 }
