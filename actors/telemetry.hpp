@@ -1,7 +1,7 @@
 #pragma once
 
 // What the actors of this process report for a metrics endpoint
-// (cluster/metrics_endpoint.hpp): request latencies, staleness, mailbox
+// (cluster/services/metrics_endpoint.hpp): request latencies, staleness, mailbox
 // depths, the dispatcher's queue, failures and restarts. The numbers live in
 // one process-wide prometheus-cpp registry (a well-kept Debian library:
 // prometheus-cpp-dev), which the endpoint serves in Prometheus' text format.
