@@ -12,7 +12,7 @@
 
 #include "actors/cluster_coordinator.hpp"
 #include "actors/dispatcher_state.hpp"
-#include "actors/telemetry.hpp" // metrics (issue 14)
+#include "actors/telemetry.hpp" // metrics
 #include "core/backoff.hpp"
 #include "core/dataset.hpp"
 #include "core/log.hpp"
@@ -99,7 +99,7 @@ void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
   auto& slot = st.workers[w];
   if (!slot.alive)
     return;
-  telemetry::count(telemetry::node_event::worker_lost); // metrics (issue 14)
+  telemetry::count(telemetry::node_event::worker_lost); // metrics
   slot.alive = false;
   --st.alive_count;
   slot.benched = false;
@@ -249,7 +249,7 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
 
 void dispatch(dispatcher_ptr self) {
   auto& st = self->state;
-  telemetry::dispatcher_sampler sample{self, st.queue, st.workers}; // issue 14
+  telemetry::dispatcher_sampler sample{self, st.queue, st.workers};
   if (st.alive_count == 0 && st.pending_restarts == 0) {
     no_worker_in_service(self);
     return;
@@ -304,7 +304,7 @@ void admit(dispatcher_ptr self, uint32_t w, worker_actor worker) {
   auto& st = self->state;
   if (w >= st.workers.size() || st.workers[w].alive)
     return;
-  telemetry::count(telemetry::node_event::worker_back); // metrics (issue 14)
+  telemetry::count(telemetry::node_event::worker_back); // metrics
   auto& slot = st.workers[w];
   slot.strikes = 0;
   slot.benched = false;

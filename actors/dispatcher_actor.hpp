@@ -18,7 +18,7 @@ namespace actorps {
 /// workers. A closure goes to the first idle worker; when its reply comes,
 /// the closure's remote_value is completed and the worker takes the next one.
 ///
-/// Two kinds of failure, never mixed (DESIGN.md section 6):
+/// Two kinds of failure, never mixed:
 /// - Node failure. The dispatcher monitors every worker: a closure whose
 ///   worker dies (or, remote, becomes unreachable) before replying goes back
 ///   to the front of the queue and the worker leaves service (at-least-once

@@ -8,7 +8,7 @@
 #include "caf/blocking_actor.hpp"
 
 #include "actors/dispatcher_state.hpp"
-#include "actors/telemetry.hpp" // metrics (issue 14)
+#include "actors/telemetry.hpp" // metrics
 #include "core/log.hpp"
 
 namespace actorps::detail {
@@ -259,7 +259,7 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
     return;
   st.servers[p].alive = false;
   st.servers[p].holds.clear();
-  telemetry::count(telemetry::node_event::ps_lost); // metrics (issue 14)
+  telemetry::count(telemetry::node_event::ps_lost); // metrics
   log::warn("coordinator", -1, "ps {} lost ({})", p, why);
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
     auto& gs = st.groups[g];
@@ -312,7 +312,7 @@ void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
     return;
   slot.actor = std::move(ps);
   slot.alive = true;
-  telemetry::count(telemetry::node_event::ps_back); // metrics (issue 14)
+  telemetry::count(telemetry::node_event::ps_back); // metrics
   slot.holds = std::set<uint32_t>(held.begin(), held.end());
   self->monitor(slot.actor);
   log::info("coordinator", -1, "ps {} is back{}", p,

@@ -1,6 +1,6 @@
 #pragma once
 
-// Fault injection as wrappers around the production actors (issue 14): the
+// Fault injection as wrappers around the production actors: the
 // parameter server and the worker implement only the real protocol; a
 // stopped (frozen) node, dropped or delayed messages and a failing step are
 // added from outside, only to the actors a job injects faults into.

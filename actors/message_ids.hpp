@@ -28,7 +28,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(actorps, (actorps::handshake))
   CAF_ADD_TYPE_ID(actorps, (actorps::node_welcome))
   CAF_ADD_TYPE_ID(actorps, (actorps::ps_snapshot))
-  // One atom per event (issue 14); the typed interfaces say who sends which.
+  // One atom per event; the typed interfaces say who sends which.
   // the protocol: create a variable's shard on a server
   CAF_ADD_ATOM(actorps, actorps, create_atom, "create")
   // a worker reads a group's values and rows

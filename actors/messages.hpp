@@ -342,7 +342,7 @@ struct ps_stats {
   /// (see replica_config).
   uint64_t view = 0;
   bool primary = true;
-  // -- metrics (issue 14): the staleness histogram ----------------------------
+  // -- metrics: the staleness histogram ----------------------------
   /// Applied pushes per staleness bucket (core/staleness_histogram.hpp:
   /// staleness_buckets entries once a push was applied; empty before).
   std::vector<uint64_t> staleness_buckets;
@@ -354,7 +354,7 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
            x.duplicates, x.staleness_sum, x.staleness_max, x.floats, x.shards,
            x.table_rows, x.table_bytes, x.keys_pulled, x.keys_pushed,
            x.pieces, x.peak_rss_bytes, x.view, x.primary,
-           x.staleness_buckets); // metrics (issue 14)
+           x.staleness_buckets); // metrics
 }
 
 /// Everything one table shard holds, for a checkpoint: row i is keys[i],

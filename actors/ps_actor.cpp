@@ -17,7 +17,7 @@
 #include "actors/ps_replica.hpp"
 #include "actors/ps_state.hpp"
 #include "actors/telemetry.hpp"
-#include "core/staleness_histogram.hpp" // metrics (issue 14)
+#include "core/staleness_histogram.hpp" // metrics
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/process.hpp"
@@ -242,7 +242,7 @@ caf::result<uint64_t> push_piece(ps_ptr self, ps_replica& r,
     ++r.stats.pushes;
     r.stats.staleness_sum += done->staleness;
     r.stats.staleness_max = std::max(r.stats.staleness_max, done->staleness);
-    telemetry::record_staleness(r.stats, done->staleness); // issue 14
+    telemetry::record_staleness(r.stats, done->staleness);
     ++r.stats.clock;
   }
   return forward_and_ack(self, r, std::move(req));
@@ -250,7 +250,7 @@ caf::result<uint64_t> push_piece(ps_ptr self, ps_replica& r,
 
 caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   auto& st = self->state;
-  telemetry::sample_mailbox(self, "ps", st.opts.index); // metrics (issue 14)
+  telemetry::sample_mailbox(self, "ps", st.opts.index); // metrics
   auto found = serving(st, req.group, req.view);
   if (!found)
     return found.error();
@@ -288,7 +288,7 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
                      : 0;
   r.stats.staleness_sum += staleness;
   r.stats.staleness_max = std::max(r.stats.staleness_max, staleness);
-  telemetry::record_staleness(r.stats, staleness); // metrics (issue 14)
+  telemetry::record_staleness(r.stats, staleness); // metrics
   if (st.opts.mode != consistency::sync) {
     auto [dense_step, table_step] = step_scales(st.opts, staleness);
     apply_update(r, req, 1.0f, dense_step, table_step);

@@ -1,6 +1,6 @@
 #pragma once
 
-// Chain replication at a parameter server (issue 11; van Renesse and
+// Chain replication at a parameter server (van Renesse and
 // Schneider, OSDI 2004): a primary forwards every applied update to its
 // group's backup and acknowledges it once the backup applied it (or, with
 // async replication, within a lag); a backup applies what is forwarded;

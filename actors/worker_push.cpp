@@ -8,7 +8,7 @@
 
 #include "caf/actor_system.hpp"
 
-#include "actors/telemetry.hpp" // metrics (issue 14)
+#include "actors/telemetry.hpp" // metrics
 #include "actors/worker_state.hpp"
 #include "core/placement.hpp"
 #include "core/process.hpp"
@@ -118,12 +118,12 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
   // No timeout (caf::infinite): under sync the ack waits for the round;
   // a server that dies or is cut off is noticed by the monitor (down_msg),
   // which fails the step.
-  auto sent = steady_clock::now(); // metrics (issue 14)
+  auto sent = steady_clock::now(); // metrics
   self->request(slot.server, caf::infinite, push_atom_v, std::move(req))
     .then(
       [=](uint64_t) {
         telemetry::request_latency(telemetry::request_kind::push, p,
-                                   steady_clock::now() - sent); // issue 14
+                                   steady_clock::now() - sent);
         auto& st = self->state;
         auto& slot = st.slots[p];
         if (st.failed || st.seq != seq || slot.in_flight != token)

@@ -9,7 +9,7 @@
 
 #include "caf/actor_system.hpp"
 
-#include "actors/telemetry.hpp" // metrics (issue 14)
+#include "actors/telemetry.hpp" // metrics
 #include "actors/worker_state.hpp"
 #include "core/dataset.hpp"
 #include "core/log.hpp"
@@ -163,7 +163,7 @@ void pull_slices(worker_ptr self, uint32_t p) {
       add_rows(self, p, req);
     rows = false;
     ++slot.outstanding;
-    auto sent = steady_clock::now(); // metrics (issue 14)
+    auto sent = steady_clock::now(); // metrics
     request_pull(self, p, std::move(req))
       .then(
         [=](pull_reply& reply) {
@@ -202,13 +202,13 @@ void pull_one(worker_ptr self, uint32_t p, bool dense = true,
   // No timeout (caf::infinite): under ssp a pull is held while this worker
   // is ahead; a server that dies or is cut off is noticed by the monitor
   // (down_msg), which fails the step.
-  auto sent = steady_clock::now(); // metrics (issue 14)
+  auto sent = steady_clock::now(); // metrics
   auto token = st.slots[p].in_flight = ++st.next_token;
   request_pull(self, p, std::move(req))
     .then(
       [=](pull_reply& reply) {
         telemetry::request_latency(telemetry::request_kind::pull, p,
-                                   steady_clock::now() - sent); // issue 14
+                                   steady_clock::now() - sent);
         auto& st = self->state;
         if (st.failed || st.seq != seq || st.slots[p].in_flight != token)
           return;
@@ -322,7 +322,7 @@ void begin_step(worker_ptr self) {
   st.step_started = self->system().clock().now();
   if (st.opts.lean)
     st.params.resize(st.opts.layout->model_size);
-  telemetry::sample_mailbox(self, "worker", st.opts.index); // issue 14
+  telemetry::sample_mailbox(self, "worker", st.opts.index);
   try {
     st.opts.data->next(st.batch);
     for (auto& t : st.tables)

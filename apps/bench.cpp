@@ -93,7 +93,7 @@ struct bench_options {
   int epochs = 1;
   bool training = true;
   bool quick = false;
-  /// Between the processes: mutual TLS (throw-away certificates; issue 12).
+  /// Between the processes: mutual TLS (throw-away certificates).
   std::string tls_dir;
   /// The data channel offers shared memory (cluster.shared_memory).
   bool shared_memory = true;

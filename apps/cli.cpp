@@ -188,7 +188,7 @@ flags; the spec decides the numbers of workers and ps.
 
   --role ROLE            coordinator (or chief) | worker | ps | evaluator
                          (sidecar: evaluates each new checkpoint in
-                         --checkpoint-dir, writes --metrics-out; issue 14)
+                         --checkpoint-dir, writes --metrics-out)
   --index I              position in the role's address list (default 0)
   --cluster FILE         cluster spec file (default: $TF_CONFIG)
   --cluster-resolver R   where the spec comes from instead: tf_config
@@ -257,7 +257,7 @@ train_command parse_job_args(
     {"--fault", true},
     {"--tls", true},             {"--tls-ca", true},
     {"--tls-cert", true},        {"--tls-key", true},
-    // -- watching a job (issue 14) --
+    // -- watching a job --
     {"--metrics-port", true},    {"--plot", true},
     {"--metrics-address", true}, {"--metrics-auth", true},
     {"--help", false},           {"-h", false},
@@ -303,8 +303,8 @@ train_command parse_job_args(
     if (flag == "--config")
       cmd.job = load_job_config(value);
   auto& job = cmd.job;
-  // Real jobs: at most 1024 workers; a simulation runs more (issue 13:
-  // 10,000 with --timing-only).
+  // Real jobs: at most 1024 workers; a simulation runs more (the
+  // simulator was shown at 10,000 with --timing-only).
   uint64_t max_workers = command == "simulate" ? 100000 : 1024;
   for (auto& [flag, value] : flags) {
     if (flag == "--workers")
@@ -431,7 +431,7 @@ train_command parse_job_args(
       job.tls.cert = value, job.tls.off = false;
     else if (flag == "--tls-key")
       job.tls.key = value, job.tls.off = false;
-    // -- watching a job (issue 14) --
+    // -- watching a job --
     else if (flag == "--metrics-port")
       cmd.options.metrics_port = static_cast<int>(
         to_count(flag, value, 0, 65535));
@@ -441,7 +441,7 @@ train_command parse_job_args(
       cmd.options.metrics_auth = value;
     else if (flag == "--plot")
       cmd.options.plot = value;
-    // -- end of issue 14 --
+    // -- end of watching a job --
     else if (flag == "--no-progress")
       cmd.no_progress = true;
     else if (flag == "--quiet")

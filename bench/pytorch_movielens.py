@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The MovieLens job of configs/movielens.json in PyTorch, one process: the
-reference actorps is compared with (issue 9).
+reference actorps is compared with.
 
 Same data and split as core/movielens.cpp (the export of scripts/
 export_movielens.sh; label: rating >= 4; each user's last round(0.2 n) ratings

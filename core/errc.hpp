@@ -1,6 +1,6 @@
 #pragma once
 
-// The error codes of actorps (issue 14: in core/, so that core can name
+// The error codes of actorps (in core/, so that core can name
 // them; actors/messages.hpp makes them CAF errors of category "actorps").
 // Each code has one meaning.
 

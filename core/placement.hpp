@@ -9,7 +9,7 @@
 
 namespace actorps {
 
-/// The two kinds of variables (DESIGN.md section 3).
+/// The two kinds of variables (docs/design.md).
 enum class variable_kind : uint8_t {
   /// A rows x cols float tensor, row-major, split along its first axis.
   dense,

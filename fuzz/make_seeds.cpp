@@ -276,7 +276,7 @@ void ps_requests() {
       byte(0) + request(0, ser(c)) + request(4, ser(backup))
         + request(3, ser(rr)) + request(5, ser(g, view, snap)));
   // A backup's update with a gradient of 1 float for a region of 15: read
-  // past the buffer before replicate() checked it (issue 12).
+  // past the buffer before replicate() checked it.
   replicate_request bad;
   bad.view = 1;
   bad.clock = 1;

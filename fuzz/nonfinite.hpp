@@ -5,7 +5,7 @@
 // CAF 0.17.6 serialises a float or double field with detail::pack754
 // (caf/detail/ieee_754.hpp), which loops forever on an infinity (`while
 // (fnorm >= 2) fnorm /= 2`) and converts a NaN to an integer (undefined
-// behaviour). The messages target found it (see the report of issue 12);
+// behaviour). The messages fuzz target found it;
 // until the message types stop sending such fields through pack754, the
 // round-trip check skips values that hold one. Raw float blocks
 // (float_buffer, key_buffer) bypass pack754 and are not looked at.

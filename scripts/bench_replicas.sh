@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What replicated shards cost (issue 11): the Fashion-MNIST job without
+# What replicated shards cost: the Fashion-MNIST job without
 # replicas, with chain replication and with async replication side by side,
 # alternating (A B C A B C ...) so that a noisy machine affects all alike, in
 # one process (`actorps train`) and as processes (`actorps launch`, 2 ps + 2

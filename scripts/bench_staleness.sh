@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many async workers and staleness (issue 13): the Fashion-MNIST job in one
+# Many async workers and staleness: the Fashion-MNIST job in one
 # process with WORKERS workers under plain async (the divergence guard off,
 # so that it runs to the end), async with staleness-aware steps
 # (--staleness-aware), ssp with bound 2, and ssp with staleness-aware steps.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shape of Li et al. (OSDI 2014) Fig. 13 under simulation (issue 13):
+# The shape of Li et al. (OSDI 2014) Fig. 13 under simulation:
 # Fashion-MNIST with WORKERS workers, a quarter of them stragglers, under ssp
 # with growing staleness bounds (and async). For each bound: the mean share
 # of the virtual time a worker was not computing (idle: waiting for the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many async workers and staleness, in the simulator (issue 13): the
+# Many async workers and staleness, in the simulator: the
 # simulated counterpart of scripts/bench_staleness.sh. The Fashion-MNIST job
 # (configs/fashion_mnist.json: the MLP and Adam) under `actorps simulate`
 # with WORKERS workers and PS parameter servers, each worker on a machine of

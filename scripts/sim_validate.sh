@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulator against reality (issue 13): the Fashion-MNIST job with 2 ps
+# The simulator against reality: the Fashion-MNIST job with 2 ps
 # and 1, 2 and 4 workers, run for real under `actorps launch` (processes on
 # this machine, loopback, --tls off) and simulated with this machine's
 # loopback (`--network 1000gbit,1us --host measured --compute measured`:

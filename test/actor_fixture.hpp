@@ -1,6 +1,6 @@
 #pragma once
 
-// The actor system every actor test runs on (issue 14: one fixture, shared):
+// The actor system every actor test runs on (one fixture, shared):
 // deterministic (CAF's test coordinator, caf-0.17-notes.md section 10:
 // nothing runs until run()) or threaded (actorps' own scheduler). No receive
 // ever hangs: on a deterministic system a reply must be queued already when

@@ -95,7 +95,7 @@ head -c 3000 /dev/urandom >"$tmp/data/t10k-labels-idx1-ubyte.gz"
 expect_input_error "corrupt labels" "t10k-labels-idx1-ubyte.gz" --config "$cfg" \
   --data-dir "$tmp/data" "${short[@]}"
 
-# -- compressed pushes (issue 10) --------------------------------------------
+# -- compressed pushes --------------------------------------------
 # The same short job with bf16 and with top-k pushes learns as fp32 does
 # (accuracy within 0.1 of it after one epoch of 2000 examples), and pushes
 # fewer bytes; bad formats are input errors. One worker (`lone`), so that
@@ -145,7 +145,7 @@ expect_input_error "unknown push format" "cluster.push_format" --config "$cfg" \
 expect_input_error "top-k larger than a group" "cluster.push_format: group 0" \
   --config "$cfg" --push-format topk:100000000 "${short[@]}"
 
-# -- overlap, formats by measurement, per-variable formats (issue 10) ---------
+# -- overlap, formats by measurement, per-variable formats ---------
 # Each learns, one worker as above (within 0.1 of fp32 after the short job
 # and above 0.35; for overlap, whose pushes are one step staler, only above
 # 0.3, chance being 0.1: with one worker it reached 0.67 against fp32's

@@ -13,7 +13,7 @@
 #              going left alone); the script stopped with SIGTERM mid-job
 #              removes everything too.
 #   wire       the same job with --overlap, --push-format auto, --pull-format
-#              auto and the first kernel in top-k (issue 10): exit 0, each
+#              auto and the first kernel in top-k: exit 0, each
 #              worker logs its measurement, steps took values pulled ahead,
 #              every closure applied once per ps, nothing left behind.
 #   partition  worker 1's link down for 3 s mid-job (100 Mbit/s links, so

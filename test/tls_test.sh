@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutual TLS between real `actorps node` processes on 127.0.0.1 (issue 12):
+# Mutual TLS between real `actorps node` processes on 127.0.0.1:
 # certificates made by `actorps certs`, and every refusal with a clear error
 # on both sides while the cluster keeps running.
 # usage: tls_test.sh ACTORPS_BINARY SOURCE_DIR CASE

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Watching a job (issue 14), end to end with the actorps binary:
+# Watching a job, end to end with the actorps binary:
 #   metrics         --metrics-port on `actorps train`: the endpoint is scraped
 #                   (curl) until its values move; a killed worker shows in
 #                   the failure and restart counters; a port in use is refused

@@ -1,6 +1,6 @@
 #pragma once
 
-// The actor_system_config of every actorps process (issue 14: in its own
+// The actor_system_config of every actorps process (in its own
 // header; cluster/topology/local_cluster.hpp includes it for its users).
 
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
 
 // Shared memory between the two ends of a data channel on one host
-// (cluster/net/data_conn.hpp, issue 10): two byte rings, one per direction, in
+// (cluster/net/data_conn.hpp): two byte rings, one per direction, in
 // one memory file (memfd) that the dialing end creates and the accepting
 // end opens through /proc/<pid>/fd/<fd>. Frames then go from the sender's
 // buffers into the ring and from the ring into the receiver's, one copy

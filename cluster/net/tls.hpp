@@ -1,6 +1,6 @@
 #pragma once
 
-// Mutual TLS between the nodes of a cluster (issue 12).
+// Mutual TLS between the nodes of a cluster.
 //
 // Every node holds a certificate of the cluster's own CA (`actorps certs`,
 // cluster/net/certs.hpp) whose subject names its role and index: O=actorps,

@@ -1,7 +1,7 @@
 #pragma once
 
 // Stops a job whose training loss turns non-finite or explodes, saying why
-// (issue 13: many async workers make staleness, and with it the loss, grow).
+// (many async workers make staleness, and with it the loss, grow).
 
 #include <cstdint>
 

@@ -116,7 +116,7 @@ struct train_options {
   /// the number of workers may differ. The run's own checkpoints need a
   /// cfg.checkpoint_dir that holds none of another run.
   bool restore_variables_only = false;
-  // -- watching a job (issue 14) ---------------------------------------------
+  // -- watching a job ---------------------------------------------
   /// Serve Prometheus metrics on this port while the job runs (-1: none; 0:
   /// a free port, logged); see cluster/services/metrics_endpoint.hpp. A node of a
   /// multi-process cluster serves on metrics_port_of(this, ...).

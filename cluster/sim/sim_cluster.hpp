@@ -1,6 +1,6 @@
 #pragma once
 
-// The cluster of a simulation (issue 13): the job's parameter servers, each
+// The cluster of a simulation: the job's parameter servers, each
 // behind its simulated link (cluster/sim/sim_link.hpp), its workers and the
 // dispatcher, supervised as in one process (a lost worker is restarted, a
 // lost ps is brought back and its groups failed over or restored), and the

@@ -1,6 +1,6 @@
 #pragma once
 
-// The deterministic actor system of a simulation (issue 13): CAF's test
+// The deterministic actor system of a simulation: CAF's test
 // scheduler, whose clock is the virtual one, and the loop that runs it.
 // Every call runs on the thread that made the environment.
 

@@ -1,6 +1,6 @@
 #pragma once
 
-// One host under simulation (issue 13, validation against `launch` on
+// One host under simulation (validation against `launch` on
 // loopback): every node of the job runs on the same machine, which has a
 // few cores, and CPU work besides the workers' steps takes time: a message
 // costs its sender and its receiver CPU per byte (serialization and the

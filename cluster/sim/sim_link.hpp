@@ -1,6 +1,6 @@
 #pragma once
 
-// The simulated network in front of a parameter server (issue 13): a proxy
+// The simulated network in front of a parameter server: a proxy
 // that the workers of a simulation talk to instead of the server. Each pull
 // and push is held for the time the network model gives it (the worker's
 // link, the server's link, latency), then reaches the server, whose reply
@@ -72,7 +72,7 @@ struct sim_world {
   /// once): a reply takes its place in the server's link queue when the
   /// pull arrives, but the server reads its values only when the reply's
   /// transmission starts, so that a queue of a thousand replies holds no
-  /// values (issue 13's memory aim). Needs the reply's size beforehand:
+  /// values (the simulator's memory aim). Needs the reply's size beforehand:
   /// `reply_dense_bytes` (per server, the dense values in the pull format)
   /// and the tables' row widths from `layout`. A reply of another size than
   /// estimated is counted in `estimate_misses` (a bug: the simulation

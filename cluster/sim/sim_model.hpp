@@ -1,6 +1,6 @@
 #pragma once
 
-// The time models of `actorps simulate` (issue 13): how long a message takes
+// The time models of `actorps simulate`: how long a message takes
 // on the simulated network and how long a worker's step computes. Pure
 // arithmetic on virtual time (nanoseconds), no actors: the simulator's link
 // proxies (cluster/sim/sim_link.hpp) ask these.

@@ -1,6 +1,6 @@
 #pragma once
 
-// `actorps simulate --timing-only` (issue 13): the timing of a job without
+// `actorps simulate --timing-only`: the timing of a job without
 // its arithmetic, for scale studies (10,000 workers). The workers run a
 // stand-in for the model: one dense float per parameter server instead of
 // the model's dense variables (its tables stay as they are), a zero

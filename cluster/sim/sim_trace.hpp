@@ -1,6 +1,6 @@
 #pragma once
 
-// The event order of a simulation (issue 13): every message the simulated
+// The event order of a simulation: every message the simulated
 // network delivers, in the order it is delivered, as one line of text. Its
 // SHA-256 digest identifies a run (two runs with the same seed give the
 // same digest); --record writes the lines to a file, --replay checks a run

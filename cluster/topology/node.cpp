@@ -19,8 +19,8 @@
 #include "cluster/net/gate.hpp"
 #include "cluster/net/tls_channel.hpp"
 #include "cluster/net/handshake.hpp"
-#include "cluster/topology/evaluator.hpp"        // issue 14
-#include "cluster/services/metrics_endpoint.hpp" // issue 14
+#include "cluster/topology/evaluator.hpp"
+#include "cluster/services/metrics_endpoint.hpp"
 #include "cluster/topology/local_cluster.hpp"
 #include "cluster/topology/remote_cluster.hpp"
 #include "cluster/job/stop_request.hpp"
@@ -266,7 +266,7 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
     throw input_error(fmt::format(
       "the cluster spec has {} workers and {} ps, the job config {} and {}",
       spec.worker.size(), spec.ps.size(), cfg.workers, cfg.ps));
-  // -- watching a job (issue 14): metrics endpoint, sidecar evaluator -------
+  // -- watching a job: metrics endpoint, sidecar evaluator -------
   auto port = metrics_port_of(opts.metrics_port, spec, task);
   // A node's endpoint binds its own address, not every interface.
   auto node_opts = opts;
@@ -290,7 +290,7 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
                                     task.type.c_str(),
                                     static_cast<int>(task.index),
                                     node_opts.metrics_auth);
-  // -- end of issue 14 -----------------------------------------------------
+  // -- end of watching a job -----------------------------------------------------
   if (task.type == "chief") {
     train_chief(cfg, spec, node_opts);
     return 0;

@@ -16,7 +16,7 @@ namespace actorps {
 /// - "evaluator": the sidecar evaluator (cluster/topology/evaluator.hpp) of
 ///   cfg.checkpoint_dir; needs no address and talks to no node.
 /// With opts.metrics_port set, each node serves Prometheus metrics on
-/// metrics_port_of(opts.metrics_port, spec, task) (issue 14).
+/// metrics_port_of(opts.metrics_port, spec, task).
 /// A ps or worker stops with status 1 when no coordinator joins within
 /// cfg.connect_timeout_ms, or after the coordinator is lost and does not come
 /// back within that time.

@@ -1,4 +1,4 @@
-// The coordinator API's contract (TensorFlow's ClusterCoordinator, issue 17),
+// The coordinator API's contract (TensorFlow's ClusterCoordinator),
 // checked on the dispatcher and the facade with fake workers whose behaviour
 // each test scripts (test/actors/dispatcher_fixture.hpp): results, step
 // errors, many threads. Failures of nodes: dispatcher_failure_test.cpp.

@@ -1,4 +1,4 @@
-// Replica groups on the parameter server (issue 11): chain replication from a
+// Replica groups on the parameter server: chain replication from a
 // primary to its backup, views that fence a deposed primary, the install of a
 // new backup, exactly-once across a failover, and the pruning of applied ids.
 // Deterministic: CAF's testing scheduler runs one message at a time where the

@@ -1,4 +1,4 @@
-// The divergence guard (issue 13): a non-finite step loss or a windowed loss
+// The divergence guard: a non-finite step loss or a windowed loss
 // that climbs far above its lowest and above where it started fails the job
 // with a message saying what to try; a loss that falls and wobbles does not.
 

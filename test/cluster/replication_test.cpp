@@ -1,4 +1,4 @@
-// Replicated parameter servers in one process (issue 11): a killed ps fails
+// Replicated parameter servers in one process: a killed ps fails
 // over to its backup with no update lost or applied twice, under every
 // consistency mode and with embedding tables; with both copies gone the job
 // falls back to the newest checkpoint and reports what it lost.

@@ -1,4 +1,4 @@
-// The fault plan under simulation (issue 13): kill, stop, drop, delay and
+// The fault plan under simulation: kill, stop, drop, delay and
 // error have the meaning they have in real runs, in virtual time, and a
 // killed ps is recovered as in one process (its backup takes over, or it
 // comes back restored from the newest checkpoint), deterministically.

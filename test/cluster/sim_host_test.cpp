@@ -1,4 +1,4 @@
-// The host model of `actorps simulate --host` (issue 13): tasks of one node
+// The host model of `actorps simulate --host`: tasks of one node
 // run one after another, all nodes share the host's cores, first come
 // first served; the costs scale with bytes and floats; bad specs refused.
 

@@ -1,4 +1,4 @@
-// `actorps simulate --timing-only` (issue 13): the stand-in model moves the
+// `actorps simulate --timing-only`: the stand-in model moves the
 // bytes of the real one, so the virtual timing is the real run's, message
 // for message; it computes no gradients and no test metrics.
 
