@@ -113,14 +113,14 @@ void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
     std::string ids;
     for (auto& c : held)
       ids += (ids.empty() ? "" : ", ") + std::to_string(c->id);
-    log::warn("coordinator", -1,
+    log::warn("dispatcher", -1,
               "worker {} lost ({}) while holding closure{} {}; re-queued, {} "
               "worker(s) left",
               w, why, held.size() > 1 ? "s" : "", ids, st.alive_count);
     for (auto i = held.rbegin(); i != held.rend(); ++i)
       enqueue(self, std::move(*i), true);
   } else {
-    log::warn("coordinator", -1, "worker {} lost ({}); {} worker(s) left", w,
+    log::warn("dispatcher", -1, "worker {} lost ({}); {} worker(s) left", w,
               why, st.alive_count);
   }
 }
@@ -147,7 +147,7 @@ void no_worker_in_service(dispatcher_ptr self) {
     if (st.no_worker_grace.count() == 0) {
       st.grace_over = true;
     } else {
-      log::warn("coordinator", -1,
+      log::warn("dispatcher", -1,
                 "no worker left; waiting {} s for one to come back",
                 st.no_worker_grace.count() / 1000.0);
       self->delayed_send(self, st.no_worker_grace, grace_atom_v,
@@ -197,7 +197,7 @@ void bench(dispatcher_ptr self, uint32_t w, int64_t p,
   slot.benched = true;
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
-  log::warn("coordinator", -1,
+  log::warn("dispatcher", -1,
             "worker {} cannot reach ps{} ({}); it takes no closure for {:.1f} "
             "s",
             w, p, why, delay.count() / 1000.0);
@@ -241,7 +241,7 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
     auto text = fmt::format("{} failed on worker {}: {}", name_of(*c), w,
                             self->system().render(err));
     // Said now: the caller hears of it only at its next schedule/join/done.
-    log::error("coordinator", -1, "{}", text);
+    log::error("dispatcher", -1, "{}", text);
     c->complete(nullptr, &err, text);
     cancel_epoch(self, *c, text);
   }
@@ -328,7 +328,7 @@ void fail_job(dispatcher_ptr self, const caf::error& reason) {
     return; // the first reason stands
   st.fatal = reason;
   st.fatal_text = self->system().render(reason);
-  log::error("coordinator", -1, "failing every closure: {}", st.fatal_text);
+  log::error("dispatcher", -1, "failing every closure: {}", st.fatal_text);
   auto queue = std::move(st.queue);
   st.queue.clear();
   for (auto& c : queue)
@@ -403,7 +403,7 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
       if (w >= st.workers.size() || st.workers[w].alive)
         return;
       if (!restarted || !st.workers[w].has_position) {
-        log::info("coordinator", -1, "worker {} is back", w);
+        log::info("dispatcher", -1, "worker {} is back", w);
         admit(self, w, std::move(worker));
         return;
       }
@@ -415,14 +415,14 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
                     pos.offset)
         .then(
           [=](bool) {
-            log::info("coordinator", -1,
+            log::info("dispatcher", -1,
                       "worker {} is back (restarted) and goes on at epoch {}, "
                       "offset {} of its data",
                       w, pos.epoch, pos.offset);
             admit(self, w, worker);
           },
           [=](caf::error& err) {
-            log::warn("coordinator", -1,
+            log::warn("dispatcher", -1,
                       "worker {} is back (restarted) but could not be moved "
                       "to its data position: {}; it starts its slice anew",
                       w, self->system().render(err));
@@ -459,14 +459,14 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
       try {
         worker = st.respawn(w, slot.incarnation);
       } catch (const std::exception& e) {
-        log::error("coordinator", -1, "worker {} not restarted: {}", w,
+        log::error("dispatcher", -1, "worker {} not restarted: {}", w,
                    e.what());
         slot.lost_reason += fmt::format(", restart failed: {}", e.what());
         plan_restart(self, w);
         dispatch(self);
         return;
       }
-      log::info("coordinator", -1,
+      log::info("dispatcher", -1,
                 "worker {} restarted (incarnation {}, restart {} of {})", w,
                 slot.incarnation, slot.restarts, st.restart_budget);
       admit(self, w, std::move(worker));

@@ -47,11 +47,11 @@ void note_pause(dispatcher_ptr self) {
   if (paused && !st.paused) {
     st.paused = true;
     st.pause_start = steady_clock::now();
-    log::warn("coordinator", -1,
+    log::warn("dispatcher", -1,
               "dispatch paused: a parameter-server group has no live copy");
   } else if (!paused && st.paused) {
     st.paused = false;
-    log::info("coordinator", -1,
+    log::info("dispatcher", -1,
               "dispatch resumed after a pause of {:.2f} s",
               seconds_since(st.pause_start));
   }
@@ -110,7 +110,7 @@ void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
                   || !st.servers[gs.primary].alive || !st.servers[b].alive) {
                 gs.adding = -1;
                 if (err)
-                  log::warn("coordinator", -1,
+                  log::warn("dispatcher", -1,
                             "group {}: ps{} not made its backup: {}", g, b,
                             self->system().render(err));
                 return;
@@ -126,14 +126,14 @@ void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
                   auto& gs = self->state.groups[g];
                   gs.adding = -1;
                   if (err) {
-                    log::warn("coordinator", -1,
+                    log::warn("dispatcher", -1,
                               "group {}: ps{} could not take ps{} as its "
                               "backup: {}",
                               g, primary, b, self->system().render(err));
                     return;
                   }
                   gs.backup = b;
-                  log::info("coordinator", -1,
+                  log::info("dispatcher", -1,
                             "group {}: ps{} is its new backup (a copy of "
                             "ps{})",
                             g, b, primary);
@@ -180,12 +180,12 @@ void promote(dispatcher_ptr self, uint32_t g, uint32_t b) {
               auto& gs = self->state.groups[g];
               gs.promoting = false;
               if (err) {
-                log::error("coordinator", -1,
+                log::error("dispatcher", -1,
                            "group {}: ps{} could not take over: {}", g, b,
                            self->system().render(err));
                 gs.lost = true;
               } else {
-                log::info("coordinator", -1,
+                log::info("dispatcher", -1,
                           "group {}: its backup ps{} took over as primary "
                           "(view {}) in {:.3f} s",
                           g, b, view, seconds_since(t0));
@@ -260,7 +260,7 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
   st.servers[p].alive = false;
   st.servers[p].holds.clear();
   telemetry::count(telemetry::node_event::ps_lost); // metrics
-  log::warn("coordinator", -1, "ps {} lost ({})", p, why);
+  log::warn("dispatcher", -1, "ps {} lost ({})", p, why);
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
     auto& gs = st.groups[g];
     if (gs.adding == int64_t{p})
@@ -268,7 +268,7 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
     if (gs.backup == int64_t{p}) {
       gs.backup = -1;
       if (!gs.lost && st.servers[gs.primary].alive) {
-        log::warn("coordinator", -1,
+        log::warn("dispatcher", -1,
                   "group {} runs without a backup until one is rebuilt", g);
         configure(self, gs.primary,
                   replica_config{g, gs.view, true, nullptr, false},
@@ -286,7 +286,7 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
     } else {
       gs.lost = true;
       orphaned = true;
-      log::warn("coordinator", -1,
+      log::warn("dispatcher", -1,
                 "group {} has no live copy: it waits for ps{} to come back",
                 g, p);
     }
@@ -315,7 +315,7 @@ void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
   telemetry::count(telemetry::node_event::ps_back); // metrics
   slot.holds = std::set<uint32_t>(held.begin(), held.end());
   self->monitor(slot.actor);
-  log::info("coordinator", -1, "ps {} is back{}", p,
+  log::info("dispatcher", -1, "ps {} is back{}", p,
             held.empty() ? std::string{" (empty)"}
                          : fmt::format(" holding {} group(s)", held.size()));
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
@@ -326,7 +326,7 @@ void server_back(dispatcher_ptr self, uint32_t p, ps_actor ps,
       // Paused or cut off, not restarted, and nothing was restored in its
       // place: its state is the newest there is.
       gs.lost = false;
-      log::info("coordinator", -1,
+      log::info("dispatcher", -1,
                 "group {}: ps{} is back with its state: nothing restored, no "
                 "update lost",
                 g, p);
@@ -355,7 +355,7 @@ void server_not_back(dispatcher_ptr self, uint32_t p, const std::string& why) {
                              fmt::format("ps{} lost and not recovered: {}", p,
                                          why)));
   else
-    log::warn("coordinator", -1,
+    log::warn("dispatcher", -1,
               "ps{} did not come back ({}); its groups are served elsewhere",
               p, why);
 }
@@ -368,7 +368,7 @@ void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
     if (err || !st.servers[p].alive) {
       gs.adding = -1;
       if (err)
-        log::warn("coordinator", -1, "group {}: no backup on ps{}: {}", g, p,
+        log::warn("dispatcher", -1, "group {}: no backup on ps{}: {}", g, p,
                   self->system().render(err));
       return;
     }
@@ -394,7 +394,7 @@ void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
                 return;
               }
               gs.lost = false;
-              log::info("coordinator", -1,
+              log::info("dispatcher", -1,
                         "group {}: ps{} serves it again, restored", g, p);
               send_routes(self);
               note_pause(self);

@@ -358,9 +358,11 @@ case_partition() {
   else
     bad "no partition: $(grep '^\[netns\]' "$out" | tail -8)"
   fi
-  # The coordinator's own lines (cluster/topology/remote_cluster.cpp): lost when CAF
-  # drops the connection (remote_link_unreachable) or after the heartbeat
-  # timeout without an answer; back when its rejoin dial reaches it again.
+  # The chief's lines: its coordinator's (cluster/topology/remote_cluster.cpp):
+  # lost when CAF drops the connection (remote_link_unreachable) or after the
+  # heartbeat timeout without an answer; back when its rejoin dial reaches it
+  # again; and its dispatcher's ("worker 1 is back", actors/dispatcher_actor.cpp),
+  # which netns-cluster.sh prefixes with the process's name, [coordinator], too.
   if grep -q '^\[coordinator\] error: lost worker1: ' "$out"; then
     ok "the coordinator reported worker1 lost: $(grep -o 'lost worker1: .*' "$out" | head -1)"
   else

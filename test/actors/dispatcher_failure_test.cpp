@@ -15,7 +15,7 @@ using Catch::Contains;
 TEST_CASE_METHOD(deterministic,
                  "a closure whose worker dies runs on another, and the worker "
                  "is restarted after its back-off",
-                 "[actors][coordinator][faults]") {
+                 "[actors][dispatcher][faults]") {
   std::vector<uint32_t> respawned;
   worker_respawn respawn = [&](uint32_t w, uint32_t incarnation) {
     respawned.push_back(w);
@@ -54,7 +54,7 @@ TEST_CASE_METHOD(deterministic,
 TEST_CASE_METHOD(deterministic,
                  "with every worker lost, queued closures wait the grace "
                  "period, then fail with no_workers",
-                 "[actors][coordinator][faults]") {
+                 "[actors][dispatcher][faults]") {
   auto dispatcher = add_dispatcher(add_workers(1), 1000ms);
   cluster_coordinator coord{sys, dispatcher, 16};
   sc->set(1, action::hold);
@@ -88,7 +88,7 @@ TEST_CASE_METHOD(deterministic,
 TEST_CASE_METHOD(deterministic,
                  "a worker back within the grace period takes the queued "
                  "closures, and the grace restarts when it is lost again",
-                 "[actors][coordinator][faults]") {
+                 "[actors][dispatcher][faults]") {
   auto dispatcher = add_dispatcher(add_workers(1), 1000ms);
   cluster_coordinator coord{sys, dispatcher, 16};
   sc->set(1, action::hold);
@@ -123,7 +123,7 @@ TEST_CASE_METHOD(deterministic,
 TEST_CASE_METHOD(threaded,
                  "a parameter server that cannot be recovered fails the "
                  "closures with an error naming it, raised once",
-                 "[actors][coordinator][faults]") {
+                 "[actors][dispatcher][faults]") {
   auto ps = sys.spawn(fake_ps);
   ps_recovery recover;
   recover.bring_back = [](uint32_t) -> std::pair<ps_actor,
@@ -168,7 +168,7 @@ TEST_CASE_METHOD(threaded,
 
 TEST_CASE_METHOD(deterministic,
                  "a late reply from a worker's earlier incarnation is dropped",
-                 "[actors][coordinator][fencing]") {
+                 "[actors][dispatcher][fencing]") {
   // Worker 0 runs closure 1 and falls silent; it is taken out of service
   // and comes back as a new incarnation (another actor), which runs closure 1
   // again. The old incarnation's reply then arrives: it answers an earlier
@@ -205,7 +205,7 @@ TEST_CASE_METHOD(deterministic,
 TEST_CASE_METHOD(deterministic,
                  "a worker that cannot reach a healthy server sits out a "
                  "back-off instead of failing closures in a loop",
-                 "[actors][coordinator][fencing]") {
+                 "[actors][dispatcher][fencing]") {
   // Worker 0 answers every closure with ps_lost for ps 0, which the
   // dispatcher is not recovering (its own link is down); worker 1 is fine.
   std::unique_ptr<cluster_coordinator> owner;

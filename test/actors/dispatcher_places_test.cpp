@@ -17,7 +17,7 @@ using namespace actorps::test::dispatch;
 TEST_CASE_METHOD(deterministic,
                  "with two closures per worker, each worker holds two, a lost "
                  "worker's two run again elsewhere, in their order",
-                 "[actors][coordinator][faults]") {
+                 "[actors][dispatcher][faults]") {
   for (uint64_t id : {1, 2, 3, 4})
     sc->set(id, action::hold);
   auto workers = add_workers(2);
@@ -70,7 +70,7 @@ TEST_CASE_METHOD(deterministic,
                  "with two closures per worker, a worker that cannot reach a "
                  "server gets both back in the queue, sits out one back-off, "
                  "then holds two again, not more",
-                 "[actors][coordinator][fencing]") {
+                 "[actors][dispatcher][fencing]") {
   std::unique_ptr<cluster_coordinator> owner;
   auto rvs = run_with_worker_cut_off(owner, 2, 20);
   auto& coord = *owner;

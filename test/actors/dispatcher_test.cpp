@@ -15,7 +15,7 @@ using Catch::Contains;
 
 TEST_CASE_METHOD(deterministic,
                  "a scheduled closure returns its result through remote_value",
-                 "[actors][coordinator]") {
+                 "[actors][dispatcher]") {
   auto dispatcher = add_dispatcher(add_workers(1));
   cluster_coordinator coord{sys, dispatcher, 16};
   auto rv = coord.schedule("train_step");
@@ -35,7 +35,7 @@ TEST_CASE_METHOD(deterministic,
 
 TEST_CASE_METHOD(threaded,
                  "join waits for every closure and every worker takes some",
-                 "[actors][coordinator]") {
+                 "[actors][dispatcher]") {
   auto dispatcher = add_dispatcher(add_workers(2));
   cluster_coordinator coord{sys, dispatcher, 32};
   std::vector<remote_value> rvs;
@@ -62,7 +62,7 @@ TEST_CASE_METHOD(threaded,
 TEST_CASE_METHOD(deterministic,
                  "a step error completes its closure, is not retried, and its "
                  "worker stays in service",
-                 "[actors][coordinator][errors]") {
+                 "[actors][dispatcher][errors]") {
   auto code = GENERATE(errc::step_failed, errc::unknown_function);
   sc->fail_code = code;
   auto dispatcher = add_dispatcher(add_workers(2));
@@ -99,7 +99,7 @@ TEST_CASE_METHOD(deterministic,
 TEST_CASE_METHOD(deterministic,
                  "the first error cancels queued and running closures and is "
                  "raised once, only after none runs",
-                 "[actors][coordinator][errors]") {
+                 "[actors][dispatcher][errors]") {
   auto dispatcher = add_dispatcher(add_workers(3));
   cluster_coordinator coord{sys, dispatcher, 16};
   sc->set(1, action::hold);                 // fails when the test says so
@@ -160,7 +160,7 @@ TEST_CASE_METHOD(deterministic,
 TEST_CASE_METHOD(deterministic,
                  "schedule raises a pending error once and queues nothing, the "
                  "next schedule runs",
-                 "[actors][coordinator][errors]") {
+                 "[actors][dispatcher][errors]") {
   auto dispatcher = add_dispatcher(add_workers(1));
   cluster_coordinator coord{sys, dispatcher, 16};
   sc->set(1, action::fail);
@@ -180,7 +180,7 @@ TEST_CASE_METHOD(deterministic,
 
 TEST_CASE_METHOD(deterministic,
                  "schedule refuses an unknown step function at once",
-                 "[actors][coordinator][errors]") {
+                 "[actors][dispatcher][errors]") {
   auto dispatcher = add_dispatcher(add_workers(1));
   sched.run();
   cluster_coordinator coord{sys, dispatcher, 16};
@@ -203,7 +203,7 @@ TEST_CASE_METHOD(deterministic,
 TEST_CASE_METHOD(threaded,
                  "schedule from four threads gives unique ids and loses no "
                  "closure",
-                 "[actors][coordinator][threads]") {
+                 "[actors][dispatcher][threads]") {
   auto dispatcher = add_dispatcher(add_workers(3));
   cluster_coordinator coord{sys, dispatcher, 64}; // schedulers block often
   constexpr int threads = 4;
@@ -238,7 +238,7 @@ TEST_CASE_METHOD(threaded,
 
 TEST_CASE_METHOD(threaded,
                  "an error is raised exactly once among threads that schedule",
-                 "[actors][coordinator][threads][errors]") {
+                 "[actors][dispatcher][threads][errors]") {
   auto dispatcher = add_dispatcher(add_workers(3));
   cluster_coordinator coord{sys, dispatcher, 64};
   sc->set(2500, action::fail);
@@ -289,7 +289,7 @@ TEST_CASE_METHOD(threaded,
 TEST_CASE_METHOD(threaded,
                  "every remote value is done when join returns, and when "
                  "schedule raises a step error",
-                 "[actors][coordinator][threads][errors]") {
+                 "[actors][dispatcher][threads][errors]") {
   // A race, so repeated: join() once returned while the last closure's
   // value still read not done (its count fell before its flag was set),
   // about one round in five of 200 closures on 2 workers.
@@ -342,7 +342,7 @@ TEST_CASE_METHOD(threaded,
 TEST_CASE_METHOD(threaded,
                  "done with a pending error waits for the running closures, "
                  "then raises it",
-                 "[actors][coordinator][threads][errors]") {
+                 "[actors][dispatcher][threads][errors]") {
   auto dispatcher = add_dispatcher(add_workers(2));
   cluster_coordinator coord{sys, dispatcher, 16};
   sc->set(1, action::hold_ignoring_cancel);
