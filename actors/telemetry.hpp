@@ -109,7 +109,7 @@ public:
     for (auto& worker : workers_)
       busy += worker.running.size();
     dispatcher_closures(queue_.size(), busy);
-    mailbox_depth("coordinator", 0, self_->mailbox().size());
+    mailbox_depth("dispatcher", 0, self_->mailbox().size());
   }
 
 private:

@@ -102,7 +102,7 @@ metrics)
       'actorps_staleness_bucket{le="0"}' actorps_staleness_count \
       'actorps_mailbox_depth{index="0",role="ps"}' \
       'actorps_mailbox_depth{index="1",role="worker"}' \
-      'actorps_mailbox_depth{index="0",role="coordinator"}' \
+      'actorps_mailbox_depth{index="0",role="dispatcher"}' \
       'actorps_failures_total{role="ps"}' 'actorps_restarts_total{role="worker"}'; do
     [[ $(value "$s2" "$sample") != absent ]] || bad "missing from the scrape: $sample"
   done
