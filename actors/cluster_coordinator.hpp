@@ -42,7 +42,7 @@ namespace detail {
 
 struct closure_tracker;
 
-/// Shared between a remote_value, the coordinator actor and the tracker.
+/// Shared between a remote_value, the dispatcher and the tracker.
 struct closure_state {
   uint64_t id = 0;
   std::string function;
@@ -51,7 +51,7 @@ struct closure_state {
   uint64_t epoch = 0;
   std::shared_ptr<closure_tracker> tracker;
   /// Times the closure was handed to a worker (> 1: re-executed). Touched
-  /// by the coordinator actor only.
+  /// by the dispatcher only.
   uint32_t attempts = 0;
 
   /// Completes the closure with a result, or with an error and its rendering

@@ -148,7 +148,7 @@ struct ps_recovery {
 /// errc::ps_lost meanwhile run again.
 /// Each worker is handed up to `closures_per_worker` closures at once (at
 /// least 1): it runs one and queues the others, so that across processes it
-/// starts the next without waiting a round trip to the coordinator; a lost
+/// starts the next without waiting a round trip to the dispatcher; a lost
 /// worker's closures all go back to the queue.
 dispatcher_actor spawn_dispatcher(
   caf::actor_system& sys, std::vector<worker_actor> workers,

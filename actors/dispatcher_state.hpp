@@ -86,7 +86,7 @@ struct dispatcher_state {
   std::deque<closure_ptr> queue;
   /// Closures handed to a worker at once (spawn_dispatcher's
   /// closures_per_worker): with 2, a worker starts its next closure the
-  /// moment one ends, not a round trip to the coordinator later.
+  /// moment one ends, not a round trip to the dispatcher later.
   uint32_t per_worker = 1;
   /// Closures of an epoch below this are cancelled: an error of their epoch
   /// happened and the facade has not raised it yet.

@@ -147,7 +147,7 @@ typename Inspector::result_type inspect(Inspector& f, update_id& x) {
            x.closure);
 }
 
-/// coordinator -> ps: create one shard of a variable.
+/// chief (job setup) -> ps: create one shard of a variable.
 /// - dense (`table` false): rows [row_begin, row_end) x cols with their
 ///   initial values (row-major), appended to the server's dense region.
 /// - table: shard `shard` (its shard id in the placement) of an embedding
@@ -202,8 +202,8 @@ struct pull_request {
   /// the reader knows (see replica_config).
   uint32_t group = 0;
   uint64_t view = 0;
-  /// The reader's worker index (no_worker: the coordinator; never held back
-  /// under ssp).
+  /// The reader's worker index (no_worker: the chief's evaluation; never
+  /// held back under ssp).
   uint32_t worker = 0;
   bool dense = true;
   std::vector<table_rows> tables;
@@ -373,8 +373,8 @@ typename Inspector::result_type inspect(Inspector& f, table_snapshot& x) {
            x.values, x.slots, x.steps);
 }
 
-/// ps -> coordinator: everything a parameter server holds, for a checkpoint;
-/// coordinator -> ps: the same, to restore one.
+/// ps -> chief (its checkpointer): everything a parameter server holds, for a
+/// checkpoint; chief -> ps: the same, to restore one.
 struct ps_snapshot {
   uint64_t clock = 0;           ///< updates applied
   uint64_t optimizer_steps = 0; ///< the dense region's step count (Adam's t)
@@ -398,13 +398,14 @@ typename Inspector::result_type inspect(Inspector& f, ps_snapshot& x) {
            x.pushes, x.worker_clocks, x.partials);
 }
 
-/// coordinator -> ps: the role of this server in replica group `group` as
-/// of view `view` (views count the group's role changes; requests naming
-/// another view are refused with errc::stale_view, which fences a deposed
-/// primary). A primary with a `backup` forwards every update to it and
-/// acknowledges an update only once the backup applied it (chain
-/// replication, Li et al., OSDI 2014, section 4.3; van Renesse & Schneider,
-/// OSDI 2004); with `install`, it first sends the backup a copy of its state.
+/// chief (job setup) or dispatcher (failover) -> ps: the role of this server
+/// in replica group `group` as of view `view` (views count the group's role
+/// changes; requests naming another view are refused with errc::stale_view,
+/// which fences a deposed primary). A primary with a `backup` forwards every
+/// update to it and acknowledges an update only once the backup applied it
+/// (chain replication, Li et al., OSDI 2014, section 4.3; van Renesse &
+/// Schneider, OSDI 2004); with `install`, it first sends the backup a copy
+/// of its state.
 /// A primary without a backup applies alone. A backup serves no reads or
 /// pushes, only its primary's forwards.
 struct replica_config {
@@ -443,7 +444,7 @@ typename Inspector::result_type inspect(Inspector& f, replicate_request& x) {
            x.clock, x.ids, x.scale, x.update);
 }
 
-/// coordinator -> worker: where replica group `group` is served now: by
+/// dispatcher -> worker: where replica group `group` is served now: by
 /// parameter server `ps` (index), as `actor`, at view `view`.
 struct group_route {
   uint32_t group = 0;
@@ -458,7 +459,7 @@ typename Inspector::result_type inspect(Inspector& f, group_route& x) {
            x.actor);
 }
 
-/// coordinator -> worker: run step function `function` as closure `id`.
+/// dispatcher -> worker: run step function `function` as closure `id`.
 struct closure_request {
   uint64_t id = 0;
   std::string function;
@@ -469,7 +470,7 @@ typename Inspector::result_type inspect(Inspector& f, closure_request& x) {
   return f(caf::meta::type_name("actorps::closure_request"), x.id, x.function);
 }
 
-/// worker -> coordinator: what one closure did. Times in seconds.
+/// worker -> dispatcher: what one closure did. Times in seconds.
 struct step_result {
   uint64_t closure = 0;
   uint32_t worker = 0;
@@ -572,7 +573,7 @@ struct closure_state;
 } // namespace detail
 
 /// In-process only: the shared state behind a remote_value, handed to the
-/// coordinator actor by cluster_coordinator::schedule.
+/// dispatcher by cluster_coordinator::schedule.
 using closure_ptr = std::shared_ptr<detail::closure_state>;
 
 } // namespace actorps

@@ -35,8 +35,9 @@ struct round_rows {
 /// Role: a *primary* serves pulls and pushes of its group; with a backup it
 /// forwards every update there (chain replication). A *backup* applies only
 /// its primary's forwards, in their order, so both copies hold the same
-/// values. `view` counts the group's role changes (set by the coordinator);
-/// a request naming another view is refused (errc::stale_view).
+/// values. `view` counts the group's role changes (set by the chief's job
+/// setup or the dispatcher's failover); a request naming another view is
+/// refused (errc::stale_view).
 struct ps_replica {
   uint32_t group = 0;
   uint64_t view = 0;

@@ -260,7 +260,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
       auto& slot = st.slots[p];
       slot.reconnecting = false;
       if (!slot.lost)
-        return; // replaced by the coordinator meanwhile
+        return; // replaced by the dispatcher's route meanwhile
       if (!ptr)
         return plan_reconnect(self, p);
       auto index = static_cast<int>(st.opts.index);
