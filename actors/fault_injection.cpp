@@ -69,7 +69,7 @@ caf::result<Reply> pass(ps_proxy_ptr self, Atom atom, Request& req) {
   self->state.held.emplace(n, [self, rp, atom, req]() mutable {
     rp.delegate(self->state.server, atom, std::move(req));
   });
-  self->delayed_send(self, hold, retry_atom_v, n);
+  self->delayed_send(self, hold, release_atom_v, n);
   return rp;
 }
 
@@ -104,7 +104,7 @@ faulty_ps_actor::behavior_type ps_proxy(ps_proxy_ptr self, ps_actor server,
         st.delay_by = std::chrono::milliseconds(delay_ms);
       }
     },
-    [=](retry_atom, uint64_t n) {
+    [=](release_atom, uint64_t n) {
       auto i = self->state.held.find(n);
       if (i == self->state.held.end())
         return;

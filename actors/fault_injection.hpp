@@ -43,7 +43,7 @@ using faulty_ps_actor = ps_actor::extend<
   // milliseconds; a negative share leaves that setting as it is.
   caf::reacts_to<chaos_atom, double, double, uint64_t>,
   // Internal: forward held pull or push number `n` now.
-  caf::reacts_to<retry_atom, uint64_t>>;
+  caf::reacts_to<release_atom, uint64_t>>;
 
 /// A worker behind a proxy.
 using faulty_worker_actor = worker_actor::extend<

@@ -65,8 +65,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, replace_atom, "replace")
   // fault injection: hold a share of pulls and pushes back
   CAF_ADD_ATOM(actorps, actorps, chaos_atom, "chaos")
-  // fault injection: a held pull or push goes on (the proxy's own)
-  CAF_ADD_ATOM(actorps, actorps, retry_atom, "retry")
+  // a proxy's own, to itself: the pull or push (or other step) it held goes
+  // on now; the fault-injection proxy's after a drop's or delay's hold, the
+  // simulator's link's at the virtual time a transfer ends (nothing is sent
+  // twice: not a retry)
+  CAF_ADD_ATOM(actorps, actorps, release_atom, "release")
   // fault injection: a worker's next step throws
   CAF_ADD_ATOM(actorps, actorps, fail_atom, "fail")
   // the coordinator sets a server's role in a group

@@ -86,7 +86,7 @@ void hold_until(link_ptr self, sim_time at, std::function<void()> go) {
   st.held.emplace(n, std::move(go));
   self->delayed_send(self,
                      std::chrono::nanoseconds(at > now ? at - now : 0),
-                     retry_atom_v, n);
+                     release_atom_v, n);
 }
 
 /// Runs `go` now if node `n` is not stopped, else when its stop ends.
@@ -402,7 +402,7 @@ sim_link_actor::behavior_type link(link_ptr self, ps_actor server,
   return ps_forwarding_behavior<sim_link_actor>(
     self, to, [=](pull_atom, pull_request& x) { return pull(self, x); },
     [=](push_atom, push_request& x) { return push(self, x); },
-    [=](retry_atom, uint64_t n) {
+    [=](release_atom, uint64_t n) {
       auto i = self->state.held.find(n);
       if (i == self->state.held.end())
         return;

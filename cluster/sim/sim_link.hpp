@@ -126,7 +126,7 @@ struct sim_world {
 /// A parameter server as the workers of a simulation see it.
 using sim_link_actor = ps_actor::extend<
   // Internal: held message `n` goes on now.
-  caf::reacts_to<retry_atom, uint64_t>>;
+  caf::reacts_to<release_atom, uint64_t>>;
 
 /// Puts the simulated network in front of parameter server `index`.
 sim_link_actor spawn_sim_link(caf::actor_system& sys, ps_actor server,

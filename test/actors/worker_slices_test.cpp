@@ -71,8 +71,8 @@ public:
 };
 
 /// A server's stand-in that holds every pull of a slice after the first
-/// (offset > 0) until told (retry_atom), and passes everything else on.
-using gate_actor = ps_actor::extend<caf::reacts_to<retry_atom>>;
+/// (offset > 0) until told (release_atom), and passes everything else on.
+using gate_actor = ps_actor::extend<caf::reacts_to<release_atom>>;
 
 struct gate_state {
   ps_actor server;
@@ -103,7 +103,7 @@ slice_gate(gate_actor::stateful_pointer<gate_state> self, ps_actor server,
     [=](push_atom a, push_request& x) {
       return self->delegate(self->state.server, a, std::move(x));
     },
-    [=](retry_atom) {
+    [=](release_atom) {
       auto held = std::move(self->state.held);
       self->state.held.clear();
       *self->state.holding -= static_cast<int>(held.size());
@@ -205,7 +205,7 @@ TEST_CASE("with priority pulls, the first layer runs while the second "
   // Layer 0 ran; nothing else can while the second slices are held.
   CHECK(job.spy->computes->load() == 0);
   for (auto& g : job.gates)
-    caf::anon_send(g, retry_atom_v);
+    caf::anon_send(g, release_atom_v);
   closure.receive(
     [&](step_result& r) {
       CHECK(r.loss == expected.loss);
@@ -232,7 +232,7 @@ TEST_CASE("with priority pulls, a route change sends only the slices not yet "
                  std::vector<group_route>{group_route{
                    0, 5, 0, caf::actor_cast<caf::strong_actor_ptr>(
                               job.servers[0])}});
-  caf::anon_send(job.gates[1], retry_atom_v);
+  caf::anon_send(job.gates[1], release_atom_v);
   closure.receive(
     [&](step_result& r) {
       CHECK(r.loss == first.loss);
@@ -241,14 +241,14 @@ TEST_CASE("with priority pulls, a route change sends only the slices not yet "
     [&](caf::error& err) { FAIL("closure 1 failed: " << t.sys.render(err)); });
   CHECK(job.spy->stages->load() == 1);
   // The old server's answer to the slice it held comes late and is dropped.
-  caf::anon_send(job.gates[0], retry_atom_v);
+  caf::anon_send(job.gates[0], release_atom_v);
   auto closure2 = t.self->request(job.worker, test::reply_timeout,
                                   run_atom_v,
                                   closure_request{2, train_step_name});
   // Group 1 still goes through its gate; group 0 to its server directly.
   REQUIRE(test::actor_fixture::eventually([&] { return job.holds(1, 1); }));
   CHECK(job.holds(0, 0));
-  caf::anon_send(job.gates[1], retry_atom_v);
+  caf::anon_send(job.gates[1], release_atom_v);
   closure2.receive(
     [&](step_result& r) { CHECK(r.loss == second.loss); },
     [&](caf::error& err) { FAIL("closure 2 failed: " << t.sys.render(err)); });
