@@ -51,7 +51,7 @@ constexpr size_t read_chunk = 64 * 1024;
 /// (e.g. blocked in every thread), not the normal way of noticing an exit.
 constexpr int max_poll_ms = 250;
 
-// -- the launch ---------------------------------------------------------------
+// -- the child supervisor -----------------------------------------------------
 
 /// One started child.
 struct child_state {
@@ -70,11 +70,13 @@ struct child_state {
   std::chrono::steady_clock::time_point restart_at;
 };
 
-/// The state of one run_children call.
-class launch {
+/// Starts, watches, restarts and stops the children of one run_children
+/// call, and relays their output.
+class child_supervisor {
 public:
-  launch(const std::vector<child_spec>& specs, const launch_options& opts,
-         const signal_guard& signals, int devnull)
+  child_supervisor(const std::vector<child_spec>& specs,
+                   const launch_options& opts, const signal_guard& signals,
+                   int devnull)
     : opts_(opts), signals_(signals), devnull_(devnull), buffer_(read_chunk) {
     children_.reserve(specs.size());
     for (const auto& spec : specs) {
@@ -83,8 +85,8 @@ public:
     }
   }
 
-  launch(const launch&) = delete;
-  launch& operator=(const launch&) = delete;
+  child_supervisor(const child_supervisor&) = delete;
+  child_supervisor& operator=(const child_supervisor&) = delete;
 
   /// Forks and execs child `i`; returns once its exec has succeeded.
   /// @throws runtime_failure if it could not be started; it is reaped then.
@@ -522,13 +524,13 @@ int run_children(const std::vector<child_spec>& children, size_t main_index,
     throw runtime_failure(fmt::format("launch: pipe: {}", errno_text(errno)));
   // Declared after the pipe: restores the handlers before the pipe closes.
   signal_guard signals{wake_w.get()};
-  launch session{children, opts, signals, devnull.get()};
+  child_supervisor supervisor{children, opts, signals, devnull.get()};
   try {
     for (size_t i = 0; i < children.size(); ++i)
-      session.start(i);
-    return session.wait(main_index, wake_r.get());
+      supervisor.start(i);
+    return supervisor.wait(main_index, wake_r.get());
   } catch (...) {
-    session.kill_all();
+    supervisor.kill_all();
     throw;
   }
 }
