@@ -107,7 +107,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, abort_atom, "abort")
   // a worker's measurement chose the wire formats of its pushes and pulls
   CAF_ADD_ATOM(actorps, actorps, formats_atom, "formats")
-  // frames (or the end) arrived on a data channel's connection
+  // a data channel's frame pump to its actor (the data link or the data
+  // session): frames, or the channel's end, wait in their inbox; in-process
   CAF_ADD_ATOM(actorps, actorps, frames_atom, "frames")
   // time for a data channel's end to check whether it has been idle
   CAF_ADD_ATOM(actorps, actorps, idle_atom, "idle")

@@ -1,8 +1,9 @@
 #pragma once
 
-// Loopback sockets for tests of what runs over them (cluster/net/data_conn.hpp,
-// cluster/net/shm_link.hpp, cluster/net/data_link.hpp): a connected TCP pair, a
-// frame's bytes as they go on the wire, reading an exact number of bytes.
+// Loopback sockets for tests of what runs over them
+// (cluster/net/frame_pump.hpp, cluster/net/shm_link.hpp,
+// cluster/net/data_link.hpp): a connected TCP pair, a frame's bytes as they
+// go on the wire, reading an exact number of bytes.
 
 #include <string>
 #include <utility>

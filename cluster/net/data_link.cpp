@@ -23,7 +23,7 @@
 
 #include "actors/ps_forwarding.hpp"
 #include "cluster/net/authorization.hpp"
-#include "cluster/net/data_conn.hpp"
+#include "cluster/net/frame_pump.hpp"
 #include "cluster/net/gate.hpp"
 #include "cluster/net/gate_io.hpp"
 #include "cluster/net/inline_unit.hpp"
@@ -35,7 +35,8 @@ namespace actorps {
 
 namespace {
 
-/// What a connection's thread hands its actor: frames, and why it ended.
+/// What a frame pump's thread hands its actor (the data link or session):
+/// the frames that arrived, and why the channel ended.
 struct inbox {
   std::mutex mtx;
   std::deque<in_frame> frames;
@@ -48,17 +49,17 @@ struct inbox {
   }
 };
 
-/// Starts the connection of `ch` for actor `self`: each frame and the end
-/// go into `box`, and the actor is told (frames_atom), on the connection's
+/// Starts the frame pump of `ch` for actor `self`: each frame and the end
+/// go into `box`, and the actor is told (frames_atom), on the pump's
 /// thread, which then runs it (cluster/net/inline_unit.hpp). With `keep`, the
-/// connection holds the actor alive (until it quits); without, the actor
-/// ends when nobody else holds it, and the connection with it.
-std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
-                                   std::shared_ptr<inbox> box,
-                                   caf::strong_actor_ptr self, bool keep,
-                                   std::string label, size_t caller_limit,
-                                   shm_mode shm, size_t frame_bytes = 0,
-                                   frame_limits limits = {}) {
+/// pump holds the actor alive (until it quits); without, the actor ends
+/// when nobody else holds it, and the pump with it.
+std::shared_ptr<frame_pump> start_pump(std::unique_ptr<channel> ch,
+                                       std::shared_ptr<inbox> box,
+                                       caf::strong_actor_ptr self, bool keep,
+                                       std::string label, size_t caller_limit,
+                                       shm_mode shm, size_t frame_bytes = 0,
+                                       frame_limits limits = {}) {
   std::function<void()> tell;
   if (keep) {
     tell = [self] {
@@ -71,7 +72,7 @@ std::shared_ptr<data_conn> connect(std::unique_ptr<channel> ch,
         detail::run_here(strong, caf::make_message(frames_atom_v));
     };
   }
-  return std::make_shared<data_conn>(
+  return std::make_shared<frame_pump>(
     std::move(ch),
     [box, tell](in_frame f) {
       {
@@ -115,7 +116,7 @@ struct link_state {
   std::shared_ptr<inbox> box;
   /// None while the channel is closed for being idle (opened again by the
   /// next request).
-  std::shared_ptr<data_conn> conn;
+  std::shared_ptr<frame_pump> pump;
   std::string label;
   data_link_options opts;
   link_dial dial;
@@ -130,8 +131,8 @@ struct link_state {
   static constexpr const char* name = "data-link";
 
   ~link_state() {
-    if (conn)
-      conn->close();
+    if (pump)
+      pump->close();
   }
 };
 
@@ -187,22 +188,22 @@ void on_frames(link_ptr self) {
   log::debug("data", -1, "{}: closed with nothing outstanding ({}); opened "
                          "again at the next request",
              st.label, *closed);
-  st.conn.reset();
+  st.pump.reset();
 }
 
-std::shared_ptr<data_conn> start(link_ptr self, std::unique_ptr<channel> ch) {
+std::shared_ptr<frame_pump> start(link_ptr self, std::unique_ptr<channel> ch) {
   auto& st = self->state;
-  // A fresh inbox: a closed connection's end does not reach the new one.
+  // A fresh inbox: a closed pump's end does not reach the new one.
   st.box = std::make_shared<inbox>();
-  // A link that nobody holds any more ends, and its connection with it.
+  // A link that nobody holds any more ends, and its pump with it.
   // The worker's thread writes its pushes itself (it waits for their
   // answers anyway): a 1M-float push 1.5-2.1x raw TCP -> 1.2-1.4x p50
   // (actorps-bench).
-  return connect(std::move(ch), st.box,
-                 caf::actor_cast<caf::strong_actor_ptr>(self), false, st.label,
-                 SIZE_MAX,
-                 st.opts.shared_memory ? shm_mode::offer : shm_mode::no_offer,
-                 st.opts.frame_bytes);
+  return start_pump(
+    std::move(ch), st.box, caf::actor_cast<caf::strong_actor_ptr>(self),
+    false, st.label, SIZE_MAX,
+    st.opts.shared_memory ? shm_mode::offer : shm_mode::no_offer,
+    st.opts.frame_bytes);
 }
 
 /// Whether a request may go over the channel: it is open, or opened again
@@ -210,7 +211,7 @@ std::shared_ptr<data_conn> start(link_ptr self, std::unique_ptr<channel> ch) {
 /// this and every later request to the server over BASP.
 bool channel_ready(link_ptr self) {
   auto& st = self->state;
-  if (st.conn)
+  if (st.pump)
     return true;
   if (st.over_basp)
     return false;
@@ -225,7 +226,7 @@ bool channel_ready(link_ptr self) {
     st.over_basp = true;
     return false;
   }
-  st.conn = start(self, std::move(ch));
+  st.pump = start(self, std::move(ch));
   return true;
 }
 
@@ -245,7 +246,7 @@ void used(link_ptr self) {
 void check_idle(link_ptr self) {
   auto& st = self->state;
   st.idle_check = false;
-  if (!st.conn)
+  if (!st.pump)
     return;
   auto quiet = clock_type::now() - st.last_request;
   if (st.pulls.empty() && st.pushes.empty() && quiet >= st.opts.idle_close) {
@@ -254,8 +255,8 @@ void check_idle(link_ptr self) {
                st.label,
                std::chrono::duration_cast<std::chrono::milliseconds>(quiet)
                  .count());
-    st.conn->close();
-    st.conn.reset();
+    st.pump->close();
+    st.pump.reset();
     return;
   }
   st.idle_check = true;
@@ -277,7 +278,7 @@ link_behavior(link_ptr self, ps_actor server,
   st.label = label;
   st.opts = opts;
   st.dial = std::move(dial);
-  st.conn = start(self, std::move(*ch));
+  st.pump = start(self, std::move(*ch));
   self->monitor(server);
   self->set_down_handler([self](caf::down_msg& dm) {
     if (dm.source == self->state.server.address())
@@ -308,7 +309,7 @@ link_behavior(link_ptr self, ps_actor server,
       auto id = st.next++;
       auto rp = self->make_response_promise<pull_reply>();
       st.pulls.emplace(id, rp);
-      st.conn->send(encode(self->system(), id, std::move(req)));
+      st.pump->send(encode(self->system(), id, std::move(req)));
       used(self);
       return rp;
     },
@@ -319,7 +320,7 @@ link_behavior(link_ptr self, ps_actor server,
       auto id = st.next++;
       auto rp = self->make_response_promise<uint64_t>();
       st.pushes.emplace(id, rp);
-      st.conn->send(encode(self->system(), id, std::move(req)));
+      st.pump->send(encode(self->system(), id, std::move(req)));
       used(self);
       return rp;
     },
@@ -335,7 +336,7 @@ using session_actor = caf::typed_actor<caf::reacts_to<frames_atom>,
 struct session_state {
   ps_actor server;
   std::shared_ptr<inbox> box;
-  std::shared_ptr<data_conn> conn;
+  std::shared_ptr<frame_pump> pump;
   std::string label;
   /// Whom the channel's certificate names (none without TLS): a worker may
   /// pull and push only under its own index, any other role not at all
@@ -349,8 +350,8 @@ struct session_state {
   static constexpr const char* name = "data-session";
 
   ~session_state() {
-    if (conn)
-      conn->close();
+    if (pump)
+      pump->close();
   }
 };
 
@@ -393,7 +394,7 @@ void on_requests(session_ptr self) {
   std::optional<std::string> closed;
   auto frames = st.box->take(closed);
   auto& sys = self->system();
-  auto conn = st.conn;
+  auto pump = st.pump;
   try {
     if (!frames.empty())
       st.last_activity = clock_type::now();
@@ -404,8 +405,8 @@ void on_requests(session_ptr self) {
         --self->state.outstanding;
         self->state.last_activity = clock_type::now();
       };
-      auto fail = [conn, &sys, id](caf::error& err) {
-        conn->send(encode_error(sys, id, err));
+      auto fail = [pump, &sys, id](caf::error& err) {
+        pump->send(encode_error(sys, id, err));
       };
       auto failed = [fail, answered](caf::error& err) {
         answered();
@@ -427,9 +428,9 @@ void on_requests(session_ptr self) {
                                            pull_atom_v, std::move(req));
         ++st.outstanding;
         std::move(sent).then(
-            [conn, &sys, id, answered](pull_reply& r) {
+            [pump, &sys, id, answered](pull_reply& r) {
               answered();
-              conn->send(encode(sys, id, std::move(r)));
+              pump->send(encode(sys, id, std::move(r)));
             },
             failed);
       } else if (f.header.kind == frame_kind::push) {
@@ -443,9 +444,9 @@ void on_requests(session_ptr self) {
         ++st.outstanding;
         self->request(st.server, caf::infinite, push_atom_v, std::move(req))
           .then(
-            [conn, id, answered](uint64_t clock) {
+            [pump, id, answered](uint64_t clock) {
               answered();
-              conn->send(encode_clock(id, clock));
+              pump->send(encode_clock(id, clock));
             },
             failed);
       } else {
@@ -530,12 +531,12 @@ void serve_data_channel(caf::actor_system& sys, ps_actor server,
     st.peer = peer;
     st.idle_timeout = opts.idle_timeout;
     st.box = std::make_shared<inbox>();
-    // The connection holds the session: it lives until the connection
-    // ends or the server is down.
+    // The pump holds the session: it lives until the channel ends or the
+    // server is down.
     // Acknowledgements and errors are written by the server's thread, pull
-    // replies of more than 64 KiB by the connection's (the server's one
-    // thread serves every worker).
-    st.conn = connect(
+    // replies of more than 64 KiB by the pump's (the server's one thread
+    // serves every worker).
+    st.pump = start_pump(
       std::move(*holder), st.box, caf::actor_cast<caf::strong_actor_ptr>(self),
       true, label, size_t{64} << 10,
       opts.shared_memory ? shm_mode::answer : shm_mode::decline, 0,

@@ -1,6 +1,6 @@
 #pragma once
 
-// The frame reader and writer of a data connection (cluster/net/data_conn.cpp):
+// The frame reader and writer of a frame pump (cluster/net/frame_pump.cpp):
 // where the next bytes of a frame go or come from, whatever carries them
 // (a socket or a shared-memory ring). Internal.
 

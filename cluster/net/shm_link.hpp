@@ -1,7 +1,7 @@
 #pragma once
 
 // Shared memory between the two ends of a data channel on one host
-// (cluster/net/data_conn.hpp): two byte rings, one per direction, in
+// (cluster/net/frame_pump.hpp): two byte rings, one per direction, in
 // one memory file (memfd) that the dialing end creates and the accepting
 // end opens through /proc/<pid>/fd/<fd>. Frames then go from the sender's
 // buffers into the ring and from the ring into the receiver's, one copy
@@ -13,7 +13,7 @@
 // that the peer is gone.
 //
 // Each ring has one writer and one reader, each a single thread at a time
-// (data_conn guarantees it): `head` counts bytes written, `tail` bytes
+// (frame_pump guarantees it): `head` counts bytes written, `tail` bytes
 // read, both only ever growing. An end about to sleep sets its flag and
 // looks once more (Dekker's protocol, all sequentially consistent); the
 // other end, after writing or reading, takes the flag and rings the

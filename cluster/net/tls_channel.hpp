@@ -68,7 +68,7 @@ public:
   status write(const char* buf, size_t n);
 
   /// Writes up to `n` bytes (any number); `wrote` is how many were written
-  /// (status done). For the data channel (cluster/net/data_conn.hpp), after
+  /// (status done). For the data channel (cluster/net/frame_pump.hpp), after
   /// allow_partial_writes().
   status write_some(const char* buf, size_t n, size_t& wrote);
 

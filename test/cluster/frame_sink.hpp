@@ -1,9 +1,9 @@
 #pragma once
 
-// A data connection that records the push frames it receives, for the
-// tests of cluster/net/data_conn.hpp over TCP and shared memory: each frame's
-// id, its number of floats and whether every float had the value its id
-// implies (value_of), and why the connection closed. Every wait is bounded.
+// A frame pump that records the push frames it receives, for the tests of
+// cluster/net/frame_pump.hpp over TCP and shared memory: each frame's id,
+// its number of floats and whether every float had the value its id implies
+// (value_of), and why the channel closed. Every wait is bounded.
 
 #include <chrono>
 #include <condition_variable>
@@ -15,7 +15,7 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/net/data_conn.hpp"
+#include "cluster/net/frame_pump.hpp"
 #include "cluster/net/data_frame.hpp"
 #include "cluster/net/tls_channel.hpp"
 
@@ -65,13 +65,13 @@ struct received {
 };
 
 /// A connection on `fd` (plain TCP) whose frames and end go into `got`;
-/// `limit`, `mode` and `limits` as data_conn's caller limit, shm_mode and
+/// `limit`, `mode` and `limits` as frame_pump's caller limit, shm_mode and
 /// frame limits.
-inline std::unique_ptr<data_conn>
+inline std::unique_ptr<frame_pump>
 receiving_conn(caf::actor_system& sys, int fd, received& got,
                size_t limit = SIZE_MAX, shm_mode mode = shm_mode::none,
                frame_limits limits = {}) {
-  return std::make_unique<data_conn>(
+  return std::make_unique<frame_pump>(
     std::make_unique<channel>(fd, nullptr),
     [&sys, &got](in_frame f) {
       auto id = f.header.id;

@@ -1,6 +1,6 @@
 // Shared memory between the ends of a data channel (cluster/net/shm_link.hpp,
-// cluster/net/shm_offer.hpp, cluster/net/data_conn.hpp): the rings carry bytes in
-// order across their wrap, say when they are full or empty, wake a
+// cluster/net/shm_offer.hpp, cluster/net/frame_pump.hpp): the rings carry
+// bytes in order across their wrap, say when they are full or empty, wake a
 // sleeping end exactly when needed, and refuse a segment that is not the
 // one offered or counters that do not add up; two connections settle on
 // shared memory (or on TCP when an end says so) and carry frames from
@@ -29,7 +29,7 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/net/data_conn.hpp"
+#include "cluster/net/frame_pump.hpp"
 #include "cluster/net/data_frame.hpp"
 #include "cluster/net/shm_link.hpp"
 #include "cluster/net/shm_offer.hpp"
@@ -58,7 +58,7 @@ std::string pattern(size_t n, int seed) {
 }
 
 /// A connection of `mode` whose frames and end go into `got`.
-std::unique_ptr<data_conn> conn(caf::actor_system& sys, int fd,
+std::unique_ptr<frame_pump> conn(caf::actor_system& sys, int fd,
                                 received& got, shm_mode mode,
                                 size_t limit = SIZE_MAX) {
   return actorps::test::receiving_conn(sys, fd, got, limit, mode);

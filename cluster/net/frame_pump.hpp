@@ -1,13 +1,14 @@
 #pragma once
 
-// One data channel's connection (cluster/net/data_link.hpp): a thread that
-// writes queued frames (cluster/net/data_frame.hpp) from where their bytes lie
-// and reads incoming frames straight into the vectors the messages keep,
-// on a non-blocking socket, plain or TLS (one thread per connection, so
-// that a TLS session is only ever used by one thread), or through shared
-// memory when both ends are on one host (cluster/net/shm_link.hpp; settled
-// first, cluster/net/shm_offer.hpp). Both directions go on at once: a large
-// pull reply streams in while a push streams out.
+// The frame pump of one data channel (cluster/net/data_link.hpp): it owns
+// the channel's socket and a thread that writes queued frames
+// (cluster/net/data_frame.hpp) from where their bytes lie and reads incoming
+// frames straight into the vectors the messages keep, on a non-blocking
+// socket, plain or TLS (one thread per pump, so that a TLS session is only
+// ever used by one thread), or through shared memory when both ends are on
+// one host (cluster/net/shm_link.hpp; settled first,
+// cluster/net/shm_offer.hpp). Both directions go on at once: a large pull
+// reply streams in while a push streams out.
 
 #include <cstdint>
 #include <functional>
@@ -29,12 +30,12 @@ class channel;
 /// saying TCP).
 enum class shm_mode { none, offer, no_offer, answer, decline };
 
-class data_conn {
+class frame_pump {
 public:
-  /// Called on the connection's thread with each complete frame. May throw
+  /// Called on the pump's thread with each complete frame. May throw
   /// input_error (a frame that does not decode): the connection closes.
   using frame_handler = std::function<void(in_frame)>;
-  /// Called once on the connection's thread when it ends by itself: the
+  /// Called once on the pump's thread when it ends by itself: the
   /// peer closed it, it failed, or the peer sent a malformed frame (`why`
   /// says which). Not called after close().
   using close_handler = std::function<void(const std::string& why)>;
@@ -44,13 +45,13 @@ public:
   /// `caller_limit` bytes may be written by the caller of send() itself
   /// (see there): a server passes a small limit, so that its actor's thread
   /// does not spend its time writing large pull replies, which the
-  /// connection's thread writes beside it. `shm`: see shm_mode; frames
+  /// pump's thread writes beside it. `shm`: see shm_mode; frames
   /// sent before the ends settled wait in the queue. `frame_bytes`: the
   /// largest frame expected, when this end offers shared memory: each ring
   /// holds two (shm_link::ring_bytes_for; 0: 2 MiB). `limits`: the largest
   /// frame parts the peer may send (a frame announcing more closes the
   /// connection, through the close handler).
-  data_conn(std::unique_ptr<channel> ch, frame_handler on_frame,
+  frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,
             close_handler on_close, std::string label,
             size_t caller_limit = SIZE_MAX, shm_mode shm = shm_mode::none,
             size_t frame_bytes = 0, frame_limits limits = {});
@@ -59,15 +60,15 @@ public:
   /// data connection (this one's, from a handler, or another's): the thread
   /// then ends by itself, and keeps what it uses alive until it does, so a
   /// handler may drop the last reference to its own connection.
-  ~data_conn();
+  ~frame_pump();
 
-  data_conn(const data_conn&) = delete;
-  data_conn& operator=(const data_conn&) = delete;
+  frame_pump(const frame_pump&) = delete;
+  frame_pump& operator=(const frame_pump&) = delete;
 
   /// Sends `f` (thread-safe, also from a handler); frames go out in the
   /// order of the calls. Over plain TCP with nothing queued and `f` within
   /// the caller limit, the caller writes what the socket takes at once
-  /// (saving the thread's wake-up); the connection's thread writes the
+  /// (saving the thread's wake-up); the pump's thread writes the
   /// rest. Frames sent after the connection ended are dropped.
   void send(out_frame f);
 
@@ -82,9 +83,9 @@ public:
   /// settled, and for TCP).
   bool on_shared_memory() const;
 
-  /// Whether the calling thread is a data connection's thread (its
+  /// Whether the calling thread is a pump's thread (its
   /// handlers run there).
-  static bool on_connection_thread();
+  static bool on_pump_thread();
 
 private:
   /// The connection's state, shared by this handle and its thread.

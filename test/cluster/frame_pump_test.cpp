@@ -1,4 +1,4 @@
-// One data channel connection (cluster/net/data_conn.hpp) over loopback TCP,
+// One data channel connection (cluster/net/frame_pump.hpp) over loopback TCP,
 // without TLS (the TLS channel is tested in tls_test.cpp and by the TLS jobs
 // of cluster_test.sh): frames sent from several threads at once arrive
 // whole and in each thread's order, also when the socket takes only part of
@@ -29,7 +29,7 @@
 
 #include "caf/actor_system.hpp"
 
-#include "cluster/net/data_conn.hpp"
+#include "cluster/net/frame_pump.hpp"
 #include "cluster/net/data_frame.hpp"
 #include "cluster/job/system_config.hpp"
 #include "cluster/net/tls_channel.hpp"
@@ -69,7 +69,7 @@ TEST_CASE_METHOD(system_fixture,
   // server: large ones go to the connection's thread, between them), or
   // none.
   size_t limit = GENERATE(SIZE_MAX, size_t{64} << 10, size_t{0});
-  data_conn tx{std::make_unique<channel>(a, nullptr), [](in_frame) {},
+  frame_pump tx{std::make_unique<channel>(a, nullptr), [](in_frame) {},
                [](const std::string&) {}, "test sender", limit};
   constexpr uint64_t threads = 3;
   constexpr uint64_t per_thread = 24;
@@ -140,22 +140,22 @@ TEST_CASE_METHOD(system_fixture,
   auto [a, b] = tcp_pair();
   std::mutex mtx;
   std::condition_variable cv;
-  std::shared_ptr<data_conn> conn; // its only owner
+  std::shared_ptr<frame_pump> conn; // its only owner
   int frames = 0;
   bool dropped = false;
   {
     // Held until `conn` is set: the handler waits for it.
     std::lock_guard<std::mutex> guard{mtx};
-    conn = std::make_shared<data_conn>(
+    conn = std::make_shared<frame_pump>(
       std::make_unique<channel>(b, nullptr),
       [&](in_frame) {
-        std::shared_ptr<data_conn> last;
+        std::shared_ptr<frame_pump> last;
         {
           std::lock_guard<std::mutex> guard{mtx};
           ++frames;
           last = std::move(conn);
         }
-        last.reset(); // ~data_conn on the connection's own thread
+        last.reset(); // ~frame_pump on the connection's own thread
         std::lock_guard<std::mutex> guard{mtx};
         dropped = true;
         cv.notify_all();
@@ -201,7 +201,7 @@ TEST_CASE_METHOD(system_fixture,
   bool second_waits = false;
   bool first_done = false;
   bool second_done = false;
-  auto second = std::make_unique<data_conn>(
+  auto second = std::make_unique<frame_pump>(
     std::make_unique<channel>(b2, nullptr),
     [&](in_frame) {
       std::unique_lock<std::mutex> guard{mtx};
@@ -212,10 +212,10 @@ TEST_CASE_METHOD(system_fixture,
       cv.notify_all();
     },
     [](const std::string&) {}, "test second");
-  auto first = std::make_unique<data_conn>(
+  auto first = std::make_unique<frame_pump>(
     std::make_unique<channel>(b1, nullptr),
     [&](in_frame) {
-      std::unique_ptr<data_conn> other;
+      std::unique_ptr<frame_pump> other;
       {
         std::unique_lock<std::mutex> guard{mtx};
         cv.wait_for(guard, 10s, [&] { return second_waits; });
@@ -280,7 +280,7 @@ TEST_CASE_METHOD(system_fixture,
   std::condition_variable cv;
   std::vector<uint64_t> keys_got;
   bool done = false;
-  auto conn = std::make_unique<data_conn>(
+  auto conn = std::make_unique<frame_pump>(
     std::make_unique<channel>(b, nullptr),
     [&](in_frame f) {
       auto req = decode_pull(sys, f);

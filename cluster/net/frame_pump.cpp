@@ -1,4 +1,4 @@
-#include "cluster/net/data_conn.hpp"
+#include "cluster/net/frame_pump.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -61,7 +61,7 @@ size_t write_parts(const out_frame& f, size_t from, Write write) {
 
 /// Sends as much of `f` from byte `from` on as the socket `fd` takes now,
 /// without blocking. Stops early when the socket is full or fails (the
-/// connection's thread then finds the failure itself).
+/// pump's thread then finds the failure itself).
 size_t send_now(int fd, const out_frame& f, size_t from) {
   return write_parts(f, from, [fd](const char* p, size_t n) -> size_t {
     auto r = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -106,12 +106,12 @@ int wake_threshold(size_t missing, bool tls) {
   return static_cast<int>(std::min<size_t>(want, size_t{1} << 30));
 }
 
-/// Set on every data connection's thread (data_conn::on_connection_thread).
+/// Set on every pump's thread (frame_pump::on_pump_thread).
 thread_local bool connection_thread = false;
 
 } // namespace
 
-struct data_conn::state {
+struct frame_pump::state {
   state(std::unique_ptr<channel> ch, frame_handler on_frame,
         close_handler on_close, std::string label, size_t caller_limit,
         shm_mode mode)
@@ -170,7 +170,7 @@ struct data_conn::state {
   std::atomic<bool> stop_{false};
 };
 
-data_conn::data_conn(std::unique_ptr<channel> ch, frame_handler on_frame,
+frame_pump::frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,
                      close_handler on_close, std::string label,
                      size_t caller_limit, shm_mode shm,
                      size_t frame_bytes, frame_limits limits)
@@ -188,52 +188,52 @@ data_conn::data_conn(std::unique_ptr<channel> ch, frame_handler on_frame,
   detail::set_nodelay(st.ch_->fd());
   st.ch_->allow_partial_writes();
   // The thread holds the state: it outlives this handle if the handle goes
-  // first (see ~data_conn).
+  // first (see ~frame_pump).
   thread_ = std::thread([s = s_] {
     connection_thread = true;
     s->run();
   });
 }
 
-data_conn::~data_conn() {
+frame_pump::~frame_pump() {
   s_->close();
   if (thread_.joinable()) {
-    // Joining from a connection's thread could wait for a thread that waits
+    // Joining from a pump's thread could wait for a thread that waits
     // for this one (two handlers dropping each other's connection), or for
     // itself.
-    if (on_connection_thread())
+    if (on_pump_thread())
       thread_.detach();
     else
       thread_.join();
   }
 }
 
-void data_conn::send(out_frame f) {
+void frame_pump::send(out_frame f) {
   s_->send(std::move(f));
 }
 
-void data_conn::close() {
+void frame_pump::close() {
   s_->close();
 }
 
-const std::string& data_conn::label() const {
+const std::string& frame_pump::label() const {
   return s_->label_;
 }
 
-bool data_conn::on_shared_memory() const {
+bool frame_pump::on_shared_memory() const {
   return s_->on_shm_.load();
 }
 
-bool data_conn::on_connection_thread() {
+bool frame_pump::on_pump_thread() {
   return connection_thread;
 }
 
-void data_conn::state::wake() {
+void frame_pump::state::wake() {
   uint64_t one = 1;
   [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
 }
 
-void data_conn::state::send(out_frame f) {
+void frame_pump::state::send(out_frame f) {
   std::unique_lock<std::mutex> guard{mtx_};
   if (stop_.load())
     return;
@@ -245,7 +245,7 @@ void data_conn::state::send(out_frame f) {
     return;
   }
   // Nothing waits to be written: the caller writes the frame itself, which
-  // saves waking the connection's thread (two thread switches per frame).
+  // saves waking the pump's thread (two thread switches per frame).
   // Plain TCP or shared memory only: a TLS session is used by one thread.
   caller_writes_ = true;
   guard.unlock();
@@ -265,7 +265,7 @@ void data_conn::state::send(out_frame f) {
   caller_writes_ = false;
   bool rest = sent < f.size();
   if (rest) {
-    // The socket is full: the connection's thread writes the rest, first.
+    // The socket is full: the pump's thread writes the rest, first.
     queue_.push_front(std::move(f));
     front_sent_ = sent;
   }
@@ -275,17 +275,17 @@ void data_conn::state::send(out_frame f) {
     wake();
 }
 
-void data_conn::state::close() {
+void frame_pump::state::close() {
   stop_.store(true);
   wake();
 }
 
-void data_conn::state::end(const std::string& why) {
+void frame_pump::state::end(const std::string& why) {
   if (!stop_.exchange(true) && on_close_)
     on_close_(why);
 }
 
-void data_conn::state::adopt(writer& out) {
+void frame_pump::state::adopt(writer& out) {
   std::lock_guard<std::mutex> guard{mtx_};
   if (caller_writes_)
     return;
@@ -300,7 +300,7 @@ void data_conn::state::adopt(writer& out) {
   thread_writes_ = !out.frames.empty();
 }
 
-bool data_conn::state::deliver(reader& in, size_t got) {
+bool frame_pump::state::deliver(reader& in, size_t got) {
   if (!in.advance(got)) // throws input_error on a bad header
     return true;
   if (stop_.load())
@@ -309,7 +309,7 @@ bool data_conn::state::deliver(reader& in, size_t got) {
   return !stop_.load(); // closed by the handler (or meanwhile)
 }
 
-void data_conn::state::settle() {
+void frame_pump::state::settle() {
   std::string why;
   auto deadline = std::chrono::steady_clock::now() + settle_timeout;
   shm_cancel cancel{wake_fd_, &stop_};
@@ -328,7 +328,7 @@ void data_conn::state::settle() {
   on_shm_.store(shm_ != nullptr);
 }
 
-void data_conn::state::run() {
+void frame_pump::state::run() {
   if (mode_ != shm_mode::none) {
     try {
       settle();
@@ -351,7 +351,7 @@ void data_conn::state::run() {
     run_socket();
 }
 
-void data_conn::state::run_socket() {
+void frame_pump::state::run_socket() {
   reader in;
   in.limits = limits_;
   writer out;
@@ -471,7 +471,7 @@ void data_conn::state::run_socket() {
   }
 }
 
-void data_conn::state::run_shm() {
+void frame_pump::state::run_shm() {
   reader in;
   in.limits = limits_;
   writer out;
