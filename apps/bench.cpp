@@ -34,7 +34,7 @@
 // --tls: the two processes talk mutual TLS (throw-away certificates of a
 // new CA; cluster/net/tls.hpp), as `actorps launch` does by default.
 // --shared-memory off: the data channel's frames go over loopback TCP, not
-// through shared memory (cluster/net/shm_link.hpp), which it uses by default
+// through shared memory (cluster/net/shm_segment.hpp), which it uses by default
 // between two processes of one host, as `actorps launch` does.
 // --quick: sparse benchmarks of 1K keys only (cold: 1K), training of one
 // worker on 4000 examples, unless --sparse-sizes / --cold-keys say

@@ -26,7 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_segment.hpp"
 #include "cluster/net/shm_offer.hpp"
 #include "cluster/net/tls_channel.hpp"
 #include "core/error.hpp"
@@ -51,14 +51,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   channel ch{fds[0], nullptr};
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   std::string why;
-  std::unique_ptr<shm_link> link;
+  std::unique_ptr<shm_segment> segment;
   bool threw_input = false;
   bool threw_runtime = false;
   try {
     if (answer)
-      link = offer_shm(ch, shm_link::ring_bytes_for(1), deadline, why);
+      segment = offer_shm(ch, shm_segment::ring_bytes_for(1), deadline, why);
     else
-      link = answer_shm(ch, true, deadline, why);
+      segment = answer_shm(ch, true, deadline, why);
   } catch (const input_error&) {
     threw_input = true;
   } catch (const runtime_failure&) {
@@ -75,14 +75,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (bytes.size() < shm_answer_size)
       fuzz::check(threw_runtime, "a short answer was not a closed peer");
     else if (yes == 1)
-      fuzz::check(link != nullptr, "\"SHMA\" 1 did not take the segment");
+      fuzz::check(segment != nullptr, "\"SHMA\" 1 did not take the segment");
     else if (yes == 0)
-      fuzz::check(link == nullptr && !threw_input && !threw_runtime,
+      fuzz::check(segment == nullptr && !threw_input && !threw_runtime,
                   "\"SHMA\" 0 was not a plain no");
     else
       fuzz::check(threw_input, "a malformed answer was taken");
   } else {
-    fuzz::check(link == nullptr, "an offer from the fuzzer was taken");
+    fuzz::check(segment == nullptr, "an offer from the fuzzer was taken");
     uint32_t flags = 0;
     if (bytes.size() >= 8)
       std::memcpy(&flags, bytes.data() + 4, 4);

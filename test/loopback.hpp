@@ -1,7 +1,7 @@
 #pragma once
 
 // Loopback sockets for tests of what runs over them
-// (cluster/net/frame_pump.hpp, cluster/net/shm_link.hpp,
+// (cluster/net/frame_pump.hpp, cluster/net/shm_segment.hpp,
 // cluster/net/data_link.hpp): a connected TCP pair, a frame's bytes as they
 // go on the wire, reading an exact number of bytes.
 

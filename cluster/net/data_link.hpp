@@ -26,8 +26,8 @@
 // frame is logged and its connection closed; the server never sees it.
 //
 // Both ends on one host: the frames go through shared memory
-// (cluster/net/shm_link.hpp, `cluster.shared_memory`), the TCP connection only
-// wakes the ends and tells when one is gone.
+// (cluster/net/shm_segment.hpp, `cluster.shared_memory`), the TCP connection
+// only wakes the ends and tells when one is gone.
 
 #include <chrono>
 #include <cstdint>
@@ -51,7 +51,7 @@ struct data_link_options {
   /// Offer the server shared memory (cluster/net/shm_offer.hpp), which a server
   /// on this host takes; the frames then go through it, in rings sized for
   /// frames of `frame_bytes` (the largest dense push or pull expected; 0:
-  /// 2 MiB; shm_link::ring_bytes_for).
+  /// 2 MiB; shm_segment::ring_bytes_for).
   bool shared_memory = true;
   uint64_t frame_bytes = 0;
   /// With nothing outstanding and no request for this long, the link

@@ -19,7 +19,7 @@
 
 #include "cluster/net/frame_io.hpp"
 #include "cluster/net/gate_io.hpp"
-#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_segment.hpp"
 #include "cluster/net/shm_offer.hpp"
 #include "cluster/net/tls_channel.hpp"
 #include "core/error.hpp"
@@ -71,7 +71,7 @@ size_t send_now(int fd, const out_frame& f, size_t from) {
 
 /// send_now() into a shared-memory ring: as much of `f` from byte `from`
 /// on as the ring takes now.
-size_t send_shm(shm_link& shm, const out_frame& f, size_t from) {
+size_t send_shm(shm_segment& shm, const out_frame& f, size_t from) {
   return write_parts(f, from, [&shm](const char* p, size_t n) {
     return shm.write_some(p, n);
   });
@@ -153,7 +153,7 @@ struct frame_pump::state {
   /// Each ring's bytes, when this end offers shared memory.
   size_t ring_bytes_ = 0;
   /// Set by the thread before ready_ (and read by callers after it).
-  std::unique_ptr<shm_link> shm_;
+  std::unique_ptr<shm_segment> shm_;
   std::atomic<bool> on_shm_{false};
   int wake_fd_ = -1;
   std::mutex mtx_;
@@ -179,7 +179,7 @@ frame_pump::frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,
                                caller_limit, shm)) {
   auto& st = *s_;
   st.limits_ = limits;
-  st.ring_bytes_ = shm_link::ring_bytes_for(frame_bytes);
+  st.ring_bytes_ = shm_segment::ring_bytes_for(frame_bytes);
   st.wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (st.wake_fd_ < 0)
     throw runtime_failure(fmt::format("{}: eventfd: {}", st.label_,

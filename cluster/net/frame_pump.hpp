@@ -6,7 +6,7 @@
 // frames straight into the vectors the messages keep, on a non-blocking
 // socket, plain or TLS (one thread per pump, so that a TLS session is only
 // ever used by one thread), or through shared memory when both ends are on
-// one host (cluster/net/shm_link.hpp; settled first,
+// one host (cluster/net/shm_segment.hpp; settled first,
 // cluster/net/shm_offer.hpp). Both directions go on at once: a large pull
 // reply streams in while a push streams out.
 
@@ -48,7 +48,7 @@ public:
   /// pump's thread writes beside it. `shm`: see shm_mode; frames
   /// sent before the ends settled wait in the queue. `frame_bytes`: the
   /// largest frame expected, when this end offers shared memory: each ring
-  /// holds two (shm_link::ring_bytes_for; 0: 2 MiB). `limits`: the largest
+  /// holds two (shm_segment::ring_bytes_for; 0: 2 MiB). `limits`: the largest
   /// frame parts the peer may send (a frame announcing more closes the
   /// connection, through the close handler).
   frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,

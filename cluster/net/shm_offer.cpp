@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_segment.hpp"
 #include "cluster/net/tls_channel.hpp"
 #include "core/error.hpp"
 
@@ -99,13 +99,13 @@ T get(const char* at) {
 
 } // namespace
 
-std::unique_ptr<shm_link> offer_shm(channel& ch, size_t ring_bytes,
-                                    steady_clock::time_point deadline,
-                                    std::string& why, shm_cancel cancel) {
-  std::unique_ptr<shm_link> link;
+std::unique_ptr<shm_segment> offer_shm(channel& ch, size_t ring_bytes,
+                                       steady_clock::time_point deadline,
+                                       std::string& why, shm_cancel cancel) {
+  std::unique_ptr<shm_segment> segment;
   if (ring_bytes > 0) {
     try {
-      link = shm_link::create(ring_bytes);
+      segment = shm_segment::create(ring_bytes);
     } catch (const std::exception& e) {
       why = e.what();
     }
@@ -113,12 +113,12 @@ std::unique_ptr<shm_link> offer_shm(channel& ch, size_t ring_bytes,
     why = "shared memory is off here";
   }
   char msg[shm_offer_size] = {'S', 'H', 'M', 'O'};
-  put<uint32_t>(msg + 4, link ? 1 : 0);
-  if (link) {
+  put<uint32_t>(msg + 4, segment ? 1 : 0);
+  if (segment) {
     put<uint32_t>(msg + 8, static_cast<uint32_t>(getpid()));
-    put<int32_t>(msg + 12, link->fd());
-    put<uint64_t>(msg + 16, link->ring_bytes());
-    std::memcpy(msg + 24, link->nonce().data(), link->nonce().size());
+    put<int32_t>(msg + 12, segment->fd());
+    put<uint64_t>(msg + 16, segment->ring_bytes());
+    std::memcpy(msg + 24, segment->nonce().data(), segment->nonce().size());
   }
   write_all(ch, msg, sizeof(msg), deadline, cancel);
   char answer[shm_answer_size];
@@ -126,23 +126,23 @@ std::unique_ptr<shm_link> offer_shm(channel& ch, size_t ring_bytes,
   if (std::memcmp(answer, "SHMA", 4) != 0)
     throw input_error("a malformed answer to the shared-memory offer");
   auto yes = get<uint32_t>(answer + 4);
-  if (yes > 1 || (yes == 1 && !link))
+  if (yes > 1 || (yes == 1 && !segment))
     throw input_error(fmt::format("an answer {} to the shared-memory offer",
                                   yes));
-  if (link)
-    link->close_fd(); // the peer has opened it, or never will
+  if (segment)
+    segment->close_fd(); // the peer has opened it, or never will
   if (yes == 0) {
-    if (link)
+    if (segment)
       why = "the peer declined shared memory: another host or network "
             "namespace, or it is off there";
     return nullptr;
   }
-  return link;
+  return segment;
 }
 
-std::unique_ptr<shm_link> answer_shm(channel& ch, bool accept,
-                                     steady_clock::time_point deadline,
-                                     std::string& why, shm_cancel cancel) {
+std::unique_ptr<shm_segment> answer_shm(channel& ch, bool accept,
+                                        steady_clock::time_point deadline,
+                                        std::string& why, shm_cancel cancel) {
   char msg[shm_offer_size];
   read_exact(ch, msg, sizeof(msg), deadline, cancel);
   if (std::memcmp(msg, "SHMO", 4) != 0)
@@ -151,25 +151,26 @@ std::unique_ptr<shm_link> answer_shm(channel& ch, bool accept,
   if (offered > 1)
     throw input_error(
       fmt::format("a shared-memory offer with flags {}", offered));
-  std::unique_ptr<shm_link> link;
+  std::unique_ptr<shm_segment> segment;
   if (offered == 0) {
     why = "the peer wants TCP";
   } else if (!accept) {
     why = "shared memory is off here";
   } else {
-    shm_link::nonce_type nonce;
+    shm_segment::nonce_type nonce;
     std::memcpy(nonce.data(), msg + 24, nonce.size());
     try {
-      link = shm_link::open(get<uint32_t>(msg + 8), get<int32_t>(msg + 12),
-                            get<uint64_t>(msg + 16), nonce);
+      segment = shm_segment::open(get<uint32_t>(msg + 8),
+                                  get<int32_t>(msg + 12),
+                                  get<uint64_t>(msg + 16), nonce);
     } catch (const std::exception& e) {
       why = e.what();
     }
   }
   char answer[shm_answer_size] = {'S', 'H', 'M', 'A'};
-  put<uint32_t>(answer + 4, link ? 1 : 0);
+  put<uint32_t>(answer + 4, segment ? 1 : 0);
   write_all(ch, answer, sizeof(answer), deadline, cancel);
-  return link;
+  return segment;
 }
 
 } // namespace actorps

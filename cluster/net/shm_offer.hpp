@@ -1,7 +1,7 @@
 #pragma once
 
 // How the two ends of a data channel settle on shared memory
-// (cluster/net/shm_link.hpp) before their first frame, on the connection's
+// (cluster/net/shm_segment.hpp) before their first frame, on the connection's
 // thread, inside TLS where the channel has it.
 //
 // The dialing end (a worker) sends an offer of 40 bytes: "SHMO", a
@@ -23,7 +23,7 @@
 namespace actorps {
 
 class channel;
-class shm_link;
+class shm_segment;
 
 /// What ends a wait for the peer early: the connection's wake-up eventfd
 /// (drained when readable) and its stop flag (set by close()).
@@ -38,21 +38,21 @@ inline constexpr size_t shm_answer_size = 8;
 
 /// The dialing end: offers a fresh segment of two rings of `ring_bytes`
 /// each (0, or a segment that cannot be made, says TCP) and reads the
-/// answer. Returns the link when the peer accepted, else null (`why` says
+/// answer. Returns the segment when the peer accepted, else null (`why` says
 /// why, for log lines).
 /// @throws runtime_failure if the channel fails, `deadline` passes or
 ///         `cancel` says stop; input_error if the answer is malformed.
-std::unique_ptr<shm_link> offer_shm(channel& ch, size_t ring_bytes,
-                                    std::chrono::steady_clock::time_point
+std::unique_ptr<shm_segment> offer_shm(channel& ch, size_t ring_bytes,
+                                       std::chrono::steady_clock::time_point
                                       deadline,
                                     std::string& why, shm_cancel cancel = {});
 
 /// The accepting end: reads the offer, opens the segment if there is one
-/// and `accept`, answers. Returns the link, or null (`why` says why).
+/// and `accept`, answers. Returns the segment, or null (`why` says why).
 /// @throws runtime_failure if the channel fails, `deadline` passes or
 ///         `cancel` says stop; input_error if the offer is malformed.
-std::unique_ptr<shm_link> answer_shm(channel& ch, bool accept,
-                                     std::chrono::steady_clock::time_point
+std::unique_ptr<shm_segment> answer_shm(channel& ch, bool accept,
+                                        std::chrono::steady_clock::time_point
                                        deadline,
                                      std::string& why,
                                      shm_cancel cancel = {});

@@ -39,7 +39,7 @@
 #include "actors/ps_actor.hpp"
 #include "cluster/net/data_frame.hpp"
 #include "cluster/net/data_link.hpp"
-#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_segment.hpp"
 #include "cluster/net/shm_offer.hpp"
 #include "cluster/net/gate.hpp"
 #include "cluster/net/gate_io.hpp"

@@ -30,7 +30,7 @@
 
 namespace actorps {
 
-class shm_link {
+class shm_segment {
 public:
   /// Random bytes that identify one segment: the accepting end checks the
   /// ones in the file against the ones in the offer (the file it opened
@@ -56,8 +56,8 @@ public:
   /// 0 and reads from ring 1.
   /// @throws runtime_failure (memfd_create, ftruncate, mmap failed) or
   ///         std::invalid_argument (a bad size).
-  static std::unique_ptr<shm_link> create(size_t ring_bytes
-                                          = default_ring_bytes);
+  static std::unique_ptr<shm_segment> create(size_t ring_bytes
+                                             = default_ring_bytes);
 
   /// Opens the segment that process `pid` created as its descriptor `fd`
   /// (an offer's fields), as the accepting end (writes ring 1, reads ring
@@ -68,14 +68,14 @@ public:
   ///         host, in another pid or network namespace, or sent a wrong
   ///         offer), or
   ///         runtime_failure (mmap failed).
-  static std::unique_ptr<shm_link> open(uint32_t pid, int32_t fd,
-                                        size_t ring_bytes,
-                                        const nonce_type& nonce);
+  static std::unique_ptr<shm_segment> open(uint32_t pid, int32_t fd,
+                                           size_t ring_bytes,
+                                           const nonce_type& nonce);
 
-  ~shm_link();
+  ~shm_segment();
 
-  shm_link(const shm_link&) = delete;
-  shm_link& operator=(const shm_link&) = delete;
+  shm_segment(const shm_segment&) = delete;
+  shm_segment& operator=(const shm_segment&) = delete;
 
   /// The creator's descriptor of the file (-1 once closed or for an end
   /// that opened it), its size per ring and nonce: what an offer says.
@@ -128,7 +128,7 @@ public:
 private:
   struct control;
 
-  shm_link() = default;
+  shm_segment() = default;
   void map(int fd, size_t ring_bytes, bool creator);
 
   int fd_ = -1;

@@ -1,4 +1,4 @@
-#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_segment.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -20,7 +20,7 @@
 namespace actorps {
 
 /// One ring's counters and sleep flags, each on its own cache line.
-struct shm_link::control {
+struct shm_segment::control {
   alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint32_t> reader_sleeps;
@@ -45,14 +45,14 @@ size_t file_bytes(size_t ring_bytes) {
 }
 
 void check_ring_bytes(size_t n) {
-  if (n < 4096 || n > shm_link::max_ring_bytes || (n & (n - 1)) != 0)
+  if (n < 4096 || n > shm_segment::max_ring_bytes || (n & (n - 1)) != 0)
     throw std::invalid_argument(fmt::format(
       "shared-memory ring of {} bytes: must be a power of two from 4 KiB "
       "to 256 MiB",
       n));
 }
 
-std::string memfd_name(const shm_link::nonce_type& nonce) {
+std::string memfd_name(const shm_segment::nonce_type& nonce) {
   std::string s = "actorps-data-";
   for (auto b : nonce)
     s += fmt::format("{:02x}", b);
@@ -77,7 +77,7 @@ void copy_out(const char* ring, size_t size, uint64_t pos, char* p,
 
 } // namespace
 
-size_t shm_link::ring_bytes_for(uint64_t frame_bytes) {
+size_t shm_segment::ring_bytes_for(uint64_t frame_bytes) {
   if (frame_bytes == 0)
     return default_ring_bytes;
   size_t n = size_t{64} << 10;
@@ -86,9 +86,9 @@ size_t shm_link::ring_bytes_for(uint64_t frame_bytes) {
   return n;
 }
 
-std::unique_ptr<shm_link> shm_link::create(size_t ring_bytes) {
+std::unique_ptr<shm_segment> shm_segment::create(size_t ring_bytes) {
   check_ring_bytes(ring_bytes);
-  std::unique_ptr<shm_link> s{new shm_link};
+  std::unique_ptr<shm_segment> s{new shm_segment};
   std::random_device rd;
   for (auto& b : s->nonce_)
     b = static_cast<uint8_t>(rd());
@@ -110,9 +110,9 @@ std::unique_ptr<shm_link> shm_link::create(size_t ring_bytes) {
   return s;
 }
 
-std::unique_ptr<shm_link> shm_link::open(uint32_t pid, int32_t fd,
-                                         size_t ring_bytes,
-                                         const nonce_type& nonce) {
+std::unique_ptr<shm_segment> shm_segment::open(uint32_t pid, int32_t fd,
+                                               size_t ring_bytes,
+                                               const nonce_type& nonce) {
   try {
     check_ring_bytes(ring_bytes);
   } catch (const std::invalid_argument& e) {
@@ -132,7 +132,7 @@ std::unique_ptr<shm_link> shm_link::open(uint32_t pid, int32_t fd,
   if (mine.st_ino != theirs.st_ino || mine.st_dev != theirs.st_dev)
     throw input_error("shared memory: the peer is in another network "
                       "namespace");
-  // The link must name the creator's memfd: anything else (the pid is
+  // The offer must name the creator's memfd: anything else (the pid is
   // another process here) is not opened at all.
   auto path = fmt::format("/proc/{}/fd/{}", pid, fd);
   char target[256];
@@ -150,7 +150,7 @@ std::unique_ptr<shm_link> shm_link::open(uint32_t pid, int32_t fd,
   if (file < 0)
     throw input_error(fmt::format("shared memory: opening {}: {}", path,
                                   std::strerror(errno)));
-  std::unique_ptr<shm_link> s{new shm_link};
+  std::unique_ptr<shm_segment> s{new shm_segment};
   struct stat sb {};
   auto seals = fcntl(file, F_GET_SEALS);
   auto need = F_SEAL_SHRINK | F_SEAL_GROW;
@@ -179,7 +179,7 @@ std::unique_ptr<shm_link> shm_link::open(uint32_t pid, int32_t fd,
   return s;
 }
 
-void shm_link::map(int fd, size_t ring_bytes, bool creator) {
+void shm_segment::map(int fd, size_t ring_bytes, bool creator) {
   auto bytes = file_bytes(ring_bytes);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED)
@@ -207,19 +207,19 @@ void shm_link::map(int fd, size_t ring_bytes, bool creator) {
   in_data_ = creator ? d1 : d0;
 }
 
-shm_link::~shm_link() {
+shm_segment::~shm_segment() {
   close_fd();
   if (base_ != nullptr)
     munmap(base_, mapped_);
 }
 
-void shm_link::close_fd() {
+void shm_segment::close_fd() {
   if (fd_ >= 0)
     ::close(fd_);
   fd_ = -1;
 }
 
-size_t shm_link::write_some(const char* p, size_t n) {
+size_t shm_segment::write_some(const char* p, size_t n) {
   auto head = out_->head.load(std::memory_order_relaxed);
   auto tail = out_->tail.load(std::memory_order_acquire);
   auto used = head - tail;
@@ -235,12 +235,12 @@ size_t shm_link::write_some(const char* p, size_t n) {
   return k;
 }
 
-bool shm_link::reader_needs_wake() {
+bool shm_segment::reader_needs_wake() {
   return out_->reader_sleeps.load(std::memory_order_seq_cst) != 0
          && out_->reader_sleeps.exchange(0, std::memory_order_seq_cst) != 0;
 }
 
-bool shm_link::writer_may_sleep() {
+bool shm_segment::writer_may_sleep() {
   out_->writer_sleeps.store(1, std::memory_order_seq_cst);
   auto head = out_->head.load(std::memory_order_relaxed);
   auto tail = out_->tail.load(std::memory_order_seq_cst);
@@ -251,7 +251,7 @@ bool shm_link::writer_may_sleep() {
   return true;
 }
 
-size_t shm_link::read_some(char* p, size_t n) {
+size_t shm_segment::read_some(char* p, size_t n) {
   auto tail = in_->tail.load(std::memory_order_relaxed);
   auto head = in_->head.load(std::memory_order_acquire);
   auto avail = head - tail;
@@ -267,12 +267,12 @@ size_t shm_link::read_some(char* p, size_t n) {
   return k;
 }
 
-bool shm_link::writer_needs_wake() {
+bool shm_segment::writer_needs_wake() {
   return in_->writer_sleeps.load(std::memory_order_seq_cst) != 0
          && in_->writer_sleeps.exchange(0, std::memory_order_seq_cst) != 0;
 }
 
-bool shm_link::reader_may_sleep() {
+bool shm_segment::reader_may_sleep() {
   in_->reader_sleeps.store(1, std::memory_order_seq_cst);
   auto tail = in_->tail.load(std::memory_order_relaxed);
   auto head = in_->head.load(std::memory_order_seq_cst);
@@ -283,7 +283,7 @@ bool shm_link::reader_may_sleep() {
   return true;
 }
 
-void shm_link::woke() {
+void shm_segment::woke() {
   in_->reader_sleeps.store(0, std::memory_order_relaxed);
   out_->writer_sleeps.store(0, std::memory_order_relaxed);
 }

@@ -1,11 +1,12 @@
-// Shared memory between the ends of a data channel (cluster/net/shm_link.hpp,
-// cluster/net/shm_offer.hpp, cluster/net/frame_pump.hpp): the rings carry
-// bytes in order across their wrap, say when they are full or empty, wake a
-// sleeping end exactly when needed, and refuse a segment that is not the
-// one offered or counters that do not add up; two connections settle on
-// shared memory (or on TCP when an end says so) and carry frames from
-// several threads whole and in order, larger than a ring too; a malformed
-// offer and a peer that goes are reported. Every wait is bounded.
+// Shared memory between the ends of a data channel
+// (cluster/net/shm_segment.hpp, cluster/net/shm_offer.hpp,
+// cluster/net/frame_pump.hpp): the rings carry bytes in order across their
+// wrap, say when they are full or empty, wake a sleeping end exactly when
+// needed, and refuse a segment that is not the one offered or counters that do
+// not add up; two connections settle on shared memory (or on TCP when an end
+// says so) and carry frames from several threads whole and in order, larger
+// than a ring too; a malformed offer and a peer that goes are reported. Every
+// wait is bounded.
 
 #include <catch2/catch.hpp>
 
@@ -31,7 +32,7 @@
 
 #include "cluster/net/frame_pump.hpp"
 #include "cluster/net/data_frame.hpp"
-#include "cluster/net/shm_link.hpp"
+#include "cluster/net/shm_segment.hpp"
 #include "cluster/net/shm_offer.hpp"
 #include "cluster/job/system_config.hpp"
 #include "cluster/net/tls_channel.hpp"
@@ -79,9 +80,9 @@ struct system_fixture {
 TEST_CASE("a ring carries bytes in order across its wrap and says when it "
           "is full or empty",
           "[data][shm]") {
-  auto a = shm_link::create(4096);
-  auto b = shm_link::open(static_cast<uint32_t>(getpid()), a->fd(), 4096,
-                          a->nonce());
+  auto a = shm_segment::create(4096);
+  auto b = shm_segment::open(static_cast<uint32_t>(getpid()), a->fd(), 4096,
+                             a->nonce());
   std::string out;
   std::string in;
   char buf[1500];
@@ -117,9 +118,9 @@ TEST_CASE("a ring carries bytes in order across its wrap and says when it "
 TEST_CASE("an end about to sleep is woken exactly when the other end wrote "
           "or made room",
           "[data][shm]") {
-  auto a = shm_link::create(4096);
-  auto b = shm_link::open(static_cast<uint32_t>(getpid()), a->fd(), 4096,
-                          a->nonce());
+  auto a = shm_segment::create(4096);
+  auto b = shm_segment::open(static_cast<uint32_t>(getpid()), a->fd(), 4096,
+                             a->nonce());
   char buf[4096];
   CHECK_FALSE(a->reader_needs_wake()); // nobody sleeps
   CHECK(b->reader_may_sleep());        // empty: b may sleep
@@ -142,36 +143,36 @@ TEST_CASE("an end about to sleep is woken exactly when the other end wrote "
 
 TEST_CASE("a segment that is not the one offered is refused with a reason",
           "[data][shm]") {
-  auto a = shm_link::create(8192);
+  auto a = shm_segment::create(8192);
   auto pid = static_cast<uint32_t>(getpid());
   auto other = a->nonce();
   other[0] ^= 1;
-  CHECK_THROWS_WITH(shm_link::open(pid, a->fd(), 8192, other),
+  CHECK_THROWS_WITH(shm_segment::open(pid, a->fd(), 8192, other),
                     Catch::Contains("not the peer's segment"));
-  CHECK_THROWS_WITH(shm_link::open(pid, a->fd(), 4096, a->nonce()),
+  CHECK_THROWS_WITH(shm_segment::open(pid, a->fd(), 4096, a->nonce()),
                     Catch::Contains("expected 12288 bytes"));
-  CHECK_THROWS_WITH(shm_link::open(pid, a->fd(), 5000, a->nonce()),
+  CHECK_THROWS_WITH(shm_segment::open(pid, a->fd(), 5000, a->nonce()),
                     Catch::Contains("power of two"));
-  CHECK_THROWS_WITH(shm_link::open(pid, a->fd(), size_t{512} << 20,
-                                   a->nonce()),
+  CHECK_THROWS_WITH(shm_segment::open(pid, a->fd(), size_t{512} << 20,
+                                      a->nonce()),
                     Catch::Contains("to 256 MiB"));
-  CHECK_THROWS_AS(shm_link::open(pid, 1 << 20, 8192, a->nonce()),
+  CHECK_THROWS_AS(shm_segment::open(pid, 1 << 20, 8192, a->nonce()),
                   input_error);
-  CHECK_THROWS_AS(shm_link::open(pid, -1, 8192, a->nonce()), input_error);
-  CHECK_THROWS_AS(shm_link::create(1000), std::invalid_argument);
+  CHECK_THROWS_AS(shm_segment::open(pid, -1, 8192, a->nonce()), input_error);
+  CHECK_THROWS_AS(shm_segment::create(1000), std::invalid_argument);
   // A plain file of this process is not opened as a segment either.
   int fd = ::open("/dev/null", O_RDONLY);
   REQUIRE(fd >= 0);
-  CHECK_THROWS_WITH(shm_link::open(pid, fd, 8192, a->nonce()),
+  CHECK_THROWS_WITH(shm_segment::open(pid, fd, 8192, a->nonce()),
                     Catch::Contains("/dev/null"));
   ::close(fd);
 }
 
 TEST_CASE("counters that do not add up are a malformed peer, not a crash",
           "[data][shm]") {
-  auto a = shm_link::create(4096);
-  auto b = shm_link::open(static_cast<uint32_t>(getpid()), a->fd(), 4096,
-                          a->nonce());
+  auto a = shm_segment::create(4096);
+  auto b = shm_segment::open(static_cast<uint32_t>(getpid()), a->fd(), 4096,
+                             a->nonce());
   // A peer that writes the counters itself (the layout: ring 0's control at
   // byte 64, its head first, its tail 64 bytes on).
   int fd = ::open(fmt::format("/proc/self/fd/{}", a->fd()).c_str(), O_RDWR);
@@ -325,15 +326,15 @@ TEST_CASE_METHOD(system_fixture,
 
 TEST_CASE("rings are sized for two frames, a power of two within bounds",
           "[data][shm]") {
-  CHECK(shm_link::ring_bytes_for(0) == shm_link::default_ring_bytes);
-  CHECK(shm_link::ring_bytes_for(1) == size_t{64} << 10);
+  CHECK(shm_segment::ring_bytes_for(0) == shm_segment::default_ring_bytes);
+  CHECK(shm_segment::ring_bytes_for(1) == size_t{64} << 10);
   // Half of Fashion-MNIST's MLP (2 ps): 117,573 floats.
-  CHECK(shm_link::ring_bytes_for(117573 * 4) == size_t{1} << 20);
-  CHECK(shm_link::ring_bytes_for(size_t{1} << 20) == size_t{2} << 20);
-  CHECK(shm_link::ring_bytes_for((size_t{1} << 20) + 1) == size_t{4} << 20);
-  CHECK(shm_link::ring_bytes_for(uint64_t{1} << 40) == size_t{256} << 20);
+  CHECK(shm_segment::ring_bytes_for(117573 * 4) == size_t{1} << 20);
+  CHECK(shm_segment::ring_bytes_for(size_t{1} << 20) == size_t{2} << 20);
+  CHECK(shm_segment::ring_bytes_for((size_t{1} << 20) + 1) == size_t{4} << 20);
+  CHECK(shm_segment::ring_bytes_for(uint64_t{1} << 40) == size_t{256} << 20);
   // Every size it gives is one create() takes.
-  CHECK_NOTHROW(shm_link::create(shm_link::ring_bytes_for(12345)));
+  CHECK_NOTHROW(shm_segment::create(shm_segment::ring_bytes_for(12345)));
 }
 
 TEST_CASE_METHOD(system_fixture,
@@ -344,15 +345,15 @@ TEST_CASE_METHOD(system_fixture,
   received at_b;
   auto b = conn(sys, fb, at_b, shm_mode::answer);
   // The worker's end by hand: the offer of a segment, the answer.
-  auto link = shm_link::create(size_t{1} << 20);
+  auto segment = shm_segment::create(size_t{1} << 20);
   char offer[shm_offer_size] = {'S', 'H', 'M', 'O', 1};
   auto pid = static_cast<uint32_t>(getpid());
-  int32_t fd = link->fd();
-  uint64_t ring = link->ring_bytes();
+  int32_t fd = segment->fd();
+  uint64_t ring = segment->ring_bytes();
   std::memcpy(offer + 8, &pid, 4);
   std::memcpy(offer + 12, &fd, 4);
   std::memcpy(offer + 16, &ring, 8);
-  std::memcpy(offer + 24, link->nonce().data(), 16);
+  std::memcpy(offer + 24, segment->nonce().data(), 16);
   REQUIRE(::send(fa, offer, sizeof(offer), MSG_NOSIGNAL) == sizeof(offer));
   auto answer = recv_exact(fa, shm_answer_size);
   REQUIRE(answer[4] == 1);
@@ -365,7 +366,7 @@ TEST_CASE_METHOD(system_fixture,
   // the end only, and must read the ring before it reports it.
   for (uint64_t i = 0; i < 5; ++i) {
     auto bytes = wire_bytes(push_frame(sys, i, 1000));
-    REQUIRE(link->write_some(bytes.data(), bytes.size()) == bytes.size());
+    REQUIRE(segment->write_some(bytes.data(), bytes.size()) == bytes.size());
   }
   ::close(fa);
   REQUIRE(at_b.wait_for([](received& r) { return r.is_closed; }, 10s));
