@@ -171,9 +171,9 @@ struct frame_pump::state {
 };
 
 frame_pump::frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,
-                     close_handler on_close, std::string label,
-                     size_t caller_limit, shm_mode shm,
-                     size_t frame_bytes, frame_limits limits)
+                       close_handler on_close, std::string label,
+                       size_t caller_limit, shm_mode shm,
+                       size_t frame_bytes, frame_limits limits)
   : s_(std::make_shared<state>(std::move(ch), std::move(on_frame),
                                std::move(on_close), std::move(label),
                                caller_limit, shm)) {

@@ -30,6 +30,9 @@ class channel;
 /// saying TCP).
 enum class shm_mode { none, offer, no_offer, answer, decline };
 
+/// Moves the frames of one data channel in both directions on a thread of
+/// its own; its owner (a data link or data session) sends with send() and
+/// receives through the handlers.
 class frame_pump {
 public:
   /// Called on the pump's thread with each complete frame. May throw
@@ -52,14 +55,14 @@ public:
   /// frame parts the peer may send (a frame announcing more closes the
   /// connection, through the close handler).
   frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,
-            close_handler on_close, std::string label,
-            size_t caller_limit = SIZE_MAX, shm_mode shm = shm_mode::none,
-            size_t frame_bytes = 0, frame_limits limits = {});
+             close_handler on_close, std::string label,
+             size_t caller_limit = SIZE_MAX, shm_mode shm = shm_mode::none,
+             size_t frame_bytes = 0, frame_limits limits = {});
 
   /// close(), then waits for the thread, unless called on the thread of a
-  /// data connection (this one's, from a handler, or another's): the thread
-  /// then ends by itself, and keeps what it uses alive until it does, so a
-  /// handler may drop the last reference to its own connection.
+  /// frame pump (this one's, from a handler, or another's): the thread then
+  /// ends by itself, and keeps what it uses alive until it does, so a
+  /// handler may drop the last reference to its own pump.
   ~frame_pump();
 
   frame_pump(const frame_pump&) = delete;

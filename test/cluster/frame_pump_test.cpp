@@ -70,7 +70,7 @@ TEST_CASE_METHOD(system_fixture,
   // none.
   size_t limit = GENERATE(SIZE_MAX, size_t{64} << 10, size_t{0});
   frame_pump tx{std::make_unique<channel>(a, nullptr), [](in_frame) {},
-               [](const std::string&) {}, "test sender", limit};
+                [](const std::string&) {}, "test sender", limit};
   constexpr uint64_t threads = 3;
   constexpr uint64_t per_thread = 24;
   auto floats = [](uint64_t i) -> size_t {
