@@ -72,7 +72,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, release_atom, "release")
   // fault injection: a worker's next step throws
   CAF_ADD_ATOM(actorps, actorps, fail_atom, "fail")
-  // the coordinator sets a server's role in a group
+  // the chief's job setup or the dispatcher's failover sets a server's role
+  // in a group
   CAF_ADD_ATOM(actorps, actorps, configure_atom, "configure")
   // a primary forwards an applied update to its backup
   CAF_ADD_ATOM(actorps, actorps, replicate_atom, "replicate")

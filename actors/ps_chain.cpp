@@ -163,7 +163,7 @@ caf::result<bool> configure(ps_ptr self, replica_config& cfg) {
     } catch (const std::exception& e) {
       log::warn("ps", static_cast<int>(st.opts.index),
                 "group {}: cannot reach its backup ps{} directly ({}); going "
-                "through the coordinator",
+                "through the chief",
                 cfg.group, cfg.backup_ps, e.what());
     }
   }

@@ -11,7 +11,7 @@
 // thread-safe and may be called from any actor. Each process records what
 // its own actors do: in `actorps train` every role; in a multi-process job
 // the ps nodes their servers' staleness and mailboxes, the worker nodes their
-// latencies, the coordinator its queue and the job's progress.
+// latencies, the chief its dispatcher's queue and the job's progress.
 
 #include <atomic>
 #include <chrono>

@@ -301,7 +301,7 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
           } catch (const std::exception& e) {
             log::warn("worker", static_cast<int>(st.opts.index),
                       "cannot reach ps{} directly ({}); going through the "
-                      "coordinator",
+                      "chief",
                       r.ps, e.what());
           }
         }

@@ -85,8 +85,8 @@ struct worker_options {
   std::vector<uint32_t> server_index;
   /// Across processes: connects to server `index` directly and returns it
   /// with its incarnation (blocking, a few milliseconds), for a recovered
-  /// server (instead of using the handle the coordinator forwards, which CAF
-  /// would route through the coordinator's node) and to reconnect to a
+  /// server (instead of using the handle the dispatcher's route carries,
+  /// which CAF would route through the chief's node) and to reconnect to a
   /// server the worker lost while the server lives on (e.g. after the
   /// worker was paused). Throws when it cannot.
   std::function<std::pair<ps_actor, uint64_t>(uint32_t index)> redial;
