@@ -23,9 +23,9 @@ class peer_registry;
 /// carries the node's lifetime. A ps or worker process runs while its node
 /// actor runs.
 using node_actor = caf::typed_actor<
-  // A peer introduces itself; `chief` is the coordinator's actor when the
-  // peer is the coordinator (the node then watches it), else null. Replies
-  // with this node's handshake and the actor of its role.
+  // A peer introduces itself; `chief` is the chief's watcher actor when the
+  // peer is the chief (the node then watches it), else null. Replies with
+  // this node's handshake and the actor of its role.
   // Errors: errc::handshake_refused when protocol, build or job differ (the
   // context lists each difference; the node logs the same), when
   // `authorize` refuses the peer (with TLS: its certificate names another

@@ -34,7 +34,7 @@ struct joined_member {
 
 /// Reaches every member through its gate and says hello with `mine`,
 /// retrying unreachable ones with back-off (50 ms doubling to 1 s) until
-/// `timeout` has passed. `chief` is the coordinator's actor (null when a
+/// `timeout` has passed. `chief` is the chief's watcher actor (null when a
 /// worker joins its parameter servers). Both sides compare handshakes.
 /// Returns each member's node actor and welcome, in the order of `members`.
 /// @throws runtime_failure naming every member not reached in time (with its
