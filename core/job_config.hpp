@@ -176,7 +176,7 @@ struct job_config {
   /// a ps serves both. Off: everything over BASP.
   bool data_channel = true;
   /// Data channels between processes of one host move their frames
-  /// through shared memory (cluster/net/shm_link.hpp) instead of loopback TCP;
+  /// through shared memory (cluster/net/shm_segment.hpp) instead of loopback TCP;
   /// the TCP connection only wakes the ends. Per process (a worker offers,
   /// a ps accepts), so not part of the job's fingerprint.
   bool shared_memory = true;
