@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Many async workers and staleness, in the simulator: the
-# simulated counterpart of scripts/bench_staleness.sh. The Fashion-MNIST job
+# simulated counterpart of bench/staleness.sh. The Fashion-MNIST job
 # (configs/fashion_mnist.json: the MLP and Adam) under `actorps simulate`
 # with WORKERS workers and PS parameter servers, each worker on a machine of
 # its own, in four settings: async, async with staleness-aware steps

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The layering of the source, as a test: every #include "..." of core/,
-# models/, actors/, cluster/ and apps/ names a file of its own layer or room
+# models/, actors/, cluster/, apps/ and bench/ names a file of its own layer or room
 # or of one it may use (the table below), so that a wrong include fails here
 # instead of compiling quietly (every target sees the repository root).
 #
@@ -33,6 +33,7 @@ declare -A may=(
   [cluster/launch]="core cluster/spec"
   [cluster/sim]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology"
   [apps]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology cluster/launch cluster/sim"
+  [bench]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology cluster/launch cluster/sim"
 )
 
 # The layer or room of a path ("cluster/net/gate.hpp" -> cluster/net,
@@ -41,7 +42,7 @@ unit_of() {
   case $1 in
     cluster/*/*) local r=${1#cluster/}; echo "cluster/${r%%/*}" ;;
     cluster/*) echo "cluster" ;; # a file left in the corridor
-    core/* | models/* | actors/* | apps/*) echo "${1%%/*}" ;;
+    core/* | models/* | actors/* | apps/* | bench/*) echo "${1%%/*}" ;;
     *) echo "" ;;
   esac
 }
@@ -70,7 +71,7 @@ check() {
       fi
     done < <(grep -n -o -E '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[^"]+"' "$f" \
                | sed -E 's/^([0-9]+):.*"([^"]+)"/\1:\2/')
-  done < <(find core models actors cluster apps -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \) | sort)
+  done < <(find $(ls -d core models actors cluster apps bench 2>/dev/null) -type f \( -name '*.hpp' -o -name '*.cpp' -o -name '*.h' \) | sort)
   echo "$files files, $includes includes, $bad outside the table"
   ((bad == 0 && files > 0))
 }

@@ -1,4 +1,4 @@
-#include "apps/bench_tcp.hpp"
+#include "bench/bench_tcp.hpp"
 
 #include <cstring>
 #include <thread>

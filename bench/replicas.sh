@@ -6,7 +6,7 @@
 # workers). Prints each run's samples/s, then the medians and their ratios
 # to the run without replicas.
 #
-#   scripts/bench_replicas.sh [ROUNDS] [EXTRA ARGS...]
+#   bench/replicas.sh [ROUNDS] [EXTRA ARGS...]
 #
 # ROUNDS (default 5) pairs per mode; EXTRA ARGS go to every run (e.g.
 # --train-limit 30000). Needs build/actorps (scripts/build.sh).
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-5}
 shift || true
 bin=build/actorps
-[[ -x $bin ]] || { echo "bench_replicas.sh: build first (scripts/build.sh)" >&2; exit 1; }
+[[ -x $bin ]] || { echo "bench/replicas.sh: build first (scripts/build.sh)" >&2; exit 1; }
 job=(--config configs/fashion_mnist.json --epochs 2 --no-progress "$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -1,4 +1,4 @@
-#include "apps/bench_transfer.hpp"
+#include "bench/bench_transfer.hpp"
 
 #include <atomic>
 #include <cstring>

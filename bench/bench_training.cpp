@@ -1,4 +1,4 @@
-#include "apps/bench_training.hpp"
+#include "bench/bench_training.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "apps/bench_common.hpp"
+#include "bench/bench_common.hpp"
 
 #include <algorithm>
 #include <atomic>

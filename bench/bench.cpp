@@ -11,7 +11,7 @@
 //   actorps-bench --help
 //
 // It prints the results as Markdown and writes files only where --out and
-// --markdown say (scripts/bench.sh writes the committed bench/results.json
+// --markdown say (bench/run.sh writes the committed bench/results.json
 // and docs/benchmarks.md), so that a run from the checkout changes nothing
 // in it.
 //
@@ -25,7 +25,7 @@
 // - sparse: pull and push of the rows of N random keys of an embedding table
 //   (dim 16), the ps applying SGD, in one process and between two; the limit
 //   is a hash-map lookup and copy of the same rows in one thread (see
-//   apps/bench_sparse.hpp); between processes also raw TCP of the same bytes.
+//   bench/bench_sparse.hpp); between processes also raw TCP of the same bytes.
 //   Sparse benchmarks of more than 64K keys run fewer iterations (1M: 12 of
 //   the default 200); cold pulls (first touch, --cold-keys) run 10.
 // - training: `actorps train` and `actorps launch` with 1, 2 and 4 workers
@@ -64,14 +64,14 @@
 #include "caf/send.hpp"
 
 #include "actors/ps_actor.hpp"
-#include "apps/bench_common.hpp"
-#include "apps/bench_report.hpp"
-#include "apps/bench_sparse.hpp"
-#include "apps/bench_tcp.hpp"
-#include "apps/bench_training.hpp"
+#include "bench/bench_common.hpp"
+#include "bench/bench_report.hpp"
+#include "bench/bench_sparse.hpp"
+#include "bench/bench_tcp.hpp"
+#include "bench/bench_training.hpp"
 #include "cluster/net/data_link.hpp"
 #include "cluster/net/tls_channel.hpp"
-#include "apps/bench_transfer.hpp"
+#include "bench/bench_transfer.hpp"
 #include "cluster/net/certs.hpp"
 #include "cluster/net/gate.hpp"
 #include "cluster/net/tls.hpp"

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "apps/bench_common.hpp"
+#include "bench/bench_common.hpp"
 
 namespace actorps::bench {
 

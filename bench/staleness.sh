@@ -6,7 +6,7 @@
 # Prints each run's final test accuracy and loss, or the guard's verdict
 # when it is on (GUARD=1).
 #
-#   scripts/bench_staleness.sh [EPOCHS] [WORKERS...]
+#   bench/staleness.sh [EPOCHS] [WORKERS...]
 #
 # EPOCHS default 3, WORKERS default "64 256". Needs build/actorps.
 set -euo pipefail
@@ -16,7 +16,7 @@ shift || true
 workers=("$@")
 ((${#workers[@]} > 0)) || workers=(64 256)
 bin=build/actorps
-[[ -x $bin ]] || { echo "bench_staleness.sh: build first (scripts/build.sh)" >&2; exit 1; }
+[[ -x $bin ]] || { echo "bench/staleness.sh: build first (scripts/build.sh)" >&2; exit 1; }
 guard=(--divergence-factor 0)
 [[ ${GUARD:-0} == 1 ]] && guard=()
 names=("async" "async + staleness-aware" "ssp 2" "ssp 2 + staleness-aware")

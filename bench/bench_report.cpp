@@ -1,4 +1,4 @@
-#include "apps/bench_report.hpp"
+#include "bench/bench_report.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -14,7 +14,7 @@
 
 #include "caf/config.hpp"
 
-#include "apps/bench_common.hpp"
+#include "bench/bench_common.hpp"
 
 namespace actorps::bench {
 
@@ -216,7 +216,7 @@ std::string markdown(const json& r) {
   std::ostringstream out;
   auto& m = r["machine"];
   out << "# actorps benchmarks\n\n"
-      << "Written by `scripts/bench.sh` (`build/actorps-bench`); numbers in "
+      << "Written by `bench/run.sh` (`build/actorps-bench`); numbers in "
          "`bench/results.json`.\n\n"
       << fmt::format("Machine: {}, {} cores, {} GiB, {}; {}; CAF {}; {}.\n\n",
                      m.value("cpu", "?"), m.value("cores", 0),

@@ -1,4 +1,4 @@
-#include "apps/bench_sparse.hpp"
+#include "bench/bench_sparse.hpp"
 
 #include <algorithm>
 #include <cstring>

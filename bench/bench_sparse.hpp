@@ -21,7 +21,7 @@
 #include "caf/fwd.hpp"
 
 #include "actors/ps_actor.hpp"
-#include "apps/bench_common.hpp"
+#include "bench/bench_common.hpp"
 
 namespace actorps::bench {
 
