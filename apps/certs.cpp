@@ -18,7 +18,7 @@ namespace actorps {
 
 namespace {
 
-constexpr const char* usage = R"(usage: actorps certs --cluster SPEC.json --out DIR [--days N]
+constexpr const char* certs_usage = R"(usage: actorps certs --cluster SPEC.json --out DIR [--days N]
        actorps certs --ps N --workers M --out DIR [--days N]
 
 Makes the certificates of a cluster for mutual TLS between its nodes: a new
@@ -59,7 +59,7 @@ int run_certs(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
     if (a == "-h" || a == "--help") {
-      std::fputs(usage, stdout);
+      std::fputs(certs_usage, stdout);
       return 0;
     }
     if (i + 1 >= args.size())

@@ -16,7 +16,7 @@ namespace actorps {
 
 namespace {
 
-constexpr const char* usage = R"(usage: actorps simulate [job flags] [simulation flags]
+constexpr const char* simulate_usage = R"(usage: actorps simulate [job flags] [simulation flags]
 
 Runs the job's real actors (parameter servers, workers, dispatcher) in one
 process under a deterministic scheduler with a virtual clock: messages take
@@ -79,7 +79,7 @@ int run_simulate(const std::vector<std::string>& args) {
   std::vector<std::pair<std::string, std::string>> extras;
   auto cmd = parse_job_args(args, "simulate", own, extras);
   if (cmd.help) {
-    std::fputs(usage, stdout);
+    std::fputs(simulate_usage, stdout);
     return 0;
   }
   if (cmd.quiet)

@@ -7,6 +7,6 @@
 # Takes about two minutes on 2 cores. Run from anywhere; builds first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
+scripts/build.sh actorps-bench
 mkdir -p bench docs
 build/actorps-bench --out bench/results.json --markdown docs/benchmarks.md "$@"

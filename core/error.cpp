@@ -18,4 +18,10 @@ std::string read_text_file(const std::string& path, const std::string& what) {
   return buf.str();
 }
 
+std::string quoted(std::string_view token) {
+  if (token.size() > 40)
+    return fmt::format("\"{}...\"", token.substr(0, 40));
+  return fmt::format("\"{}\"", token);
+}
+
 } // namespace actorps

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace actorps {
 
@@ -29,5 +30,9 @@ public:
 /// Returns the whole content of the file at `path`.
 /// @throws input_error "PATH: cannot open WHAT" or "PATH: cannot read WHAT".
 std::string read_text_file(const std::string& path, const std::string& what);
+
+/// A token of outside input for an error message: in double quotes,
+/// shortened to its first 40 characters and "..." if longer.
+std::string quoted(std::string_view token);
 
 } // namespace actorps

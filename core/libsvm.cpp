@@ -131,13 +131,6 @@ bool blank(char c) {
   return c == ' ' || c == '\t';
 }
 
-/// A token for an error message, shortened if long.
-std::string quote(std::string_view tok) {
-  if (tok.size() > 40)
-    return fmt::format("\"{}...\"", tok.substr(0, 40));
-  return fmt::format("\"{}\"", tok);
-}
-
 /// Parses all of `tok` as a number (an optional leading '+' allowed).
 template <class T>
 bool parse_number(std::string_view tok, T& out) {
@@ -186,20 +179,20 @@ dataset load_libsvm(const std::string& path, uint64_t num_features,
       continue; // empty line
     double label = 0;
     if (!parse_number(tok, label) || (label != 1 && label != -1 && label != 0))
-      fail(fmt::format("label {} is not one of +1, 1, -1, 0", quote(tok)));
+      fail(fmt::format("label {} is not one of +1, 1, -1, 0", quoted(tok)));
     auto prev = std::numeric_limits<uint64_t>::max(); // none yet
     while (next_token(tok)) {
       auto colon = tok.find(':');
       if (colon == std::string_view::npos)
-        fail(fmt::format("expected index:value, got {}", quote(tok)));
+        fail(fmt::format("expected index:value, got {}", quoted(tok)));
       uint64_t index = 0;
       float value = 0;
       if (!parse_number(tok.substr(0, colon), index))
         fail(fmt::format("index {} is not a whole number",
-                         quote(tok.substr(0, colon))));
+                         quoted(tok.substr(0, colon))));
       if (!parse_number(tok.substr(colon + 1), value) || !std::isfinite(value))
         fail(fmt::format("value {} of index {} is not a finite number",
-                         quote(tok.substr(colon + 1)), index));
+                         quoted(tok.substr(colon + 1)), index));
       if (index < base)
         fail(fmt::format("index {} is below the first index {} ({}-based "
                          "file)",

@@ -66,12 +66,6 @@ struct csv_state {
   }
 };
 
-std::string quote(std::string_view s) {
-  if (s.size() > 40)
-    return fmt::format("\"{}...\"", s.substr(0, 40));
-  return fmt::format("\"{}\"", s);
-}
-
 template <class T>
 bool parse_all(std::string_view s, T& out) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -94,29 +88,29 @@ void on_field(void* data, size_t len, void* user) {
   switch (st.role[index]) {
     case c_movie:
       if (!parse_all(s, st.row.movie))
-        st.fail(fmt::format("movieId {} is not a whole number", quote(s)));
+        st.fail(fmt::format("movieId {} is not a whole number", quoted(s)));
       break;
     case c_user:
       if (!parse_all(s, st.row.user))
-        st.fail(fmt::format("userId {} is not a whole number", quote(s)));
+        st.fail(fmt::format("userId {} is not a whole number", quoted(s)));
       break;
     case c_year:
       if (s == "NA")
         st.row.year = 0;
       else if (!parse_all(s, st.row.year))
         st.fail(fmt::format("year {} is neither a whole number nor NA",
-                            quote(s)));
+                            quoted(s)));
       break;
     case c_rating: {
       double r = 0;
       if (!parse_all(s, r) || !std::isfinite(r))
-        st.fail(fmt::format("rating {} is not a number", quote(s)));
+        st.fail(fmt::format("rating {} is not a number", quoted(s)));
       st.row.rating = static_cast<float>(r);
       break;
     }
     case c_time:
       if (!parse_all(s, st.row.timestamp))
-        st.fail(fmt::format("timestamp {} is not an integer", quote(s)));
+        st.fail(fmt::format("timestamp {} is not an integer", quoted(s)));
       break;
     case c_genres: {
       st.scratch.assign(s);

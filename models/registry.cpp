@@ -63,7 +63,7 @@ std::shared_ptr<const model> make_embedding_mlp(const job_config& cfg,
 const struct {
   const char* name;
   std::shared_ptr<const model> (*make)(const job_config&, const data_schema&);
-} built_in[] = {
+} built_in_models[] = {
   {"mlp", make_mlp},
   {"sparse_logistic_regression", make_sparse_logreg},
   {"embedding_mlp", make_embedding_mlp},
@@ -72,7 +72,7 @@ const struct {
 /// The built-in models, then those added at run time (register_model).
 registry<model_factory>& models() {
   static registry<model_factory> r{
-    "register_model", "model", built_in,
+    "register_model", "model", built_in_models,
     [](auto& line) { return model_factory{line.make}; }};
   return r;
 }

@@ -30,7 +30,7 @@ double loss_step(const model& net, const model_inputs& in,
 }
 
 /// The built-in step functions: one line per step function.
-const step_function built_in[] = {
+const step_function built_in_steps[] = {
   {train_step_name, true, train_step, true},
   {"loss_step", false, loss_step},
 };
@@ -54,7 +54,7 @@ using step_ptr = std::shared_ptr<const named_step>;
 /// The built-in step functions, then those added at run time.
 registry<step_ptr>& functions() {
   static registry<step_ptr> r{"register_step_function", "step function",
-                              built_in, [](const step_function& line) {
+                              built_in_steps, [](const step_function& line) {
                                 return std::make_shared<const named_step>(
                                   line);
                               }};

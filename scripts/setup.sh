@@ -2,27 +2,34 @@
 # Installs the Debian packages actorps needs. Idempotent and quiet when
 # everything is already installed. Run as root (or with sudo available).
 #
-#   scripts/setup.sh          what the build and the tests need (the corpus
+#   scripts/setup.sh --build  what building actorps and training the
+#                             quick start's job need (no test tools)
+#   scripts/setup.sh          that, and what the tests need (the corpus
 #                             replay of fuzz/ included: it builds with g++)
 #   scripts/setup.sh --fuzz   also clang and libFuzzer, for scripts/fuzz.sh
 set -euo pipefail
 
-# prometheus-cpp-dev: the metrics endpoint (--metrics-port); gnuplot-nox:
-# --plot; curl and jq: the tests that scrape the endpoint and read metrics.
-packages=(libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev libbenchmark-dev
-          zlib1g-dev libcsv-dev libabsl-dev dataset-fashion-mnist r-cran-dslabs cmake g++
-          prometheus-cpp-dev gnuplot-nox curl jq)
+# The build: compiler and CMake, the libraries (CMake finds Catch2 and
+# Google Benchmark at configure time too: both are small), Fashion-MNIST.
 # libssl-dev: mutual TLS between nodes (cluster/net/tls.hpp, actorps certs);
-# openssl: the command-line tool test/tls_test.sh checks certificates with
-# (openssl verify, s_client, an expired certificate made with openssl ca).
-packages+=(libssl-dev openssl)
-# slurm-wlm (slurmctld, slurmd, srun, ...) and munge: test/slurm_test.sh
-# starts a one-node Slurm cluster of its own (docs/guide/slurm.md).
-packages+=(slurm-wlm munge)
-# iproute2 (ip, tc): scripts/netns-cluster.sh and test/netns_test.sh, a
-# cluster in network namespaces joined by veth pairs and a bridge (not in
-# a minimal Debian image; setpriv and unshare come with util-linux).
-packages+=(iproute2)
+# prometheus-cpp-dev: the metrics endpoint (--metrics-port).
+packages=(cmake g++ libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev
+          libbenchmark-dev zlib1g-dev libcsv-dev libabsl-dev libssl-dev
+          prometheus-cpp-dev dataset-fashion-mnist)
+if [[ ${1:-} != --build ]]; then
+  # r-cran-dslabs: MovieLens (scripts/export_movielens.sh); gnuplot-nox:
+  # --plot; curl and jq: the tests that scrape the endpoint and read
+  # metrics; openssl: the command-line tool test/tls_test.sh checks
+  # certificates with (openssl verify, s_client, an expired certificate).
+  packages+=(r-cran-dslabs gnuplot-nox curl jq openssl)
+  # slurm-wlm (slurmctld, slurmd, srun, ...) and munge: test/slurm_test.sh
+  # starts a one-node Slurm cluster of its own (docs/guide/slurm.md).
+  packages+=(slurm-wlm munge)
+  # iproute2 (ip, tc): scripts/netns-cluster.sh and test/netns_test.sh, a
+  # cluster in network namespaces joined by veth pairs and a bridge (not in
+  # a minimal Debian image; setpriv and unshare come with util-linux).
+  packages+=(iproute2)
+fi
 if [[ ${1:-} == --fuzz ]]; then
   # clang 14 with its runtime libraries (libFuzzer, the sanitizers).
   packages+=(clang-14 libclang-rt-14-dev clang)

@@ -89,6 +89,7 @@ built="scripts/build.sh installs the Debian packages and builds build/, the buil
 
 current_doc=README.md
 rule 'scripts/build.sh' skip "$built"
+rule 'scripts/build.sh --all' skip "$built"
 rule 'ctest --test-dir build --output-on-failure' skip "the whole suite, of which this test is a part"
 rule 'ctest --test-dir build -LE slow*' skip "the suite without its slow cases, of which this test is a part"
 rule 'build/actorps train --config configs/fashion_mnist.json' first "$epoch"

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
+#include "core/seconds.hpp"
 #include "models/model.hpp"
 
 namespace actorps {
@@ -18,10 +19,6 @@ namespace actorps {
 namespace {
 
 using std::chrono::steady_clock;
-
-double seconds(steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 /// The closures of one epoch and which of them the callbacks have seen.
 struct epoch_closures {

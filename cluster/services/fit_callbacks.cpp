@@ -12,16 +12,13 @@
 #include "core/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/seconds.hpp"
 
 namespace actorps {
 
 namespace {
 
 using std::chrono::steady_clock;
-
-double seconds(steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 /// "train_loss, test_loss, test_accuracy, samples_per_sec" for an error.
 std::string metric_names(const epoch_metrics& m) {

@@ -21,6 +21,7 @@
 #include "core/job_config.hpp"
 #include "core/log.hpp"
 #include "core/table_store.hpp"
+#include "core/seconds.hpp"
 #include "models/evaluate.hpp"
 #include "models/registry.hpp"
 
@@ -29,10 +30,6 @@ namespace actorps {
 namespace {
 
 using std::chrono::steady_clock;
-
-double seconds(steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 /// The step in a checkpoint directory's name ("ROOT/ckpt-0000000200").
 uint64_t step_of(const std::string& dir) {

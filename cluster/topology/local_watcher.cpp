@@ -8,16 +8,13 @@
 
 #include "actors/messages.hpp"
 #include "core/log.hpp"
+#include "core/seconds.hpp"
 
 namespace actorps {
 
 namespace {
 
 using std::chrono::steady_clock;
-
-double seconds(steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 struct role_state {
   steady_clock::time_point last_answer;

@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
+#include "core/seconds.hpp"
 #include "models/model.hpp"
 
 namespace actorps {
@@ -69,10 +70,6 @@ struct watcher_state {
   bool closing = false;
   static constexpr const char* name = "watcher";
 };
-
-double seconds(steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 /// Tries once (for up to `timeout`) to join member `m` again; tells `chief`
 /// (the watcher) the outcome as (dialed, slot, node, role actor,

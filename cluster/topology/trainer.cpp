@@ -30,6 +30,7 @@
 #include "core/log.hpp"
 #include "core/process.hpp"
 #include "core/staleness_histogram.hpp"
+#include "core/seconds.hpp"
 #include "models/registry.hpp"
 
 namespace actorps {
@@ -37,10 +38,6 @@ namespace actorps {
 namespace {
 
 using std::chrono::steady_clock;
-
-double seconds(steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 /// Bytes one step would move each way if every variable were dense and
 /// pulled whole (0 if a table has unbounded keys).

@@ -8,7 +8,7 @@ namespace actorps::detail {
 
 namespace {
 
-const wire_entry registry[] = {
+const wire_entry built_in_formats[] = {
   {"fp32", make_fp32_format},
   {"bf16", make_bf16_format},
   {"fp16", make_fp16_format},
@@ -19,7 +19,8 @@ const wire_entry registry[] = {
 } // namespace
 
 wire_list registered_wire_formats() noexcept {
-  return {registry, sizeof(registry) / sizeof(registry[0])};
+  return {built_in_formats,
+          sizeof(built_in_formats) / sizeof(built_in_formats[0])};
 }
 
 } // namespace actorps::detail
