@@ -60,17 +60,18 @@ const std::vector<run_flag>& run_flags() {
   return flags;
 }
 
-/// "  --flag VALUE           help", the help wrapped at 79 columns.
+/// "  --flag VALUE           help", the help wrapped at 79 columns (on the
+/// next line if the flag and its value are too wide).
 std::string flag_help(const std::string& flag, const std::string& value_name,
                       const std::string& help) {
   constexpr size_t indent = 25;
   constexpr size_t width = 79;
   std::string out = "  " + flag + (value_name.empty() ? "" : " " + value_name);
   if (out.size() + 1 > indent)
-    out += ' ';
+    out += '\n' + std::string(indent, ' ');
   else
     out.resize(indent, ' ');
-  size_t column = out.size();
+  size_t column = indent;
   size_t pos = 0;
   bool first = true;
   while (pos < help.size()) {
@@ -103,12 +104,16 @@ std::string job_flags_help() {
   for (auto& row : job_options()) {
     if (row.flag.empty())
       continue;
+    // "(cluster.replication_lag; 1 .. 1000000; default 16)": the words are
+    // the flag's value already, and a switch's default is off.
     std::string note = row.key;
     auto bounds = row.words.empty() ? bounds_text(row) : "";
-    if (!bounds.empty())
+    if (!bounds.empty() && bounds != ">= 0")
       note += "; " + bounds;
     auto fallback = default_text(row);
-    if (!row.value_name.empty() && !fallback.empty() && fallback != "\"\"")
+    if (row.value_name == "on|off")
+      fallback = fallback == "true" ? "on" : "off";
+    if (!row.value_name.empty() && !row.by_hand() && fallback != "\"\"")
       note += "; default " + fallback;
     out += flag_help(row.flag, row.value_name, row.help + " (" + note + ")");
   }

@@ -323,6 +323,9 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
   }
   {
     auto s = root.sub("partitioner");
+    // A config's default: one shard per ps (a job_config built in code keeps
+    // partitioner_config's 1; the option table's row says 0).
+    cfg.partitioner.num_shards = 0;
     read_rows(s, cfg);
     if (cfg.partitioner.type == partitioner_config::kind::max_size
         && cfg.partitioner.max_shard_bytes == 0)
@@ -393,10 +396,11 @@ void validate(const job_config& cfg) {
   if (cfg.replicas > 0 && cfg.ps < 2)
     fail("cluster.replicas",
          "a backup lives on another parameter server: needs cluster.ps >= 2");
-  if (cfg.replication != "chain" && cfg.replication != "async")
-    fail("cluster.replication",
-         fmt::format("\"{}\": must be \"chain\" or \"async\"",
-                     cfg.replication));
+  // The option table's words, for fields set in code.
+  for (auto [key, value] : {std::pair{"cluster.replication", &cfg.replication},
+                            std::pair{"training.mode", &cfg.mode}})
+    if (auto why = word_problem(*find_job_key(key), *value); !why.empty())
+      fail(key, why);
   parse_cpu_policy(cfg.cpu_policy, cfg.source + ": cluster.cpu_policy");
   parse_cpu_affinity(cfg.cpu_affinity, cfg.source + ": cluster.cpu_affinity");
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
@@ -487,9 +491,6 @@ void validate(const job_config& cfg) {
          "must be larger than cluster.heartbeat_interval_ms");
   if (cfg.epochs == 0)
     fail("training.epochs", "must be at least 1");
-  if (cfg.mode != "async" && cfg.mode != "sync" && cfg.mode != "ssp")
-    fail("training.mode",
-         "expected async, sync or ssp, got \"" + cfg.mode + "\"");
 }
 
 uint64_t effective_steps_per_epoch(const job_config& cfg, uint64_t train_rows) {

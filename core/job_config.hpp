@@ -173,7 +173,7 @@ struct job_config {
   /// only the rows a push touches move).
   optimizer_config table_optimizer{"adagrad", 0.05f, {}};
   /// fixed_shards with num_shards == 0 means one shard per parameter server.
-  partitioner_config partitioner{partitioner_config::kind::fixed_shards, 0};
+  partitioner_config partitioner;
   /// How tables with a fixed vocabulary split their keys over shards.
   table_partition table_partition_strategy = table_partition::mod;
 

@@ -174,7 +174,7 @@ std::string bounds_text(const job_option& row) {
 }
 
 std::string default_text(const job_option& row) {
-  if (row.by_hand())
+  if (row.by_hand() || !row.default_text.empty())
     return row.default_text;
   return by_type(
     row, [](uint64_t x) { return fmt::format("{}", x); },

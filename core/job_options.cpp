@@ -290,9 +290,13 @@ std::vector<job_option> make_table() {
          {"fixed_shards", "min_size", "max_size"},
          "how a variable is split along its first axis, with TensorFlow's "
          "arithmetic"),
-    whole("partitioner.num_shards", "",
-          field<&job::partitioner, &part::num_shards>, 0, mebi,
-          "fixed_shards: shards per variable (0 = one per ps)"),
+    [] {
+      auto o = whole("partitioner.num_shards", "",
+                     field<&job::partitioner, &part::num_shards>, 0, mebi,
+                     "fixed_shards: shards per variable (0 = one per ps)");
+      o.default_text = "0"; // parse_job_config's; see default_text
+      return o;
+    }(),
     whole("partitioner.min_shard_bytes", "",
           field<&job::partitioner, &part::min_shard_bytes>, 1, any,
           "min_size: the smallest shard in bytes"),

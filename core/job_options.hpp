@@ -74,8 +74,12 @@ struct job_option {
   std::string value_name;
   /// One line: what it does, and what 0 or "" means where that is special.
   std::string help;
-  /// Rows read by hand: the value's shape and its default, in words.
+  /// Rows read by hand: the value's shape, in words.
   std::string shape;
+  /// Rows read by hand: the default, as a config writes it. Also a row
+  /// whose config default differs from job_config's initialiser:
+  /// partitioner.num_shards, 0 (one shard per ps) in a config, where a
+  /// job_config built in code keeps partitioner_config's 1.
   std::string default_text;
   /// How the flag sets the field where it does more than assign its value
   /// (a repeatable flag, one that sets two fields); nullptr: as the row says.
@@ -133,7 +137,7 @@ std::string type_text(const job_option& row);
 std::string bounds_text(const job_option& row);
 
 /// The row's default as the config writes it (2, true, "chain"), taken from
-/// job_config{}; for rows read by hand their default_text.
+/// job_config{}; its default_text where it has one.
 std::string default_text(const job_option& row);
 
 /// docs/reference/config.md: a header, then one line per row (key, flag,

@@ -163,7 +163,10 @@ TEST_CASE("every row's default is job_config's, lies within its bounds, and "
       continue;
     INFO(row.key);
     auto fallback = value_of(row, job_config{});
-    CHECK(value_of(row, parsed) == fallback);
+    if (!row.default_text.empty()) // a config's default differs from code's
+      CHECK(value_of(row, parsed) == row.default_text);
+    else
+      CHECK(value_of(row, parsed) == fallback);
     if (!row.words.empty())
       CHECK(word_problem(row, fallback).empty());
     std::visit(
