@@ -223,6 +223,15 @@ table's (each refuses fields it does not know, naming them):
 - `faults`: each entry `{"action": "kill", "stop", "drop", "delay" or
   "error", "role": "worker" or "ps", "index", "step", "seconds", "share"}`.
 
+What the options do at length: [Failures](../guide/failures.md) (replicas,
+faults), [Compressed pushes and pulls](../guide/compression.md) (formats,
+overlap, prefetch, layer pushes, priority pulls), [The data
+channel](../guide/data-channel.md), [A cluster of
+processes](../guide/cluster.md) (cpu_policy, cpu_affinity),
+[Security](../guide/security.md) (tls), [Consistency
+modes](../guide/training.md#consistency-modes) (mode, staleness_aware,
+divergence_factor), [Architecture](../design.md) (closures_per_worker).
+
 | key | flag | type | bounds | default | what it does |
 |---|---|---|---|---|---|
 )";
