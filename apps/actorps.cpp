@@ -37,6 +37,7 @@
 #include "core/cpu_affinity.hpp"
 #include "core/cpu_policy.hpp"
 #include "core/error.hpp"
+#include "core/job_options.hpp"
 #include "core/log.hpp"
 
 namespace {
@@ -53,6 +54,9 @@ commands:
   simulate run a job's actors under a deterministic scheduler with a virtual
            clock and a network model: 1000 workers on one machine (see:
            actorps simulate --help)
+  config-reference
+           print docs/reference/config.md: every config key with its flag,
+           type, bounds, default and help
 )";
 
 /// Schedules this process's threads as the job says (cluster.cpu_policy);
@@ -301,6 +305,10 @@ int main(int argc, char** argv) {
       return actorps::run_certs(args);
     if (command == "simulate")
       return actorps::run_simulate(args);
+    if (command == "config-reference" && args.empty()) {
+      std::fputs(actorps::config_reference().c_str(), stdout);
+      return 0;
+    }
     fmt::print(stderr, "actorps: error: unknown command \"{}\"\n{}", command,
                usage);
     return 2;

@@ -8,6 +8,7 @@
 #include "cluster/spec/cluster_spec.hpp"
 #include "cluster/topology/trainer.hpp"
 #include "core/job_config.hpp"
+#include "core/job_options.hpp" // to_count
 
 namespace actorps {
 
@@ -48,11 +49,6 @@ struct launch_command {
   /// The arguments as given, passed on to every node.
   std::vector<std::string> node_args;
 };
-
-/// Reads `value`, the value of `flag`, as a whole number in [lo, hi].
-/// @throws input_error naming the flag and quoting the value.
-uint64_t to_count(const std::string& flag, const std::string& value,
-                  uint64_t lo, uint64_t hi);
 
 /// Parses job flags (those of `actorps train`) plus the command's own
 /// `extra` flags (name -> whether it takes a value), which are returned in

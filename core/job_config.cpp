@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "core/cpu_affinity.hpp"
 #include "core/cpu_policy.hpp"
 #include "core/data_registry.hpp"
+#include "core/job_options.hpp"
 #include "core/wire_format.hpp"
 #include "core/error.hpp"
 
@@ -45,6 +48,11 @@ public:
     if (field.empty())
       throw input_error(fmt::format("{}: {}", source_, what));
     throw input_error(fmt::format("{}: {}: {}", source_, field, what));
+  }
+
+  /// "cluster", "cluster.tls"; "" for the root.
+  const std::string& path() const {
+    return path_;
   }
 
   std::string name(const std::string& key) const {
@@ -157,6 +165,81 @@ private:
   std::set<std::string> seen_;
 };
 
+/// Reads the table's rows of section `s` (core/job_options.hpp) into `cfg`,
+/// except those read by hand.
+void read_rows(section& s, job_config& cfg) {
+  auto check_word = [&](const job_option& row, const std::string& value) {
+    if (auto why = word_problem(row, value); !why.empty())
+      s.fail(row.key, why);
+  };
+  for (auto& row : job_options()) {
+    if (row.by_hand() || row.section() != s.path())
+      continue;
+    auto key = row.name();
+    std::visit(
+      [&](auto access) {
+        using access_type = decltype(access);
+        if constexpr (std::is_same_v<access_type, word_access>) {
+          auto value = access.get(cfg);
+          s.get(key, value);
+          check_word(row, value);
+          access.set(cfg, value);
+        } else if constexpr (!std::is_same_v<access_type, std::monostate>) {
+          auto& out = access(cfg);
+          using value_type = std::remove_reference_t<decltype(out)>;
+          if constexpr (std::is_same_v<value_type, bool>) {
+            s.get(key, out);
+          } else if constexpr (std::is_same_v<value_type, std::string>) {
+            s.get(key, out);
+            check_word(row, out);
+          } else if constexpr (std::is_same_v<value_type, float>) {
+            s.get(key, out, row.min_real, row.max_real);
+          } else {
+            s.get(key, out, row.min, row.max);
+          }
+        }
+      },
+      row.field);
+  }
+}
+
+/// Reads the faults array (`faults`).
+void read_faults(section& root, job_config& cfg, const std::string& source) {
+  auto v = root.find("faults");
+  if (v == nullptr)
+    return;
+  if (!v->is_array())
+    root.fail("faults", "must be an array");
+  for (size_t i = 0; i < v->size(); ++i) {
+    auto field = fmt::format("faults[{}]", i);
+    section f{(*v)[i], field, source};
+    fault_spec x;
+    std::string action = "kill";
+    f.get("action", action);
+    if (action == "stop")
+      x.action = fault_spec::kind::stop;
+    else if (action == "drop")
+      x.action = fault_spec::kind::drop;
+    else if (action == "delay")
+      x.action = fault_spec::kind::delay;
+    else if (action == "error")
+      x.action = fault_spec::kind::error;
+    else if (action != "kill")
+      f.fail(field + ".action", "expected kill, stop, drop, delay or error, got \""
+                                  + action + "\"");
+    f.get("role", x.role);
+    f.get("index", x.index, 0, 1u << 20);
+    f.get("step", x.step, 0);
+    float seconds = 0;
+    f.get("seconds", seconds, 0.0, 3600.0);
+    x.seconds = seconds;
+    float share = 0;
+    f.get("share", share, 0.0, 1.0);
+    x.share = share;
+    cfg.faults.push_back(x);
+  }
+}
+
 } // namespace
 
 job_config parse_job_config(const std::string& text, const std::string& source) {
@@ -175,11 +258,14 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
   }
   job_config cfg;
   cfg.source = source;
+  // The rows of the option table, section by section; then, in each, the
+  // fields read by hand (job_options.hpp names them) and those a model, a
+  // dataset or an update rule checks itself.
   {
   section root{doc, "", source};
   {
     auto s = root.sub("model");
-    s.get("type", cfg.model);
+    read_rows(s, cfg);
     if (auto v = s.find("layers")) {
       if (!v->is_array())
         s.fail(s.name("layers"), "must be an array of positive integers");
@@ -189,46 +275,18 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
                                         fmt::format("model.layers[{}]", i), 1,
                                         1u << 20));
     }
-    s.get("seed", cfg.init_seed, 0);
     // The model checks the rest itself (models/registry.cpp).
     cfg.model_options = s.rest();
   }
   {
     auto s = root.sub("data");
-    s.get("dataset", cfg.dataset);
-    s.get("dir", cfg.data_dir);
-    s.get("batch_size", cfg.batch_size, 1, 1u << 20);
-    s.get("shuffle_seed", cfg.shuffle_seed, 0);
-    s.get("train_limit", cfg.train_limit, 0);
-    s.get("test_limit", cfg.test_limit, 0);
+    read_rows(s, cfg);
     // The dataset checks the rest itself (core/data_registry.cpp).
     cfg.data_options = s.rest();
   }
   {
     auto s = root.sub("cluster");
-    s.get("workers", cfg.workers, 1, 1024);
-    s.get("ps", cfg.ps, 1, 1024);
-    s.get("threads", cfg.threads, 0, 1024);
-    s.get("restart_budget", cfg.restart_budget, 0, 1000);
-    s.get("closures_per_worker", cfg.closures_per_worker, 0, 8);
-    s.get("connect_timeout_ms", cfg.connect_timeout_ms, 1, 3600000);
-    s.get("heartbeat_interval_ms", cfg.heartbeat_interval_ms, 0, 600000);
-    s.get("heartbeat_timeout_ms", cfg.heartbeat_timeout_ms, 1, 3600000);
-    s.get("reset_lost_ps", cfg.reset_lost_ps);
-    s.get("replicas", cfg.replicas, 0, 1);
-    s.get("replication", cfg.replication);
-    s.get("replication_lag", cfg.replication_lag, 1, 1000000);
-    s.get("push_format", cfg.push_format);
-    s.get("pull_format", cfg.pull_format);
-    s.get("overlap", cfg.overlap);
-    s.get("prefetch", cfg.prefetch);
-    s.get("layer_pushes", cfg.layer_pushes);
-    s.get("priority_pulls", cfg.priority_pulls);
-    s.get("data_channel", cfg.data_channel);
-    s.get("shared_memory", cfg.shared_memory);
-    s.get("data_idle_timeout_ms", cfg.data_idle_timeout_ms, 0, 86400000);
-    s.get("cpu_policy", cfg.cpu_policy);
-    s.get("cpu_affinity", cfg.cpu_affinity);
+    read_rows(s, cfg);
     {
       auto v = s.sub("variable_formats");
       for (auto& [name, spec] : v.rest_strings())
@@ -242,18 +300,14 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
         cfg.tls.off = true;
       } else {
         auto t = s.sub("tls");
-        t.get("dir", cfg.tls.dir);
-        t.get("ca", cfg.tls.ca);
-        t.get("cert", cfg.tls.cert);
-        t.get("key", cfg.tls.key);
+        read_rows(t, cfg);
       }
     }
   }
   for (auto [key, rule] : {std::pair{"optimizer", &cfg.optimizer},
                             std::pair{"table_optimizer", &cfg.table_optimizer}}) {
     auto s = root.sub(key);
-    s.get("type", rule->type);
-    s.get("learning_rate", rule->learning_rate, 1e-12, 1e6);
+    read_rows(s, cfg);
     if (auto v = s.find("staleness_aware")) {
       if (v->is_string() && v->get<std::string>() == "auto") {
         rule->staleness_aware_chosen = false;
@@ -269,78 +323,19 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
   }
   {
     auto s = root.sub("partitioner");
-    std::string type = "fixed_shards";
-    s.get("type", type);
-    try {
-      cfg.partitioner.type = parse_partitioner_kind(type);
-    } catch (const input_error& e) {
-      s.fail("", e.what());
-    }
+    // A config's default: one shard per ps (a job_config built in code keeps
+    // partitioner_config's 1; the option table's row says 0).
     cfg.partitioner.num_shards = 0;
-    s.get("num_shards", cfg.partitioner.num_shards, 0, 1u << 20);
-    s.get("min_shard_bytes", cfg.partitioner.min_shard_bytes, 1);
-    s.get("max_shard_bytes", cfg.partitioner.max_shard_bytes, 0);
-    s.get("max_shards", cfg.partitioner.max_shards, 0, 1u << 20);
-    std::string tables = to_string(cfg.table_partition_strategy);
-    s.get("table_partition", tables);
-    try {
-      cfg.table_partition_strategy
-        = parse_table_partition(tables, "partitioner.table_partition");
-    } catch (const input_error& e) {
-      s.fail("", e.what());
-    }
+    read_rows(s, cfg);
     if (cfg.partitioner.type == partitioner_config::kind::max_size
         && cfg.partitioner.max_shard_bytes == 0)
       s.fail("partitioner.max_shard_bytes", "required (> 0) for max_size");
   }
   {
     auto s = root.sub("training");
-    s.get("epochs", cfg.epochs, 1, 1u << 20);
-    s.get("steps_per_epoch", cfg.steps_per_epoch, 0);
-    s.get("mode", cfg.mode);
-    s.get("staleness", cfg.staleness, 0, 1u << 20);
-    s.get("sync_round_timeout_ms", cfg.sync_round_timeout_ms, 0, 3600000);
-    s.get("divergence_factor", cfg.divergence_factor, 0, 1e6);
-    s.get("max_queued", cfg.max_queued, 1);
-    s.get("checkpoint_dir", cfg.checkpoint_dir);
-    s.get("checkpoint_every_steps", cfg.checkpoint_every_steps, 0);
-    s.get("keep_checkpoints", cfg.keep_checkpoints, 1, 1000);
-    s.get("early_stopping_monitor", cfg.early_stopping_monitor);
-    s.get("early_stopping_patience", cfg.early_stopping_patience, 0, 1u << 20);
-    s.get("early_stopping_min_delta", cfg.early_stopping_min_delta, 0, 1e30);
+    read_rows(s, cfg);
   }
-  if (auto v = root.find("faults")) {
-    if (!v->is_array())
-      root.fail("faults", "must be an array");
-    for (size_t i = 0; i < v->size(); ++i) {
-      auto field = fmt::format("faults[{}]", i);
-      section f{(*v)[i], field, source};
-      fault_spec x;
-      std::string action = "kill";
-      f.get("action", action);
-      if (action == "stop")
-        x.action = fault_spec::kind::stop;
-      else if (action == "drop")
-        x.action = fault_spec::kind::drop;
-      else if (action == "delay")
-        x.action = fault_spec::kind::delay;
-      else if (action == "error")
-        x.action = fault_spec::kind::error;
-      else if (action != "kill")
-        f.fail(field + ".action", "expected kill, stop, drop, delay or error, got \""
-                                    + action + "\"");
-      f.get("role", x.role);
-      f.get("index", x.index, 0, 1u << 20);
-      f.get("step", x.step, 0);
-      float seconds = 0;
-      f.get("seconds", seconds, 0.0, 3600.0);
-      x.seconds = seconds;
-      float share = 0;
-      f.get("share", share, 0.0, 1.0);
-      x.share = share;
-      cfg.faults.push_back(x);
-    }
-  }
+  read_faults(root, cfg, source);
   } // root checks for unknown top-level fields here
   validate(cfg);
   return cfg;
@@ -401,10 +396,11 @@ void validate(const job_config& cfg) {
   if (cfg.replicas > 0 && cfg.ps < 2)
     fail("cluster.replicas",
          "a backup lives on another parameter server: needs cluster.ps >= 2");
-  if (cfg.replication != "chain" && cfg.replication != "async")
-    fail("cluster.replication",
-         fmt::format("\"{}\": must be \"chain\" or \"async\"",
-                     cfg.replication));
+  // The option table's words, for fields set in code.
+  for (auto [key, value] : {std::pair{"cluster.replication", &cfg.replication},
+                            std::pair{"training.mode", &cfg.mode}})
+    if (auto why = word_problem(*find_job_key(key), *value); !why.empty())
+      fail(key, why);
   parse_cpu_policy(cfg.cpu_policy, cfg.source + ": cluster.cpu_policy");
   parse_cpu_affinity(cfg.cpu_affinity, cfg.source + ": cluster.cpu_affinity");
   if (cfg.replication_lag == 0 || cfg.replication_lag > 1000000)
@@ -495,105 +491,6 @@ void validate(const job_config& cfg) {
          "must be larger than cluster.heartbeat_interval_ms");
   if (cfg.epochs == 0)
     fail("training.epochs", "must be at least 1");
-  if (cfg.mode != "async" && cfg.mode != "sync" && cfg.mode != "ssp")
-    fail("training.mode",
-         "expected async, sync or ssp, got \"" + cfg.mode + "\"");
-}
-
-fault_spec parse_fault(const std::string& text) {
-  auto bad = [&](const std::string& why) -> input_error {
-    return input_error(fmt::format("--fault \"{}\": {} (expected ACTION:ROLE:"
-                                   "INDEX@STEP[:SECONDS], e.g. kill:worker:1@40 "
-                                   "or stop:ps:0@100:2.5, or drop:ps:10%@50, "
-                                   "delay:ps:20%@50:0.05)",
-                                   text, why));
-  };
-  auto at = text.find('@');
-  if (at == std::string::npos)
-    throw bad("no @STEP");
-  auto head = text.substr(0, at);
-  auto tail = text.substr(at + 1);
-  auto c1 = head.find(':');
-  auto c2 = c1 == std::string::npos ? c1 : head.find(':', c1 + 1);
-  if (c2 == std::string::npos)
-    throw bad("expected ACTION:ROLE:INDEX before @");
-  fault_spec f;
-  auto action = head.substr(0, c1);
-  if (action == "stop")
-    f.action = fault_spec::kind::stop;
-  else if (action == "drop")
-    f.action = fault_spec::kind::drop;
-  else if (action == "delay")
-    f.action = fault_spec::kind::delay;
-  else if (action == "error")
-    f.action = fault_spec::kind::error;
-  else if (action != "kill")
-    throw bad("unknown action \"" + action + "\"");
-  bool messages = f.action == fault_spec::kind::drop
-                  || f.action == fault_spec::kind::delay;
-  f.role = head.substr(c1 + 1, c2 - c1 - 1);
-  if (f.role != "worker" && f.role != "ps")
-    throw bad("unknown role \"" + f.role + "\"");
-  auto number = [&](const std::string& s, const char* what) -> uint64_t {
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos
-        || s.size() > 12)
-      throw bad(fmt::format("{} \"{}\" is not a whole number", what, s));
-    return std::stoull(s);
-  };
-  if (messages) {
-    auto pct = head.substr(c2 + 1);
-    if (pct.empty() || pct.back() != '%')
-      throw bad("expected a share like 10% after the role");
-    auto n = number(pct.substr(0, pct.size() - 1), "share");
-    if (n == 0 || n > 100)
-      throw bad("the share must be 1% to 100%");
-    f.share = static_cast<double>(n) / 100.0;
-    if (f.role != "ps")
-      throw bad("drop and delay act on messages to the ps only");
-  } else {
-    auto index = number(head.substr(c2 + 1), "index");
-    if (index > std::numeric_limits<uint32_t>::max())
-      throw bad(fmt::format("index {} is out of range (at most {})", index,
-                            std::numeric_limits<uint32_t>::max()));
-    f.index = static_cast<uint32_t>(index);
-  }
-  auto c3 = tail.find(':');
-  f.step = number(tail.substr(0, c3), "step");
-  if (c3 != std::string::npos) {
-    auto secs = tail.substr(c3 + 1);
-    char* end = nullptr;
-    f.seconds = std::strtod(secs.c_str(), &end);
-    if (secs.empty() || *end != '\0' || !(f.seconds > 0) || f.seconds > 3600)
-      throw bad("seconds \"" + secs + "\" is not a number in (0, 3600]");
-  }
-  if ((f.action == fault_spec::kind::stop
-       || f.action == fault_spec::kind::delay)
-      && !(f.seconds > 0))
-    throw bad("a stop or delay needs :SECONDS");
-  if ((f.action == fault_spec::kind::kill
-       || f.action == fault_spec::kind::drop
-       || f.action == fault_spec::kind::error)
-      && c3 != std::string::npos)
-    throw bad("a kill, drop or error takes no seconds");
-  if (f.action == fault_spec::kind::error && f.role != "worker")
-    throw bad("an error fault makes a worker's step throw: role worker");
-  return f;
-}
-
-std::string to_string(const fault_spec& f) {
-  static const char* names[] = {"kill", "stop", "drop", "delay", "error"};
-  auto action = names[static_cast<int>(f.action)];
-  std::string out;
-  if (f.action == fault_spec::kind::drop
-      || f.action == fault_spec::kind::delay)
-    out = fmt::format("{}:{}:{}%@{}", action, f.role,
-                      static_cast<int>(f.share * 100 + 0.5), f.step);
-  else
-    out = fmt::format("{}:{}:{}@{}", action, f.role, f.index, f.step);
-  if (f.action == fault_spec::kind::stop
-      || f.action == fault_spec::kind::delay)
-    out += fmt::format(":{}", f.seconds);
-  return out;
 }
 
 uint64_t effective_steps_per_epoch(const job_config& cfg, uint64_t train_rows) {

@@ -241,7 +241,7 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
     {R"({"partitioner": {"min_shard_bytes": 0}})",
      "partitioner.min_shard_bytes", "out of range"},
     {R"({"training": {"mode": "bsp"}})", "training.mode",
-     "expected async, sync or ssp"},
+     "must be \"async\", \"sync\" or \"ssp\""},
     {R"({"training": {"staleness": -1}})", "training.staleness",
      "must not be negative"},
     {R"({"training": {"epochs": 0}})", "training.epochs", "out of range"},
