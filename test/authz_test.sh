@@ -7,7 +7,9 @@
 # past the cap per worker the oldest is closed; idle ones are closed (3 s
 # here) and their threads end; a closed link opens its channel again.
 # Case flood: 1,000 silent TCP connections per second at ps0's port, kept
-# open 2 s each; a node with a certificate joins within 2 s all the same.
+# open 2 s each; a node with a certificate joins within 2 s all the same;
+# then 500 slow ones per second (each sends a TLS record header and stops),
+# and again.
 # usage: authz_test.sh ACTORPS_BINARY PROBE_BINARY SOURCE_DIR [control|flood]
 set -u
 bin=$1
@@ -57,6 +59,25 @@ if [[ $case_name == flood ]]; then
   wait_for_line "$tmp/ps0.log" 'closed since the last summary: .*silent while 64 connections waited' 15 \
     && ok "ps0: $(grep -m1 'closed since the last summary' "$tmp/ps0.log" | cut -c1-170)" \
     || bad "no summary of the refusals: $(grep 'gate' "$tmp/ps0.log" | tail -3)"
+  # Slow peers: each sends the start of a TLS record and then nothing, so
+  # none is silent; the oldest makes room, and a node still joins in time.
+  "$probe" flood "127.0.0.1:$ps_port" 5 500 slow >"$tmp/slow.log" 2>&1 &
+  flooder=$!
+  pids+=($flooder)
+  sleep 2
+  timeout 30 "$probe" join "$tmp/job.json" $limit 1 1 "$tmp/certs" worker 0 \
+    "127.0.0.1:$ps_port" ps 0 >"$tmp/join2.log" 2>&1
+  rc=$?
+  ms=$(grep -o 'joined in [0-9]*' "$tmp/join2.log" | grep -o '[0-9]*$')
+  [[ $rc -eq 0 && -n $ms && $ms -lt 2000 ]] \
+    && ok "worker 0 joined ps0 in $ms ms among slow peers" \
+    || bad "the join among slow peers: exit $rc, $(cat "$tmp/join2.log")"
+  wait "$flooder"
+  grep -q '^flood: [0-9]* slow connections' "$tmp/slow.log" \
+    && ok "$(cat "$tmp/slow.log")" || bad "the slow flooder: $(cat "$tmp/slow.log")"
+  wait_for_line "$tmp/ps0.log" 'closed since the last summary: .*slow while 64 connections waited' 15 \
+    && ok "ps0: $(grep 'closed since the last summary: .*slow while' "$tmp/ps0.log" | head -1 | cut -c1-170)" \
+    || bad "no slow peers made room: $(grep 'gate' "$tmp/ps0.log" | tail -3)"
   kill -0 "$(cat "$tmp/ps0.pid")" 2>/dev/null && ok "ps0 still runs" \
     || bad "ps0 died: $(tail -3 "$tmp/ps0.log")"
   echo "$passed passed, $failed failed"

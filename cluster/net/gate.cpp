@@ -500,19 +500,23 @@ void gate::run() {
         }
         if (waiting.size() >= max_pending) {
           // The oldest that has sent nothing makes room (they are in the
-          // order they came).
-          auto silent = std::find_if(waiting.begin(), waiting.end(),
+          // order they came); if all have sent something, the oldest: a
+          // node finishes its TLS handshake and preamble in milliseconds,
+          // so the oldest of 64 is a slow peer, and a newcomer always gets
+          // its chance.
+          auto oldest = std::find_if(waiting.begin(), waiting.end(),
                                      [](const pending& w) {
                                        return w.ch && !w.heard;
                                      });
-          if (silent == waiting.end()) {
-            reject(p, "too many connections waiting for their preamble");
-            continue;
+          auto cause = "silent";
+          if (oldest == waiting.end()) {
+            oldest = waiting.begin();
+            cause = "slow";
           }
-          reject(*silent, fmt::format("silent while {} connections waited "
-                                      "for their preamble",
-                                      max_pending));
-          waiting.erase(silent);
+          reject(*oldest, fmt::format("{} while {} connections waited for "
+                                      "their preamble",
+                                      cause, max_pending));
+          waiting.erase(oldest);
         }
         waiting.push_back(std::move(p));
       }

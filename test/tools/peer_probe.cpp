@@ -6,12 +6,14 @@
 //
 // usage: actorps_peer_probe [join] CONFIG TRAIN_LIMIT WORKERS PS CERT_DIR ROLE
 //        INDEX HOST:PORT TARGET_ROLE TARGET_INDEX
-//        actorps_peer_probe flood HOST:PORT SECONDS RATE
+//        actorps_peer_probe flood HOST:PORT SECONDS RATE [slow]
 // The job's fingerprint is made from CONFIG with TRAIN_LIMIT and the
 // cluster's size, as the nodes' (their spec has WORKERS workers, PS ps).
 // `join` only dials and says hello, and prints how long that took in ms;
 // `flood` opens RATE silent TCP connections per second for SECONDS, each
-// kept open for 2 s (as a flooder reopening what the gate closes).
+// kept open for 2 s (as a flooder reopening what the gate closes); with
+// `slow`, each sends the 5-byte header of a TLS handshake record announcing
+// 512 bytes and then nothing (a slow peer, not a silent one).
 
 #include <chrono>
 #include <cstdio>
@@ -98,8 +100,8 @@ int node_threads() {
   return static_cast<int>(node_status("Threads"));
 }
 
-/// `flood HOST:PORT SECONDS RATE` (see above).
-int flood(const host_port& where, double seconds, double rate) {
+/// `flood HOST:PORT SECONDS RATE [slow]` (see above).
+int flood(const host_port& where, double seconds, double rate, bool slow) {
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);
   lim.rlim_cur = lim.rlim_max;
@@ -119,12 +121,19 @@ int flood(const host_port& where, double seconds, double rate) {
     auto due = static_cast<uint64_t>(
       std::chrono::duration<double>(clock::now() - start).count() * rate);
     for (; made < due; ++made) {
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      int fd = ::socket(AF_INET, SOCK_STREAM | (slow ? 0 : SOCK_NONBLOCK), 0);
       if (fd < 0) {
         ++failed;
         continue;
       }
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      auto rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr),
+                          sizeof(addr));
+      if (slow) {
+        // A TLS handshake record header (type 22, TLS 1.0, 512 bytes).
+        const unsigned char header[5] = {0x16, 0x03, 0x01, 0x02, 0x00};
+        if (rc != 0 || ::send(fd, header, sizeof(header), MSG_NOSIGNAL) != 5)
+          ++failed;
+      }
       open.emplace_back(clock::now(), fd);
     }
     while (!open.empty() && clock::now() - open.front().first > 2s) {
@@ -135,9 +144,10 @@ int flood(const host_port& where, double seconds, double rate) {
   }
   for (auto& [t, fd] : open)
     ::close(fd);
-  std::printf("flood: %llu silent connections in %.1f s (%llu sockets "
+  std::printf("flood: %llu %s connections in %.1f s (%llu sockets "
               "failed)\n",
-              static_cast<unsigned long long>(made), seconds,
+              static_cast<unsigned long long>(made),
+              slow ? "slow" : "silent", seconds,
               static_cast<unsigned long long>(failed));
   return 0;
 }
@@ -145,9 +155,10 @@ int flood(const host_port& where, double seconds, double rate) {
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 5 && std::string{argv[1]} == "flood")
+  if ((argc == 5 || argc == 6) && std::string{argv[1]} == "flood")
     return flood(parse_host_port(argv[2]), std::stod(argv[3]),
-                 std::stod(argv[4]));
+                 std::stod(argv[4]),
+                 argc == 6 && std::string{argv[5]} == "slow");
   bool join_only = argc == 12 && std::string{argv[1]} == "join";
   if (join_only) {
     --argc;
