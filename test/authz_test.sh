@@ -37,47 +37,42 @@ if ! wait_for_line "$tmp/ps0.log" "listening" 30; then
   exit 1
 fi
 
-if [[ $case_name == flood ]]; then
-  "$probe" flood "127.0.0.1:$ps_port" 8 1000 >"$tmp/flood.log" 2>&1 &
-  flooder=$!
+# flood_round KIND SECONDS RATE SETTLE: KIND (silent or slow) connections at
+# ps0 for SECONDS at RATE per second; after SETTLE seconds worker 0 must join
+# within 2 s; the flooder made them all; ps0 summarises the evictions of
+# KIND peers. Prints how many the flooder made.
+flood_round() {
+  local kind=$1 seconds=$2 rate=$3 settle=$4
+  "$probe" flood "127.0.0.1:$ps_port" "$seconds" "$rate" \
+    $([[ $kind == slow ]] && echo slow) >"$tmp/$kind.log" 2>&1 &
+  local flooder=$!
   pids+=($flooder)
-  sleep 3 # the gate is full of silent connections by now
+  sleep "$settle" # the gate is full of such connections by now
   timeout 30 "$probe" join "$tmp/job.json" $limit 1 1 "$tmp/certs" worker 0 \
-    "127.0.0.1:$ps_port" ps 0 >"$tmp/join.log" 2>&1
-  rc=$?
-  ms=$(grep -o 'joined in [0-9]*' "$tmp/join.log" | grep -o '[0-9]*$')
+    "127.0.0.1:$ps_port" ps 0 >"$tmp/join-$kind.log" 2>&1
+  local rc=$?
+  local ms
+  ms=$(grep -o 'joined in [0-9]*' "$tmp/join-$kind.log" | grep -o '[0-9]*$')
   [[ $rc -eq 0 && -n $ms && $ms -lt 2000 ]] \
-    && ok "worker 0 joined ps0 in $ms ms during the flood" \
-    || bad "the join during the flood: exit $rc, $(cat "$tmp/join.log")"
+    && ok "worker 0 joined ps0 in $ms ms among $kind peers" \
+    || bad "the join among $kind peers: exit $rc, $(cat "$tmp/join-$kind.log")"
   wait "$flooder"
-  grep -q '^flood: [0-9]* silent connections' "$tmp/flood.log" \
-    && ok "$(cat "$tmp/flood.log")" || bad "the flooder: $(cat "$tmp/flood.log")"
-  made=$(grep -o '^flood: [0-9]*' "$tmp/flood.log" | grep -o '[0-9]*$')
+  grep -q "^flood: [0-9]* $kind connections" "$tmp/$kind.log" \
+    && ok "$(cat "$tmp/$kind.log")" || bad "the $kind flooder: $(cat "$tmp/$kind.log")"
+  # Refusals are counted per cause and summarised, not dropped.
+  wait_for_line "$tmp/ps0.log" "closed since the last summary: .*$kind while 64 connections waited" 15 \
+    && ok "ps0: $(grep "closed since the last summary: .*$kind while" "$tmp/ps0.log" | head -1 | cut -c1-170)" \
+    || bad "no $kind peers made room: $(grep 'gate' "$tmp/ps0.log" | tail -3)"
+}
+
+if [[ $case_name == flood ]]; then
+  flood_round silent 8 1000 3
+  made=$(grep -o '^flood: [0-9]*' "$tmp/silent.log" | grep -o '[0-9]*$')
   [[ ${made:-0} -ge 6000 ]] && ok "at least 750 connections per second" \
     || bad "only ${made:-0} connections in 8 s"
-  # Refusals are counted per cause and summarised, not dropped.
-  wait_for_line "$tmp/ps0.log" 'closed since the last summary: .*silent while 64 connections waited' 15 \
-    && ok "ps0: $(grep -m1 'closed since the last summary' "$tmp/ps0.log" | cut -c1-170)" \
-    || bad "no summary of the refusals: $(grep 'gate' "$tmp/ps0.log" | tail -3)"
   # Slow peers: each sends the start of a TLS record and then nothing, so
   # none is silent; the oldest makes room, and a node still joins in time.
-  "$probe" flood "127.0.0.1:$ps_port" 5 500 slow >"$tmp/slow.log" 2>&1 &
-  flooder=$!
-  pids+=($flooder)
-  sleep 2
-  timeout 30 "$probe" join "$tmp/job.json" $limit 1 1 "$tmp/certs" worker 0 \
-    "127.0.0.1:$ps_port" ps 0 >"$tmp/join2.log" 2>&1
-  rc=$?
-  ms=$(grep -o 'joined in [0-9]*' "$tmp/join2.log" | grep -o '[0-9]*$')
-  [[ $rc -eq 0 && -n $ms && $ms -lt 2000 ]] \
-    && ok "worker 0 joined ps0 in $ms ms among slow peers" \
-    || bad "the join among slow peers: exit $rc, $(cat "$tmp/join2.log")"
-  wait "$flooder"
-  grep -q '^flood: [0-9]* slow connections' "$tmp/slow.log" \
-    && ok "$(cat "$tmp/slow.log")" || bad "the slow flooder: $(cat "$tmp/slow.log")"
-  wait_for_line "$tmp/ps0.log" 'closed since the last summary: .*slow while 64 connections waited' 15 \
-    && ok "ps0: $(grep 'closed since the last summary: .*slow while' "$tmp/ps0.log" | head -1 | cut -c1-170)" \
-    || bad "no slow peers made room: $(grep 'gate' "$tmp/ps0.log" | tail -3)"
+  flood_round slow 5 500 2
   kill -0 "$(cat "$tmp/ps0.pid")" 2>/dev/null && ok "ps0 still runs" \
     || bad "ps0 died: $(tail -3 "$tmp/ps0.log")"
   echo "$passed passed, $failed failed"
