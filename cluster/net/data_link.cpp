@@ -103,6 +103,21 @@ using link_actor = ps_actor::extend<caf::reacts_to<frames_atom>,
 
 using clock_type = std::chrono::steady_clock;
 
+/// The idle rule of both ends of a channel: with nothing outstanding
+/// (`busy` false) and no activity for `quiet` >= `limit`, close (nullopt);
+/// otherwise the delay until the next look (the rest of `limit`, or all of
+/// it while busy).
+std::optional<std::chrono::milliseconds>
+next_idle_check(bool busy, clock_type::duration quiet,
+                std::chrono::milliseconds limit) {
+  if (!busy && quiet >= limit)
+    return std::nullopt;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(limit - quiet);
+  if (busy || left <= std::chrono::milliseconds::zero())
+    return limit;
+  return left;
+}
+
 /// Where a link dials its channel again after an idle close.
 struct link_dial {
   host_port where;
@@ -248,8 +263,10 @@ void check_idle(link_ptr self) {
   st.idle_check = false;
   if (!st.pump)
     return;
+  auto busy = !st.pulls.empty() || !st.pushes.empty();
   auto quiet = clock_type::now() - st.last_request;
-  if (st.pulls.empty() && st.pushes.empty() && quiet >= st.opts.idle_close) {
+  auto again = next_idle_check(busy, quiet, st.opts.idle_close);
+  if (!again) {
     log::debug("data", -1, "{}: idle for {} ms; closed until the next "
                            "request",
                st.label,
@@ -260,13 +277,7 @@ void check_idle(link_ptr self) {
     return;
   }
   st.idle_check = true;
-  auto left = st.opts.idle_close - quiet;
-  if (left <= clock_type::duration::zero())
-    left = st.opts.idle_close; // busy: look again in a while
-  self->delayed_send(self,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                       left),
-                     idle_atom_v);
+  self->delayed_send(self, *again, idle_atom_v);
 }
 
 link_actor::behavior_type
@@ -469,20 +480,16 @@ void on_requests(session_ptr self) {
 /// the idle timeout; checks again later otherwise.
 void check_idle(session_ptr self) {
   auto& st = self->state;
-  auto quiet = clock_type::now() - st.last_activity;
-  if (st.outstanding == 0 && quiet >= st.idle_timeout) {
+  auto again = next_idle_check(st.outstanding > 0,
+                               clock_type::now() - st.last_activity,
+                               st.idle_timeout);
+  if (!again) {
     log::info("data", -1, "{}: closing: idle for {} s (no request)",
               st.label, st.idle_timeout.count() / 1000.0);
     self->quit();
     return;
   }
-  auto left = st.idle_timeout - quiet;
-  if (st.outstanding > 0 || left <= clock_type::duration::zero())
-    left = st.idle_timeout;
-  self->delayed_send(self,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                       left),
-                     idle_atom_v);
+  self->delayed_send(self, *again, idle_atom_v);
 }
 
 } // namespace
