@@ -47,11 +47,19 @@ const std::vector<run_flag>& run_flags() {
     {"--metrics-address", "A",
      "the address it binds: default 127.0.0.1 in one process, a node's own "
      "address from the cluster spec in a cluster; 0.0.0.0 = every interface "
-     "(plain HTTP; without --metrics-auth anyone who reaches it reads the "
-     "metrics)"},
+     "(without --metrics-auth or --metrics-token anyone who reaches it reads "
+     "the metrics)"},
     {"--metrics-auth", "FILE",
      "scrapes must authenticate with the USER:PASSWORD on FILE's first line "
      "(HTTP basic authentication; Prometheus' basic_auth)"},
+    {"--metrics-token", "FILE",
+     "scrapes must send 'Authorization: Bearer TOKEN', TOKEN FILE's first "
+     "line (Prometheus' authorization credentials_file); with --metrics-auth, "
+     "either is accepted"},
+    {"--metrics-tls", "MODE",
+     "off (default): plain HTTP; on: HTTPS with the node's certificate (of "
+     "--tls DIR or --tls-cert/--tls-key; scrapers check it with ca.pem); "
+     "mutual: and scrapers must present a certificate of the cluster's CA"},
     {"--plot", "FILE.png",
      "at the end, plot loss and accuracy (or AUC) per epoch with gnuplot "
      "(Debian's gnuplot-nox)"},
@@ -162,6 +170,15 @@ void set_run_flag(train_command& cmd, const std::string& flag,
     opts.metrics_address = value;
   else if (flag == "--metrics-auth")
     opts.metrics_auth = value;
+  else if (flag == "--metrics-token")
+    opts.metrics_token = value;
+  else if (flag == "--metrics-tls") {
+    if (value != "off" && value != "on" && value != "mutual")
+      throw input_error(fmt::format("--metrics-tls: \"{}\" is not a mode "
+                                    "(off, on, mutual)",
+                                    value));
+    opts.metrics_tls = value;
+  }
   else if (flag == "--plot")
     opts.plot = value;
   else if (flag == "--quiet")

@@ -3,7 +3,10 @@
 # projects that use the installed package (actorpsConfig.cmake):
 # - CAF 0.17 from Debian's libcaf-dev: caf::core, caf::io (see the shared
 #   caf-0.17-notes.md, section 2);
-# - libcsv from Debian's libcsv-dev: actorps::csv.
+# - libcsv from Debian's libcsv-dev: actorps::csv;
+# - cpp-httplib from Debian's libcpp-httplib-dev (a compiled library whose
+#   header must see the definitions it was built with, those of its
+#   cpp-httplib.pc: OpenSSL, zlib and Brotli support): actorps::httplib.
 # Needs CMake 3.18 (REQUIRED in find_path / find_library).
 
 find_package(Threads REQUIRED)
@@ -25,4 +28,16 @@ if(NOT TARGET actorps::csv)
   add_library(actorps::csv INTERFACE IMPORTED)
   target_include_directories(actorps::csv SYSTEM INTERFACE ${CSV_INCLUDE_DIR})
   target_link_libraries(actorps::csv INTERFACE ${CSV_LIBRARY})
+endif()
+
+if(NOT TARGET actorps::httplib)
+  find_package(OpenSSL 1.1.1 REQUIRED)
+  find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
+  find_library(HTTPLIB_LIBRARY cpp-httplib REQUIRED)
+  add_library(actorps::httplib INTERFACE IMPORTED)
+  target_include_directories(actorps::httplib SYSTEM INTERFACE ${HTTPLIB_INCLUDE_DIR})
+  target_compile_definitions(actorps::httplib INTERFACE
+    CPPHTTPLIB_OPENSSL_SUPPORT CPPHTTPLIB_ZLIB_SUPPORT CPPHTTPLIB_BROTLI_SUPPORT)
+  target_link_libraries(actorps::httplib INTERFACE ${HTTPLIB_LIBRARY}
+    OpenSSL::SSL OpenSSL::Crypto Threads::Threads)
 endif()

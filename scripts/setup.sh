@@ -15,7 +15,7 @@ set -euo pipefail
 # prometheus-cpp-dev: the metrics endpoint (--metrics-port).
 packages=(cmake g++ libcaf-dev libeigen3-dev nlohmann-json3-dev catch2 libfmt-dev
           libbenchmark-dev zlib1g-dev libcsv-dev libabsl-dev libssl-dev
-          prometheus-cpp-dev dataset-fashion-mnist)
+          prometheus-cpp-dev libcpp-httplib-dev dataset-fashion-mnist)
 if [[ ${1:-} != --build ]]; then
   # r-cran-dslabs: MovieLens (scripts/export_movielens.sh); gnuplot-nox:
   # --plot; curl and jq: the tests that scrape the endpoint and read

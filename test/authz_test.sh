@@ -162,8 +162,12 @@ state=$(ps -o stat= -p "$(cat "$tmp/ps0.pid")" 2>/dev/null)
 # 940,584 bytes) while the probe sent them.
 grep -q '^oversized BASP header: closed by the node' "$tmp/probe.log" \
   && grep -q 'closed the connection of .*a BASP client_handshake announcing 1073741824 bytes' "$tmp/ps0.log" \
-  && ok "an oversized BASP header: $(grep -o 'closed the connection of .*' "$tmp/ps0.log" | cut -c1-160)" \
+  && ok "an oversized BASP header: $(grep -o 'closed the connection of .*client_handshake.*' "$tmp/ps0.log" | cut -c1-160)" \
   || bad "oversized BASP header: $(grep '^oversized' "$tmp/probe.log") / $(grep 'closed the connection' "$tmp/ps0.log")"
+grep -q '^routed BASP message: closed by the node' "$tmp/probe.log" \
+  && grep -q 'closed the connection of .*a BASP routed_message, which names its own sender' "$tmp/ps0.log" \
+  && ok "a routed BASP message from a worker: $(grep -o 'closed the connection of .*routed_message.*' "$tmp/ps0.log" | cut -c1-160)" \
+  || bad "routed BASP message: $(grep '^routed' "$tmp/probe.log") / $(grep 'closed the connection' "$tmp/ps0.log")"
 grep -q '^oversized data frame: closed by the node' "$tmp/probe.log" \
   && grep -q 'closing: the peer sent a push frame announces 1073741824 bytes of bulk, more than the' "$tmp/ps0.log" \
   && ok "an oversized data frame: $(grep -o 'closing: the peer sent a push frame.*' "$tmp/ps0.log" | cut -c1-140)" \

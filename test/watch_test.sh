@@ -3,6 +3,9 @@
 #   metrics         --metrics-port on `actorps train`: the endpoint is scraped
 #                   (curl) until its values move; a killed worker shows in
 #                   the failure and restart counters; a port in use is refused
+#   metrics_tls     --metrics-tls on / mutual with the cluster's certificates
+#                   and --metrics-token: HTTPS only, the token or a client
+#                   certificate of the CA required, bad settings exit 2
 #   metrics_launch  --metrics-port under `actorps launch`: every node serves
 #                   its own metrics (worker latencies, ps staleness)
 #   plot            --plot: PNGs of a dense and a table model; no gnuplot and
@@ -45,7 +48,7 @@ wait_for() {
 
 # port_of LINE: the port of "... metrics on http://HOST:PORT/metrics".
 port_of() {
-  sed -E 's|.*metrics on http://[^:]*:([0-9]+)/metrics.*|\1|' <<<"$1"
+  sed -E 's|.*metrics on https?://[^:]*:([0-9]+)/metrics.*|\1|' <<<"$1"
 }
 
 # value TEXT SAMPLE: the value of one sample ("name{labels}") in a scrape.
@@ -185,6 +188,70 @@ metrics_address)
   [[ $rc -eq 2 ]] && grep -q 'metrics-address: cannot resolve no-such-host.invalid' "$tmp/out3" \
     && ok "an address that does not resolve: exit 2, $(grep -o 'cannot resolve.*' "$tmp/out3" | cut -c1-80)" \
     || bad "a bad address: exit $rc: $(tail -2 "$tmp/out3")"
+  ;;
+metrics_tls)
+  "$bin" certs --ps 1 --workers 1 --out "$tmp/certs" >/dev/null 2>&1 \
+    || { bad "actorps certs failed"; exit 1; }
+  printf 'tok-%s-%s\n' "$RANDOM" "$RANDOM" >"$tmp/token"
+  # HTTPS with the coordinator's certificate and a bearer token.
+  "$bin" train "${fashion[@]}" --epochs 1000 --metrics-port 0 --tls "$tmp/certs" \
+    --metrics-tls on --metrics-token "$tmp/token" >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  pids+=("$pid")
+  line=$(wait_for "$pid" "$tmp/err" 'metrics on https://') \
+    || { bad "no HTTPS metrics endpoint: $(tail -5 "$tmp/err")"; exit 1; }
+  port=$(port_of "$line")
+  [[ $line == *"(bearer token, TLS)"* ]] && ok "logged: ${line##*] }" || bad "the log line: $line"
+  # The certificate names the node (DNS:coordinator), as a scraper checks it.
+  url="https://coordinator:$port/metrics"
+  via=(--connect-to "coordinator:$port:127.0.0.1:$port" --cacert "$tmp/certs/ca.pem")
+  code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "${via[@]}" "$url")
+  wrong=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "${via[@]}" -H 'Authorization: Bearer guess' "$url")
+  [[ $code == 401 && $wrong == 401 ]] && ok "without the token, or a wrong one: HTTP $code, $wrong" \
+    || bad "without the token: HTTP $code, a wrong one: $wrong"
+  curl -sf -m 5 "${via[@]}" -H "Authorization: Bearer $(cat "$tmp/token")" "$url" \
+    | grep -q '^# TYPE actorps_' && ok "with the token over HTTPS: scraped" \
+    || bad "no scrape with the token over HTTPS"
+  plain=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$tmp/token")" \
+    "http://127.0.0.1:$port/metrics")
+  [[ $plain != 200 ]] && ok "plain HTTP gets no metrics (HTTP code $plain)" || bad "plain HTTP answered 200"
+  curl -s -m 5 -o /dev/null --connect-to "coordinator:$port:127.0.0.1:$port" "$url"
+  rc=$?
+  [[ $rc -eq 60 ]] && ok "a client that does not trust the cluster's CA refuses the certificate (curl exit 60)" \
+    || bad "without the CA: curl exit $rc"
+  kill "$pid" 2>/dev/null
+  # Mutual: a scraper must show a certificate of the cluster's CA.
+  "$bin" train "${fashion[@]}" --epochs 1000 --metrics-port 0 --tls "$tmp/certs" \
+    --metrics-tls mutual >"$tmp/out2" 2>"$tmp/err2" &
+  pid=$!
+  pids+=("$pid")
+  line=$(wait_for "$pid" "$tmp/err2" 'metrics on https://') \
+    || { bad "no mutual-TLS metrics endpoint: $(tail -5 "$tmp/err2")"; exit 1; }
+  port=$(port_of "$line")
+  url="https://coordinator:$port/metrics"
+  via=(--connect-to "coordinator:$port:127.0.0.1:$port" --cacert "$tmp/certs/ca.pem")
+  curl -s -m 5 -o /dev/null "${via[@]}" "$url"
+  rc=$?
+  [[ $rc -ne 0 ]] && ok "mutual: no client certificate, no answer (curl exit $rc)" \
+    || bad "mutual: answered a client without a certificate"
+  curl -sf -m 5 "${via[@]}" --cert "$tmp/certs/worker0.pem" --key "$tmp/certs/worker0.key" "$url" \
+    | grep -q '^# TYPE actorps_' && ok "mutual: with a certificate of the CA, scraped" \
+    || bad "mutual: no scrape with a client certificate"
+  kill "$pid" 2>/dev/null
+  # Bad settings are refused before the job starts.
+  "$bin" train "${fashion[@]}" --epochs 1 --metrics-port 0 --metrics-tls on >"$tmp/out3" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'metrics-tls: the job has no certificates' "$tmp/out3" \
+    && ok "--metrics-tls without certificates: exit 2" || bad "no certificates: exit $rc: $(tail -2 "$tmp/out3")"
+  "$bin" train "${fashion[@]}" --epochs 1 --metrics-port 0 --metrics-tls maybe >"$tmp/out4" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q '"maybe" is not a mode' "$tmp/out4" \
+    && ok "an unknown --metrics-tls mode: exit 2" || bad "unknown mode: exit $rc: $(tail -2 "$tmp/out4")"
+  printf '\n' >"$tmp/empty_token"
+  "$bin" train "${fashion[@]}" --epochs 1 --metrics-port 0 --metrics-token "$tmp/empty_token" >"$tmp/out5" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'its first line must be the token' "$tmp/out5" \
+    && ok "an empty token file: exit 2" || bad "empty token: exit $rc: $(tail -2 "$tmp/out5")"
   ;;
 metrics_launch)
   "$bin" launch "${fashion[@]}" --epochs 1000 --workers 2 --ps 2 \

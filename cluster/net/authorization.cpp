@@ -72,6 +72,7 @@ basp_limits basp_limits_for(const std::optional<node_identity>& peer,
   if (!peer || peer->role != "worker")
     return out;
   auto bound = 2 * dense_bytes + (uint64_t{64} << 20);
+  out.routed = false;
   out.message_bytes = static_cast<uint32_t>(
     std::min<uint64_t>(bound, out.message_bytes));
   return out;

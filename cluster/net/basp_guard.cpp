@@ -43,6 +43,11 @@ std::string basp_guard::feed(const char* bytes, size_t n) {
                             static_cast<int>(op));
       break;
     }
+    if (op == 3 && !limits_.routed) {
+      failed_ = "a BASP routed_message, which names its own sender (this "
+                "peer talks directly to the nodes it dials)";
+      break;
+    }
     auto limit = op <= 1 ? limits_.handshake_bytes : limits_.message_bytes;
     if (len > limit) {
       failed_ = fmt::format("a BASP {} announcing {} bytes, more than the {} "

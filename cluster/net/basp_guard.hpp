@@ -34,6 +34,14 @@ struct basp_limits {
   uint32_t handshake_bytes = 1 << 20;
   /// The payload of any other message (UINT32_MAX: CAF's own limit).
   uint32_t message_bytes = UINT32_MAX;
+  /// Whether routed_message headers may come. CAF 0.17 routes a message
+  /// through a node when it has no connection of its own to the
+  /// destination yet (a ps sends to its backup through the coordinator
+  /// until it has dialed it), and a routed message names its sending node
+  /// itself: the receiver cannot check it against the connection's
+  /// certificate. Workers talk to the nodes they dial directly, so a
+  /// worker's connection never needs them (basp_limits_for).
+  bool routed = true;
 };
 
 /// Follows one direction of a BASP stream (see above).
@@ -44,7 +52,8 @@ public:
 
   /// Takes the next `n` bytes of the stream, in order. Returns an empty
   /// string, or why the stream must end (e.g. "a client_handshake
-  /// announcing 1073741824 bytes, more than 1048576"); once it said so, it
+  /// announcing 1073741824 bytes, more than 1048576", or "a BASP
+  /// routed_message, which names its own sender ..."); once it said so, it
   /// says so again for every later call.
   std::string feed(const char* bytes, size_t n);
 

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <string_view>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -102,6 +104,13 @@ cert_ptr make_cert(EVP_PKEY* key,
     add_ext(cert.get(), issuer, NID_key_usage,
             "critical,digitalSignature,keyAgreement");
     add_ext(cert.get(), issuer, NID_ext_key_usage, "serverAuth,clientAuth");
+    // The node's name as a DNS name too, so that an HTTPS client (a
+    // Prometheus scraping --metrics-tls, whose Go TLS ignores the CN) can
+    // check the certificate against it (tls_config server_name: ps0).
+    for (auto& [field, value] : subject)
+      if (std::string_view{field} == "CN")
+        add_ext(cert.get(), issuer, NID_subject_alt_name,
+                ("DNS:" + value).c_str());
   }
   if (X509_sign(cert.get(), ca_key != nullptr ? ca_key : key, EVP_sha256()) <= 0)
     openssl_failed("signing a certificate");

@@ -338,6 +338,23 @@ std::string tls_error(SSL* ssl) {
   return out.empty() ? "connection closed during the TLS handshake" : out;
 }
 
+tls_files node_tls_files(const tls_settings& settings,
+                         const node_identity& me) {
+  auto files = settings.dir.empty() ? tls_files{}
+                                    : tls_files_in(settings.dir, me);
+  for (auto [mine, given] : {std::pair{&files.ca, &settings.ca},
+                             std::pair{&files.cert, &settings.cert},
+                             std::pair{&files.key, &settings.key}})
+    if (!given->empty())
+      *mine = *given;
+  for (auto [file, flag] : {std::pair{&files.ca, "--tls-ca"},
+                            std::pair{&files.cert, "--tls-cert"},
+                            std::pair{&files.key, "--tls-key"}})
+    if (file->empty())
+      throw input_error(fmt::format("TLS: {} missing (or --tls DIR)", flag));
+  return files;
+}
+
 void open_node_tls(const tls_settings& settings, const node_identity& me) {
   auto who = me.role == "chief" ? std::string{"coordinator"} : me.role;
   auto index = me.role == "chief" ? -1 : static_cast<int>(me.index);
@@ -351,18 +368,7 @@ void open_node_tls(const tls_settings& settings, const node_identity& me) {
     throw input_error("no TLS settings: give --tls DIR (certificates made by "
                       "`actorps certs`), --tls-ca/--tls-cert/--tls-key, or "
                       "--tls off for plain TCP (or cluster.tls in the config)");
-  auto files = settings.dir.empty() ? tls_files{}
-                                    : tls_files_in(settings.dir, me);
-  for (auto [mine, given] : {std::pair{&files.ca, &settings.ca},
-                             std::pair{&files.cert, &settings.cert},
-                             std::pair{&files.key, &settings.key}})
-    if (!given->empty())
-      *mine = *given;
-  for (auto [file, flag] : {std::pair{&files.ca, "--tls-ca"},
-                            std::pair{&files.cert, "--tls-cert"},
-                            std::pair{&files.key, "--tls-key"}})
-    if (file->empty())
-      throw input_error(fmt::format("TLS: {} missing (or --tls DIR)", flag));
+  auto files = node_tls_files(settings, me);
   auto ctx = tls_context::load(files);
   log::info(who, index, "TLS on: {}", ctx->describe());
   if (ctx->identity() != me)

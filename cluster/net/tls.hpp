@@ -146,6 +146,14 @@ private:
 /// required". Clears the queue.
 std::string tls_error(SSL* ssl);
 
+/// The files of node `me` that `settings` name: those of settings.dir
+/// (tls_files_in), each replaced by a file named on its own (--tls-ca,
+/// --tls-cert, --tls-key).
+/// @throws input_error "TLS: --tls-cert missing (or --tls DIR)" for a file
+///         neither names.
+tls_files node_tls_files(const tls_settings& settings,
+                         const node_identity& me);
+
 /// Sets up TLS for the node `me` of a multi-process cluster from `settings`
 /// (set_node_tls) and logs it as the node's first line: which certificate,
 /// or, with tls off, that the node speaks plain TCP and authenticates

@@ -7,10 +7,11 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <httplib.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -20,7 +21,9 @@
 #include "actors/telemetry.hpp"
 #include "cluster/job/cluster.hpp"
 #include "cluster/job/job_setup.hpp"
+#include "cluster/net/tls.hpp"
 #include "core/error.hpp"
+#include "core/job_config.hpp"
 #include "core/log.hpp"
 
 namespace actorps {
@@ -29,10 +32,9 @@ namespace actorps {
 
 namespace {
 
-/// `host` as civetweb's listening address wants it: a numeric IPv4 address,
-/// or an IPv6 one in brackets; a name is resolved (its first address).
-/// @throws input_error naming the host if it does not resolve.
-std::string numeric_host(const std::string& host) {
+/// Refuses a host that does not resolve, with a message naming it (the
+/// server's own bind would only fail).
+void check_resolves(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -40,20 +42,13 @@ std::string numeric_host(const std::string& host) {
   if (int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0)
     throw input_error(fmt::format("--metrics-address: cannot resolve {}: {}",
                                   host, ::gai_strerror(rc)));
-  char text[INET6_ADDRSTRLEN] = {0};
-  bool v6 = found->ai_family == AF_INET6;
-  ::getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof(text),
-                nullptr, 0, NI_NUMERICHOST);
   ::freeaddrinfo(found);
-  return v6 ? fmt::format("[{}]", text) : std::string{text};
 }
-
-} // namespace
 
 /// Whether `a` and `b` are equal, in a time that depends on their length
 /// only (a comparison that stops at the first difference would tell how
 /// much of a guess was right).
-static bool same_secret(const std::string& a, const std::string& b) {
+bool same_secret(const std::string& a, const std::string& b) {
   if (a.size() != b.size())
     return false;
   unsigned char diff = 0;
@@ -62,69 +57,168 @@ static bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-metrics_endpoint::metrics_endpoint(uint16_t port, const std::string& host,
-                                   const std::string& credentials) {
-  auto address = fmt::format("{}:{}", numeric_host(host), port);
+/// The Authorization header values `access` accepts (none: anyone).
+std::vector<std::string> accepted_headers(const metrics_access& access) {
+  std::vector<std::string> out;
+  if (!access.basic.empty()) {
+    auto colon = access.basic.find(':');
+    out.push_back(httplib::make_basic_authentication_header(
+                    access.basic.substr(0, colon),
+                    access.basic.substr(colon + 1))
+                    .second);
+  }
+  if (!access.token.empty())
+    out.push_back("Bearer " + access.token);
+  return out;
+}
+
+} // namespace
+
+metrics_endpoint::metrics_endpoint(uint16_t port,
+                                   const metrics_access& access) {
+  check_resolves(access.host);
+  tls_ = !access.cert.empty();
+  if (tls_) {
+    auto* ca = access.client_ca.empty() ? nullptr : access.client_ca.c_str();
+    auto server = std::make_unique<httplib::SSLServer>(
+      access.cert.c_str(), access.key.c_str(), ca);
+    if (!server->is_valid())
+      throw input_error(fmt::format(
+        "--metrics-tls: cannot serve HTTPS with certificate {}, key {}{}{} "
+        "(unreadable, not PEM, or the key does not match)",
+        access.cert, access.key, ca ? " and client CA " : "",
+        ca ? access.client_ca : std::string{}));
+    server_ = std::move(server);
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  auto& srv = *server_;
+  // Several threads, and a connection that sends no request within 2 s is
+  // closed: idle connections must not hold up a scrape (each connection
+  // holds a thread while it waits).
+  srv.new_task_queue = [] { return new httplib::ThreadPool(metrics_threads); };
+  srv.set_read_timeout(2, 0);
+  srv.set_write_timeout(5, 0);
+  srv.set_keep_alive_timeout(2);
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which
+  // a second process could bind the same port and take half the scrapes
+  // (and a taken port would not be refused).
+  srv.set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  auto accepted = accepted_headers(access);
   telemetry::enable();
-  try {
-    // Several threads, and a connection that sends no request within 2 s
-    // is closed: idle connections must not hold up a scrape (civetweb
-    // serves one connection per thread).
-    exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-      "listening_ports", address, "num_threads",
-      std::to_string(metrics_threads), "request_timeout_ms", "2000"});
-  } catch (const std::exception& e) {
-    throw input_error(fmt::format("--metrics-port: cannot listen on {} (is "
-                                  "the port in use?): {}",
-                                  address, e.what()));
-  }
-  if (!credentials.empty()) {
-    auto colon = credentials.find(':');
-    auto user = credentials.substr(0, colon);
-    auto password = credentials.substr(colon + 1);
-    exposer_->RegisterAuth(
-      [user, password](const std::string& u, const std::string& p) {
-        return same_secret(u, user) & same_secret(p, password);
-      },
-      "actorps");
-  }
-  exposer_->RegisterCollectable(telemetry::shared_registry());
-  auto ports = exposer_->GetListeningPorts();
-  port_ = ports.empty() ? port : static_cast<uint16_t>(ports.front());
+  auto registry = telemetry::shared_registry();
+  srv.Get("/metrics", [accepted, registry](const httplib::Request& req,
+                                           httplib::Response& res) {
+    if (!accepted.empty()) {
+      auto given = req.get_header_value("Authorization");
+      bool ok = false;
+      for (auto& a : accepted)
+        ok |= same_secret(given, a);
+      if (!ok) {
+        res.status = 401;
+        res.set_header("WWW-Authenticate", "Basic realm=\"actorps\"");
+        res.set_content("unauthorized\n", "text/plain");
+        return;
+      }
+    }
+    prometheus::TextSerializer text;
+    res.set_content(text.Serialize(registry->Collect()),
+                    "text/plain; version=0.0.4");
+  });
+  int bound = port == 0 ? srv.bind_to_any_port(access.host)
+                        : (srv.bind_to_port(access.host, port) ? port : -1);
+  if (bound <= 0)
+    throw input_error(fmt::format("--metrics-port: cannot listen on {}:{} (is "
+                                  "the port in use, or the address not this "
+                                  "machine's?)",
+                                  access.host, port));
+  port_ = static_cast<uint16_t>(bound);
+  thread_ = std::thread{[this] { server_->listen_after_bind(); }};
 }
 
 metrics_endpoint::~metrics_endpoint() {
-  // nop: the Exposer stops its thread
+  server_->stop();
+  if (thread_.joinable())
+    thread_.join();
 }
 
+namespace {
+
+/// The first line of `file` (without a CR), for `flag`'s messages.
+std::string first_line(const std::string& file, const char* flag) {
+  std::ifstream in{file};
+  std::string line;
+  if (!in || !std::getline(in, line))
+    throw input_error(fmt::format("{}: cannot read {}", flag, file));
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  return line;
+}
+
+} // namespace
+
 std::unique_ptr<metrics_endpoint>
-open_metrics_endpoint(int port, const std::string& host, const char* role,
-                      int index, const std::string& auth_file) {
+open_metrics_endpoint(int port, const metrics_settings& settings,
+                      const std::string& default_host, const char* role,
+                      int index, const tls_settings& tls,
+                      const node_identity& me) {
   if (port < 0)
     return nullptr;
   if (port > 65535)
     throw input_error(fmt::format("--metrics-port: {} is not a TCP port "
                                   "(0-65535)",
                                   port));
-  std::string credentials;
-  if (!auth_file.empty()) {
-    std::ifstream in{auth_file};
-    if (!in || !std::getline(in, credentials))
-      throw input_error(fmt::format("--metrics-auth: cannot read {}",
-                                    auth_file));
-    if (!credentials.empty() && credentials.back() == '\r')
-      credentials.pop_back();
-    auto colon = credentials.find(':');
+  metrics_access access;
+  access.host = settings.address.empty() ? default_host : settings.address;
+  std::vector<std::string> how;
+  if (!settings.auth_file.empty()) {
+    access.basic = first_line(settings.auth_file, "--metrics-auth");
+    auto colon = access.basic.find(':');
     if (colon == std::string::npos || colon == 0
-        || colon + 1 == credentials.size())
+        || colon + 1 == access.basic.size())
       throw input_error(fmt::format("--metrics-auth: {}: its first line must "
                                     "be USER:PASSWORD",
-                                    auth_file));
+                                    settings.auth_file));
+    how.push_back("basic authentication");
+  }
+  if (!settings.token_file.empty()) {
+    access.token = first_line(settings.token_file, "--metrics-token");
+    if (access.token.empty()
+        || access.token.find_first_of(" \t") != std::string::npos)
+      throw input_error(fmt::format("--metrics-token: {}: its first line must "
+                                    "be the token (not empty, no spaces)",
+                                    settings.token_file));
+    how.push_back("bearer token");
+  }
+  const auto& mode = settings.tls;
+  if (!mode.empty() && mode != "off") {
+    if (mode != "on" && mode != "mutual")
+      throw input_error(fmt::format("--metrics-tls: \"{}\" is not a mode "
+                                    "(off, on, mutual)",
+                                    mode));
+    if (tls.off || !tls.given())
+      throw input_error("--metrics-tls: the job has no certificates (give "
+                        "--tls DIR, or --tls-cert and --tls-key; not --tls "
+                        "off)");
+    auto files = node_tls_files(tls, me);
+    access.cert = files.cert;
+    access.key = files.key;
+    if (mode == "mutual")
+      access.client_ca = files.ca;
+    how.push_back(mode == "mutual" ? "mutual TLS" : "TLS");
   }
   auto ep = std::make_unique<metrics_endpoint>(static_cast<uint16_t>(port),
-                                               host, credentials);
-  log::info(role, index, "metrics on http://{}:{}/metrics{}", host, ep->port(),
-            credentials.empty() ? "" : " (basic authentication)");
+                                               access);
+  std::string said;
+  for (auto& h : how)
+    said += (said.empty() ? " (" : ", ") + h;
+  if (!said.empty())
+    said += ")";
+  log::info(role, index, "metrics on {}://{}:{}/metrics{}", ep->scheme(),
+            access.host, ep->port(), said);
   return ep;
 }
 

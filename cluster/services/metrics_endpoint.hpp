@@ -1,8 +1,9 @@
 #pragma once
 
-// Watching a job live: an HTTP endpoint that serves this process's metrics
-// in Prometheus' text format (prometheus-cpp's Exposer, from Debian's
-// prometheus-cpp-dev), and the fit callback that keeps the job's progress
+// Watching a job live: an HTTP(S) endpoint that serves this process's
+// metrics in Prometheus' text format (prometheus-cpp's registry and text
+// serializer, from Debian's prometheus-cpp-dev, served by cpp-httplib, from
+// libcpp-httplib-dev), and the fit callback that keeps the job's progress
 // there. What the actors themselves record (latencies, staleness, mailboxes,
 // the dispatcher's queue, failures and restarts) comes from
 // actors/telemetry.hpp.
@@ -11,12 +12,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cluster/spec/cluster_spec.hpp"
 #include "cluster/services/fit.hpp"
 
+namespace httplib {
+class Server;
+} // namespace httplib
+
 namespace prometheus {
-class Exposer;
 template <class T>
 class Family;
 class Counter;
@@ -25,28 +30,46 @@ class Gauge;
 
 namespace actorps {
 
-/// Serves http://HOST:PORT/metrics (Prometheus' text exposition format,
-/// version 0.0.4) from civetweb threads (metrics_threads of them, so that
-/// idle connections do not hold up a scrape) for as long as it lives, and
-/// turns the actors' telemetry hooks on (telemetry::enable) for the rest
-/// of the process's life. Plain HTTP without authentication: bind it to an
-/// address only those who may read the job's metrics can reach.
+struct tls_settings;
+struct node_identity;
+
+/// Who may scrape a metrics endpoint, and over what.
+struct metrics_access {
+  /// The address to bind ("0.0.0.0": every interface; a name is resolved).
+  std::string host = "127.0.0.1";
+  /// "USER:PASSWORD": scrapes must carry them (HTTP basic authentication,
+  /// Prometheus' `basic_auth`); empty: not asked for.
+  std::string basic;
+  /// A bearer token: scrapes must send `Authorization: Bearer TOKEN`
+  /// (Prometheus' `authorization: {credentials_file: ...}`); empty: not
+  /// asked for. With both, either is accepted.
+  std::string token;
+  /// PEM certificate and key: serve HTTPS with them (the node's own, from
+  /// the cluster's certificates); empty: plain HTTP.
+  std::string cert;
+  std::string key;
+  /// A CA certificate: scrapers must present a client certificate it issued
+  /// (mutual TLS, Prometheus' `tls_config: {cert_file, key_file}`); empty:
+  /// any client. Needs cert and key.
+  std::string client_ca;
+};
+
+/// Serves https?://HOST:PORT/metrics (Prometheus' text exposition format,
+/// version 0.0.4) from a pool of metrics_threads threads (so that idle
+/// connections do not hold up a scrape; a connection that sends no request
+/// within 2 s is closed) for as long as it lives, and turns the actors'
+/// telemetry hooks on (telemetry::enable) for the rest of the process's
+/// life. A scrape without the credentials `access` asks for gets 401; every
+/// other path 404.
 class metrics_endpoint {
 public:
   /// @param port  TCP port; 0 picks a free one (see port()).
-  /// @param host  address to bind (open_metrics_endpoint: 127.0.0.1 in one
-  ///              process, a node's own address in a cluster, unless
-  ///              --metrics-address says otherwise; "0.0.0.0" is every
-  ///              interface).
-  /// @throws input_error "--metrics-port: cannot listen on HOST:PORT ..." if
-  ///         the port cannot be bound (in use, no permission, an address
-  ///         this machine does not have).
-  /// @param credentials  "USER:PASSWORD": scrapes must carry them (HTTP
-  ///              basic authentication, Prometheus' `basic_auth`); empty:
-  ///              none asked for.
-  explicit metrics_endpoint(uint16_t port,
-                            const std::string& host = "127.0.0.1",
-                            const std::string& credentials = {});
+  /// @throws input_error "--metrics-address: cannot resolve HOST ..." or
+  ///         "--metrics-port: cannot listen on HOST:PORT ..." if the port
+  ///         cannot be bound (in use, no permission, an address this machine
+  ///         does not have), "--metrics-tls: ..." naming a certificate, key
+  ///         or CA file that cannot be used.
+  metrics_endpoint(uint16_t port, const metrics_access& access);
 
   ~metrics_endpoint();
 
@@ -58,25 +81,51 @@ public:
     return port_;
   }
 
+  /// "https" or "http".
+  const char* scheme() const noexcept {
+    return tls_ ? "https" : "http";
+  }
+
 private:
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
   uint16_t port_ = 0;
+  bool tls_ = false;
 };
 
-/// Civetweb threads of a metrics endpoint: connections served at once (a
-/// connection that sends no request within 2 s is closed).
+/// Threads of a metrics endpoint: connections served at once.
 inline constexpr int metrics_threads = 8;
 
-/// Starts a metrics endpoint on `host` if `port` >= 0 (0: a free port) and
-/// logs its URL for `role` `index` ("metrics on
-/// http://127.0.0.1:9400/metrics"); nullptr for a negative port. With
-/// `auth_file`, scrapes must authenticate with the "USER:PASSWORD" on its
-/// first line (read here: a secret never goes on a command line).
-/// @throws input_error as metrics_endpoint, or naming `auth_file` if it
-///         cannot be read or its first line is not USER:PASSWORD.
+/// How a process's metrics endpoint is reached, as the flags say (the
+/// train_options fields of the same names).
+struct metrics_settings {
+  /// --metrics-address ("" = the caller's default).
+  std::string address;
+  /// --metrics-auth FILE: its first line is USER:PASSWORD.
+  std::string auth_file;
+  /// --metrics-token FILE: its first line is the bearer token.
+  std::string token_file;
+  /// --metrics-tls: "" or "off" (plain HTTP), "on" (HTTPS with the node's
+  /// certificate), "mutual" (and scrapers present a certificate of the
+  /// cluster's CA).
+  std::string tls;
+};
+
+/// Starts a metrics endpoint if `port` >= 0 (0: a free port) and logs its
+/// URL for `role` `index` ("metrics on https://127.0.0.1:9400/metrics
+/// (bearer token, TLS)"); nullptr for a negative port. Binds
+/// settings.address, or `default_host` if it is empty. Secrets are read
+/// from files here (never from a command line). With settings.tls, the
+/// certificate and key are node `me`'s of `tls` (node_tls_files).
+/// @throws input_error as metrics_endpoint; naming the file if a secret
+///         cannot be read or is malformed (auth: USER:PASSWORD; token: not
+///         empty, no spaces); "--metrics-tls: ..." for an unknown mode or
+///         when the job has no certificates (tls off or not given).
 std::unique_ptr<metrics_endpoint>
-open_metrics_endpoint(int port, const std::string& host, const char* role,
-                      int index, const std::string& auth_file = {});
+open_metrics_endpoint(int port, const metrics_settings& settings,
+                      const std::string& default_host, const char* role,
+                      int index, const tls_settings& tls,
+                      const node_identity& me);
 
 /// The metrics port of member `task` of `spec` when the cluster's nodes
 /// serve from `base`, so that nodes sharing a host do not collide: the chief

@@ -37,7 +37,7 @@ bool on_path(const std::string& name) {
 }
 
 /// A gnuplot string literal: single quotes, a quote doubled.
-std::string quoted(const std::string& text) {
+std::string gnuplot_string(const std::string& text) {
   std::string out = "'";
   for (auto c : text) {
     out += c;
@@ -58,7 +58,7 @@ std::string script(const std::string& output,
     names.push_back(entry.first);
   std::string s;
   s += "set terminal pngcairo size 1000,420 noenhanced\n";
-  s += "set output " + quoted(output) + "\n";
+  s += "set output " + gnuplot_string(output) + "\n";
   s += "$d << EOD\n";
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (auto& m : epochs) {
@@ -76,7 +76,7 @@ std::string script(const std::string& output,
   for (auto& name : names)
     others = others || name != "test_loss";
   s += fmt::format("set multiplot layout 1,{} title {}\n", others ? 2 : 1,
-                   quoted(title));
+                   gnuplot_string(title));
   s += "set ylabel 'loss (nats per example)'\n";
   s += "plot $d using 1:2 with linespoints title 'train_loss'";
   for (size_t i = 0; i < names.size(); ++i)
@@ -92,7 +92,7 @@ std::string script(const std::string& output,
         continue;
       plot += fmt::format("{}$d using 1:{} with linespoints title {}",
                           plot.empty() ? "plot " : ", ", i + 3,
-                          quoted(names[i]));
+                          gnuplot_string(names[i]));
     }
     s += plot + "\n";
   }

@@ -128,6 +128,12 @@ struct train_options {
   /// A file whose first line is "USER:PASSWORD": scrapes of the metrics
   /// endpoint must carry them (HTTP basic authentication). "" = none.
   std::string metrics_auth;
+  /// A file whose first line is a bearer token scrapes may carry instead
+  /// ("Authorization: Bearer TOKEN"). "" = none.
+  std::string metrics_token;
+  /// "" or "off": plain HTTP; "on": HTTPS with the node's certificate (of
+  /// the job's cluster.tls); "mutual": and scrapers show one of its CA.
+  std::string metrics_tls;
   /// Write loss and accuracy (or AUC) curves per epoch to this PNG at the
   /// end, with gnuplot ("" = none); see cluster/services/plot.hpp.
   std::string plot;

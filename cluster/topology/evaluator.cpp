@@ -14,6 +14,7 @@
 #include "actors/telemetry.hpp"
 #include "cluster/services/checkpoint_fit.hpp"
 #include "cluster/topology/local_cluster.hpp"
+#include "cluster/net/tls.hpp"
 #include "cluster/services/metrics_endpoint.hpp"
 #include "cluster/job/stop_request.hpp"
 #include "core/data_registry.hpp"
@@ -136,8 +137,9 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
   json_lines jsonl{opts.metrics_out};
   auto endpoint = open_metrics_endpoint(
     opts.metrics_port,
-    opts.metrics_address.empty() ? "127.0.0.1" : opts.metrics_address,
-    "evaluator", 0, opts.metrics_auth);
+    metrics_settings{opts.metrics_address, opts.metrics_auth,
+                     opts.metrics_token, opts.metrics_tls},
+    "127.0.0.1", "evaluator", 0, cfg.tls, node_identity{"evaluator", 0});
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
   auto layout = job_placement(cfg, *net);

@@ -46,8 +46,10 @@ struct evaluator_options {
   int metrics_port = -1;
   /// The address it binds ("" = 127.0.0.1).
   std::string metrics_address;
-  /// As train_options::metrics_auth.
+  /// As train_options::metrics_auth, metrics_token, metrics_tls.
   std::string metrics_auth;
+  std::string metrics_token;
+  std::string metrics_tls;
   /// How often the folder is looked at.
   std::chrono::milliseconds poll{250};
   /// Evaluation threads: 1 by default, so that training keeps the cores.

@@ -282,14 +282,19 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
     eval.metrics_port = port;
     eval.metrics_address = node_opts.metrics_address;
     eval.metrics_auth = node_opts.metrics_auth;
+    eval.metrics_token = node_opts.metrics_token;
+    eval.metrics_tls = node_opts.metrics_tls;
     return run_evaluator(cfg, eval);
   }
   std::unique_ptr<metrics_endpoint> metrics; // the chief's: in train_chief
   if (task.type == "ps" || task.type == "worker")
-    metrics = open_metrics_endpoint(port, node_opts.metrics_address,
-                                    task.type.c_str(),
-                                    static_cast<int>(task.index),
-                                    node_opts.metrics_auth);
+    metrics = open_metrics_endpoint(
+      port,
+      metrics_settings{node_opts.metrics_address, node_opts.metrics_auth,
+                       node_opts.metrics_token, node_opts.metrics_tls},
+      node_opts.metrics_address, task.type.c_str(),
+      static_cast<int>(task.index), cfg.tls,
+      node_identity{task.type, task.index});
   // -- end of watching a job -----------------------------------------------------
   if (task.type == "chief") {
     train_chief(cfg, spec, node_opts);

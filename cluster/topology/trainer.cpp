@@ -17,6 +17,7 @@
 #include "cluster/services/fit.hpp"
 #include "cluster/services/fit_callbacks.hpp"
 #include "cluster/topology/local_cluster.hpp"
+#include "cluster/net/tls.hpp"
 #include "cluster/services/metrics_endpoint.hpp"
 #include "cluster/services/plot.hpp"
 #include "cluster/topology/remote_cluster.hpp"
@@ -236,8 +237,9 @@ train_report train_on(const job_config& cfg, const train_options& opts,
       opts.plot, fmt::format("{} on {}", cfg.model, cfg.dataset));
   auto endpoint = open_metrics_endpoint(
     opts.metrics_port,
-    opts.metrics_address.empty() ? "127.0.0.1" : opts.metrics_address,
-    "coordinator", -1, opts.metrics_auth);
+    metrics_settings{opts.metrics_address, opts.metrics_auth,
+                     opts.metrics_token, opts.metrics_tls},
+    "127.0.0.1", "coordinator", -1, cfg.tls, node_identity{"chief", 0});
   if (!cfg.checkpoint_dir.empty())
     prepare_checkpoint_root(cfg.checkpoint_dir);
   auto data = open_dataset(cfg);

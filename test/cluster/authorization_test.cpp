@@ -93,6 +93,7 @@ TEST_CASE("what a peer may announce in BASP: a worker twice the dense "
   auto worker = basp_limits_for(node_identity{"worker", 3}, dense);
   CHECK(worker.message_bytes == 2 * dense + (uint64_t{64} << 20));
   CHECK(worker.handshake_bytes == 1u << 20);
+  CHECK_FALSE(worker.routed); // a worker talks only to whom it dials
   auto anyone = basp_limits_for(std::nullopt, dense); // no TLS
   CHECK(anyone.message_bytes == UINT32_MAX);
   CHECK(anyone.handshake_bytes == 1u << 20);
@@ -100,6 +101,7 @@ TEST_CASE("what a peer may announce in BASP: a worker twice the dense "
     auto l = basp_limits_for(node_identity{role, 0}, dense);
     CHECK(l.message_bytes == UINT32_MAX);
     CHECK(l.handshake_bytes == 1u << 20);
+    CHECK(l.routed); // a ps reaches its backup through the coordinator first
   }
   // A model too large for the bound saturates at CAF's.
   CHECK(basp_limits_for(node_identity{"worker", 0}, uint64_t{3} << 30)

@@ -84,6 +84,18 @@ TEST_CASE("a BASP guard stops at the first header that announces more than "
     CHECK_THAT(g.feed(big.data() + big.size() - 1, 1),
                Catch::Contains("direct_message announcing 4097 bytes"));
   }
+  SECTION("a routed message, which names its own sender") {
+    basp_limits refuse{};
+    refuse.routed = false;
+    basp_guard g{refuse};
+    auto ok = header_bytes(message_type::heartbeat, 0);
+    CHECK(g.feed(ok.data(), ok.size()).empty());
+    auto routed = header_bytes(message_type::routed_message, 64);
+    CHECK_THAT(g.feed(routed.data(), routed.size()),
+               Catch::Contains("routed_message, which names its own sender"));
+    basp_guard allowed; // CAF's default: routed messages pass
+    CHECK(allowed.feed(routed.data(), routed.size()).empty());
+  }
   SECTION("an operation BASP does not have") {
     basp_guard g;
     auto h = header_bytes(message_type::heartbeat, 0);

@@ -296,34 +296,44 @@ int main(int argc, char** argv) {
   // bytes, to show what the raw attacks below cost it.
   auto peak_rss = [] { return node_status("VmHWM") * 1024; };
   auto peak_before = peak_rss();
-  // Raw BASP on a connection of its own: a client_handshake header that
-  // announces 1 GiB (CAF would allocate it on reading the header).
-  dial_result out;
-  auto ch = detail::open_channel(where, std::chrono::steady_clock::now() + 10s,
-                                 tls.get(), &target, channel_basp, out);
-  if (!ch) {
-    std::printf("oversized BASP header: no connection: %s\n",
-                out.error.c_str());
-    return 1;
-  }
-  unsigned char header[32] = {0};
-  header[0] = 1; // client_handshake
-  header[4] = 0x40; // payload length 2^30, network byte order
-  ch->write(reinterpret_cast<const char*>(header), sizeof(header));
-  // Then wait up to 5 s for the node to close the connection.
-  std::string verdict = "still open after 5 s";
-  for (int i = 0; i < 50; ++i) {
-    pollfd p{ch->fd(), POLLIN, 0};
-    ::poll(&p, 1, 100);
-    char buf[64];
-    size_t got = 0;
-    auto st = ch->read(buf, sizeof(buf), got);
-    if (st == channel::status::closed || st == channel::status::failed) {
-      verdict = "closed by the node";
-      break;
+  // Raw BASP on a connection of its own: one header, then wait up to 5 s
+  // for the node to close the connection.
+  auto raw_basp = [&](const char* what, unsigned char op, unsigned char len0) {
+    dial_result out;
+    auto ch = detail::open_channel(where,
+                                   std::chrono::steady_clock::now() + 10s,
+                                   tls.get(), &target, channel_basp, out);
+    if (!ch) {
+      std::printf("%s: no connection: %s\n", what, out.error.c_str());
+      return false;
     }
-  }
-  std::printf("oversized BASP header: %s\n", verdict.c_str());
+    unsigned char header[32] = {0};
+    header[0] = op;
+    header[4] = len0; // payload length, network byte order
+    header[7] = len0 == 0 ? 64 : 0;
+    ch->write(reinterpret_cast<const char*>(header), sizeof(header));
+    std::string verdict = "still open after 5 s";
+    for (int i = 0; i < 50; ++i) {
+      pollfd p{ch->fd(), POLLIN, 0};
+      ::poll(&p, 1, 100);
+      char buf[64];
+      size_t got = 0;
+      auto st = ch->read(buf, sizeof(buf), got);
+      if (st == channel::status::closed || st == channel::status::failed) {
+        verdict = "closed by the node";
+        break;
+      }
+    }
+    std::printf("%s: %s\n", what, verdict.c_str());
+    return true;
+  };
+  // A client_handshake header that announces 1 GiB (CAF would allocate it
+  // on reading the header).
+  if (!raw_basp("oversized BASP header", 1, 0x40))
+    return 1;
+  // A routed_message (64 bytes): it would name its own sending node.
+  if (!raw_basp("routed BASP message", 3, 0))
+    return 1;
   // A data channel (TCP: no shared memory offered) whose first frame
   // header announces 1 GiB of bulk, a push's, and then nothing.
   if (target.role == "ps") {
