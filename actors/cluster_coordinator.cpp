@@ -165,6 +165,11 @@ void cluster_coordinator::raise_pending_error() {
 }
 
 remote_value cluster_coordinator::schedule(const std::string& function) {
+  return schedule(function, data_range{});
+}
+
+remote_value cluster_coordinator::schedule(const std::string& function,
+                                           data_range range) {
   if (find_step_function(function) == nullptr) {
     std::string known;
     for (auto& name : step_function_names())
@@ -174,6 +179,7 @@ remote_value cluster_coordinator::schedule(const std::string& function) {
   }
   auto c = std::make_shared<detail::closure_state>();
   c->function = function;
+  c->range = std::move(range);
   c->tracker = tracker_;
   {
     auto& t = *tracker_;

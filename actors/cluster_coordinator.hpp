@@ -46,6 +46,8 @@ struct closure_tracker;
 struct closure_state {
   uint64_t id = 0;
   std::string function;
+  /// The examples it trains on (empty: the worker's own source).
+  data_range range;
   /// The number of errors the facade had raised when this closure was
   /// scheduled. An error cancels the closures of its epoch only.
   uint64_t epoch = 0;
@@ -198,6 +200,12 @@ public:
   ///         the step-function registry.
   /// @throws runtime_failure with the first error of an earlier closure.
   remote_value schedule(const std::string& function);
+
+  /// As schedule(function), on the examples of `range` (the coordinator
+  /// hands out data; a re-run after a lost worker trains on the same
+  /// ones), with progressive evaluation: the remote value's scores and
+  /// labels are the step's predictions before its update.
+  remote_value schedule(const std::string& function, data_range range);
 
   /// Blocks until every scheduled closure is done.
   /// @throws runtime_failure with the first error of a closure (once).

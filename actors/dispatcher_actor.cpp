@@ -274,7 +274,7 @@ void dispatch(dispatcher_ptr self) {
     // takes (a sync round, an ssp wait); a worker that dies or falls silent
     // is noticed by the monitor and the watcher, which re-queue the closure.
     self->request(st.workers[w].actor, caf::infinite, run_atom_v,
-                  closure_request{c->id, c->function})
+                  closure_request{c->id, c->function, c->range})
       .then(
         [=](step_result& r) {
           if (!current())

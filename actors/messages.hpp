@@ -21,6 +21,7 @@
 #include "caf/serializer.hpp"
 #include "caf/type_id.hpp"
 
+#include "core/data_range.hpp"
 #include "core/errc.hpp"
 #include "core/float_vector.hpp"
 #include "core/wire_format.hpp"
@@ -459,15 +460,25 @@ typename Inspector::result_type inspect(Inspector& f, group_route& x) {
            x.actor);
 }
 
-/// dispatcher -> worker: run step function `function` as closure `id`.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, data_range& x) {
+  return f(caf::meta::type_name("actorps::data_range"), x.part, x.name,
+           x.begin, x.end);
+}
+
+/// dispatcher -> worker: run step function `function` as closure `id`, on
+/// the examples of `range` (empty: the next batch of the worker's own
+/// source).
 struct closure_request {
   uint64_t id = 0;
   std::string function;
+  data_range range;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, closure_request& x) {
-  return f(caf::meta::type_name("actorps::closure_request"), x.id, x.function);
+  return f(caf::meta::type_name("actorps::closure_request"), x.id, x.function,
+           x.range);
 }
 
 /// worker -> dispatcher: what one closure did. Times in seconds.
@@ -498,6 +509,12 @@ struct step_result {
   /// Forward stages run before the step's last pulled values arrived
   /// (priority pulls).
   uint32_t early_stages = 0;
+  /// Progressive evaluation (a closure with a data_range: test, then
+  /// train): each example's score (the logit of a binary model), computed
+  /// with the values pulled before this step's update, and its label.
+  /// Empty for other closures and models without a binary score.
+  std::vector<float> scores;
+  std::vector<int32_t> labels;
 };
 
 template <class Inspector>
@@ -505,7 +522,8 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
   return f(caf::meta::type_name("actorps::step_result"), x.closure, x.worker,
            x.loss, x.samples, x.pull_s, x.compute_s, x.push_s, x.data_epoch,
            x.data_offset, x.keys, x.bytes_pulled, x.bytes_pushed,
-           x.peak_rss_bytes, x.pulls_ahead, x.early_pieces, x.early_stages);
+           x.peak_rss_bytes, x.pulls_ahead, x.early_pieces, x.early_stages,
+           x.scores, x.labels);
 }
 
 /// What a node believes the job is, field by field, each as canonical text

@@ -12,6 +12,7 @@
 #include "caf/typed_actor.hpp"
 
 #include "actors/messages.hpp"
+#include "core/data_range.hpp"
 #include "actors/ps_actor.hpp"
 #include "models/step_function.hpp"
 
@@ -75,6 +76,9 @@ struct worker_options {
   /// This worker's dataset (from dataset_fn); used by this worker only
   /// (a respawned worker goes on with the same source).
   std::shared_ptr<batch_source> data;
+  /// Reads the examples of closures that carry a data_range (a stream's
+  /// parts); null: such closures fail ("this worker reads no data ranges").
+  std::shared_ptr<range_reader> ranges;
   std::shared_ptr<const placement> layout;
   /// The server of replica group g (its primary): the group holds the
   /// shards with shard_info::ps == g.

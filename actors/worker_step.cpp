@@ -287,12 +287,23 @@ void compute(worker_ptr self) {
   auto layers = st.opts.layer_pushes && st.step->pushes;
   if (layers)
     start_pieces(self);
+  // Progressive evaluation of a closure with a data range: the model adds
+  // each example's score, from the values pulled before this update.
+  eval_accumulator predictions;
+  auto progressive = !st.queue.front().req.range.empty();
+  st.ws->predictions = progressive ? &predictions : nullptr;
   try {
     st.result.loss = st.step->compute(*st.opts.net, in, st.batch,
                                       st.grad.data(), *st.ws);
   } catch (const std::exception& e) {
+    st.ws->predictions = nullptr;
     end_pieces(self);
     return step_error(self, "the model", e);
+  }
+  st.ws->predictions = nullptr;
+  if (progressive) {
+    st.result.scores = std::move(predictions.scores);
+    st.result.labels = std::move(predictions.labels);
   }
   end_pieces(self);
   if (!st.piece_error.empty())
@@ -323,8 +334,15 @@ void begin_step(worker_ptr self) {
   if (st.opts.lean)
     st.params.resize(st.opts.layout->model_size);
   telemetry::sample_mailbox(self, "worker", st.opts.index);
+  auto& range = st.queue.front().req.range;
   try {
-    st.opts.data->next(st.batch);
+    if (range.empty()) {
+      st.opts.data->next(st.batch);
+    } else {
+      if (!st.opts.ranges)
+        throw std::logic_error("this worker reads no data ranges");
+      st.opts.ranges->read(range, st.batch);
+    }
     for (auto& t : st.tables)
       t.occurrences.clear();
     st.opts.net->collect_keys(st.batch, st.tables);
@@ -339,7 +357,8 @@ void begin_step(worker_ptr self) {
   st.routes.route(*st.opts.layout, st.tables);
   st.result.samples = st.batch.rows;
   st.result.keys = keys;
-  auto pos = st.opts.data->position();
+  auto pos = range.empty() ? st.opts.data->position()
+                           : data_position{range.part, range.end};
   st.result.data_epoch = pos.epoch;
   st.result.data_offset = pos.offset;
   st.at = phase::pulling;

@@ -139,6 +139,9 @@ double embedding_mlp::loss_and_gradient(const model_inputs& in,
     tower_.forward_layer(in.dense, ws, rows, i);
   auto& z = ws.act.back();
   auto& dz = ws.delta.back();
+  if (base.predictions)
+    add_binary_predictions(z.data(), z.cols(), batch.labels.data(),
+                           batch.rows, *base.predictions);
   auto loss = binary_loss_and_delta(z.data(), z.cols(), batch.labels.data(),
                                     batch.rows, dz.data());
   tower_.backward(in.dense, ws, rows, dense_grad, true,

@@ -34,6 +34,12 @@ public:
   /// gradient pushed whole after loss_and_gradient returns, as without the
   /// setting. Must not throw into the model (the worker's callback does not).
   gradient_ready_fn gradient_ready;
+  /// Set by a worker for progressive evaluation (test, then train: a
+  /// stream's closures); null otherwise. A binary model adds each example's
+  /// log loss and score (its logit) during loss_and_gradient, from the
+  /// values before the update (add_binary_predictions); a model that does
+  /// not leaves it untouched, and the stream reports no AUC.
+  eval_accumulator* predictions = nullptr;
 };
 
 /// What a model computes with for one batch: the dense variables in one flat

@@ -85,6 +85,9 @@ double sparse_logreg::loss_and_gradient(const model_inputs& in,
                                         model_workspace& base) const {
   auto& z = static_cast<logreg_workspace&>(base).z;
   logits(in, batch, z);
+  if (base.predictions)
+    add_binary_predictions(z.data(), 1, batch.labels.data(), batch.rows,
+                           *base.predictions);
   auto loss = binary_loss_and_delta(z.data(), 1, batch.labels.data(),
                                     batch.rows, z.data());
   // z now holds d(mean loss)/d logit per row.

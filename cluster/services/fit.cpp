@@ -8,6 +8,7 @@
 #include "caf/actor_system.hpp"
 
 #include "cluster/job/cluster.hpp"
+#include "cluster/services/data_plan.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
@@ -78,7 +79,12 @@ void run_chunk(fit_state& st, const fit_options& opts, epoch_closures& ec,
   auto begin = ec.values.size();
   auto finished_at_start = coord.counts().finished;
   for (uint64_t i = 0; i < chunk; ++i) {
-    ec.values.push_back(coord.schedule(opts.step_function));
+    if (opts.data)
+      ec.values.push_back(coord.schedule(
+        opts.step_function,
+        opts.data->range(st.progress.epoch, st.progress.step_in_epoch + i)));
+    else
+      ec.values.push_back(coord.schedule(opts.step_function));
     ec.reported.push_back(false);
   }
   while (!coord.join_for(poll_interval(st, opts))) {
@@ -93,10 +99,20 @@ void run_chunk(fit_state& st, const fit_options& opts, epoch_closures& ec,
   // Each worker's data position after its last closure of the chunk. A
   // closure cancelled by a callback (cluster_coordinator::cancel, a job
   // stopped early) never pushed and does not count.
+  // With a data plan the closures' examples are fixed: only the finished
+  // prefix counts as done (a resume goes on after it), and a finished
+  // closure after a cancelled one is trained again then (counted).
   uint64_t finished = 0;
+  bool gap = false;
   for (auto i = begin; i < ec.values.size(); ++i) {
-    if (ec.values[i].error() == errc::cancelled)
+    if (ec.values[i].error() == errc::cancelled) {
+      gap = true;
       continue;
+    }
+    if (opts.data && gap) {
+      st.retrain_after_resume += ec.values[i].fetch().samples;
+      continue;
+    }
     ++finished;
     auto r = ec.values[i].fetch();
     auto& pos = st.progress.workers.at(r.worker);
@@ -206,7 +222,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
   auto workers = cl.workers().size();
   if (opts.epochs == 0)
     throw input_error("fit: epochs must be at least 1");
-  if (opts.steps_per_epoch == 0)
+  if (opts.steps_per_epoch == 0 && !opts.data)
     throw input_error("fit: steps_per_epoch must be at least 1");
   for (auto& cb : opts.callbacks)
     if (!cb)
@@ -221,7 +237,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
   if (st.progress.epoch >= opts.epochs)
     throw input_error(fmt::format("fit: {} epochs done already, {} asked for",
                                   st.progress.epoch, opts.epochs));
-  if (st.progress.step_in_epoch >= st.closures_per_epoch)
+  if (!opts.data && st.progress.step_in_epoch >= st.closures_per_epoch)
     throw input_error(fmt::format("fit: {} steps of epoch {} done, but an "
                                   "epoch has {} steps",
                                   st.progress.step_in_epoch,
@@ -233,6 +249,20 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
     cb->on_train_begin(st);
   while (!st.stop_training && st.progress.epoch < opts.epochs) {
     auto epoch = st.progress.epoch + 1;
+    if (opts.data) {
+      st.closures_per_epoch = opts.data->closures(st.progress.epoch);
+      if (st.closures_per_epoch == 0) {
+        st.stop_training = true;
+        st.stop_reason = opts.data->ended_reason();
+        break;
+      }
+      if (st.progress.step_in_epoch >= st.closures_per_epoch)
+        throw input_error(fmt::format("fit: {} steps of part {} done, but it "
+                                      "has {} batches",
+                                      st.progress.step_in_epoch,
+                                      st.progress.epoch,
+                                      st.closures_per_epoch));
+    }
     for (auto& cb : opts.callbacks)
       cb->on_epoch_begin(st);
     auto t0 = steady_clock::now();
@@ -251,6 +281,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
     epoch_metrics m;
     m.epoch = epoch;
     uint64_t samples = 0;
+    eval_accumulator progressive;
     for (auto& rv : ec.values) {
       if (rv.error() == errc::cancelled)
         continue; // see run_chunk
@@ -258,6 +289,19 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
       ++m.steps;
       m.train_loss += r.loss;
       samples += r.samples;
+      progressive.scores.insert(progressive.scores.end(), r.scores.begin(),
+                                r.scores.end());
+      progressive.labels.insert(progressive.labels.end(), r.labels.begin(),
+                                r.labels.end());
+      progressive.loss_sum += r.loss * double(r.samples);
+      progressive.count += r.samples;
+    }
+    if (opts.data && !progressive.scores.empty()) {
+      // Test, then train: each example scored before its own update.
+      m.test.emplace_back("progressive_loss", progressive.mean_loss());
+      m.test.emplace_back("progressive_auc",
+                          roc_auc(progressive.scores, progressive.labels));
+      m.test_loss = progressive.mean_loss();
     }
     m.train_loss /= double(std::max<uint64_t>(m.steps, 1));
     m.samples_per_sec = double(samples) / epoch_time;
@@ -279,6 +323,10 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
               st.progress.epoch, st.progress.global_step,
               st.stop_reason.empty() ? std::string{"a callback asked"}
                                      : st.stop_reason);
+  if (st.retrain_after_resume > 0)
+    log::warn("coordinator", -1, "{} examples finished after a cancelled "
+              "closure: a resume trains them again",
+              st.retrain_after_resume);
   for (auto& cb : opts.callbacks)
     cb->on_train_end(st);
   fit_history h;

@@ -20,6 +20,8 @@
 
 namespace actorps {
 
+class data_plan;
+
 class cluster;
 class model;
 struct job_config;
@@ -76,6 +78,9 @@ struct fit_state {
   bool stop_training = false;
   /// Why, for the log and fit_history.
   std::string stop_reason;
+  /// With a data plan: examples of closures that finished after one that
+  /// was cancelled (a stop request); a resume trains them again.
+  uint64_t retrain_after_resume = 0;
 };
 
 /// A hook into fit (Keras' tf.keras.callbacks.Callback). Every member has an
@@ -162,6 +167,13 @@ struct fit_options {
   std::shared_ptr<const dataset> validation_data;
   /// The step function each closure runs (models/step_function.hpp).
   std::string step_function = train_step_name;
+  /// The coordinator hands out the examples (cluster/services/data_plan.hpp,
+  /// a stream): epoch e has data->closures(e) closures, each on the
+  /// examples of its data_range, and steps_per_epoch is not used. Their
+  /// predictions before each update (progressive evaluation, "test then
+  /// train") become the epoch's metrics progressive_loss and
+  /// progressive_auc (binary models). Null: the workers' own sources.
+  std::shared_ptr<data_plan> data;
   /// Where to start: a restored checkpoint's progress (epochs and steps
   /// done, data positions), or empty for a new run. The servers and workers
   /// must already be at that point (restore_checkpoint).
