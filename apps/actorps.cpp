@@ -4,6 +4,7 @@
 //   actorps node --role ps --index 0 --cluster configs/cluster_local.json
 //   actorps launch --config configs/fashion_mnist.json --workers 2 --ps 2
 //   actorps certs --cluster configs/cluster_local.json --out certs/
+//   actorps stream-gen --out stream/ --parts 10 --rows-per-part 1000
 //   srun -n 5 actorps node --cluster-resolver slurm --ps 2 --config ...
 //   actorps launch --launcher slurm --ps 2 --workers 2 ...   (in sbatch)
 //
@@ -27,6 +28,7 @@
 #include "cluster/topology/node_actor.hpp"
 #include "apps/certs.hpp"
 #include "apps/simulate.hpp"
+#include "apps/stream_gen.hpp"
 #include "apps/cli.hpp"
 #include "cluster/launch/launcher.hpp"
 #include "cluster/launch/node_launcher.hpp"
@@ -54,6 +56,9 @@ commands:
   simulate run a job's actors under a deterministic scheduler with a virtual
            clock and a network model: 1000 workers on one machine (see:
            actorps simulate --help)
+  stream-gen
+           write a stream of click-log parts with drifting ids into a folder,
+           for a job that reads a stream (see: actorps stream-gen --help)
   config-reference
            print docs/reference/config.md: every config key with its flag,
            type, bounds, default and help
@@ -305,6 +310,8 @@ int main(int argc, char** argv) {
       return actorps::run_certs(args);
     if (command == "simulate")
       return actorps::run_simulate(args);
+    if (command == "stream-gen")
+      return actorps::run_stream_gen(args);
     if (command == "config-reference" && args.empty()) {
       std::fputs(actorps::config_reference().c_str(), stdout);
       return 0;

@@ -5,12 +5,14 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include "core/bad_record.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/memory_provider.hpp"
@@ -141,86 +143,112 @@ bool parse_number(std::string_view tok, T& out) {
   return ec == std::errc{} && end == tok.data() + tok.size();
 }
 
-} // namespace
+/// The bounds of a file's indices: keys are index - base, in [0, num_features).
+struct libsvm_index_range {
+  uint64_t base;
+  uint64_t last;
+  uint64_t num_features;
+};
 
-dataset load_libsvm(const std::string& path, uint64_t num_features,
-                    bool one_based, uint64_t limit) {
+/// Parses one line: an example's keys and values are appended to `feat`
+/// (its offsets are the caller's) and its label set, and "" returned; a line
+/// of blanks sets blank_line and returns ""; otherwise returns what is
+/// wrong, with feat as it was.
+std::string parse_libsvm_line(std::string_view line, const libsvm_index_range& r,
+                       example_batch::field& feat, int32_t& label,
+                       bool& blank_line) {
+  const auto keys_before = feat.keys.size();
+  auto fail = [&](std::string what) {
+    feat.keys.resize(keys_before);
+    feat.values.resize(keys_before);
+    return what;
+  };
+  size_t i = 0;
+  auto next_token = [&](std::string_view& tok) {
+    while (i < line.size() && blank(line[i]))
+      ++i;
+    size_t start = i;
+    while (i < line.size() && !blank(line[i]))
+      ++i;
+    tok = line.substr(start, i - start);
+    return !tok.empty();
+  };
+  std::string_view tok;
+  blank_line = !next_token(tok);
+  if (blank_line)
+    return {};
+  double value_of_label = 0;
+  if (!parse_number(tok, value_of_label)
+      || (value_of_label != 1 && value_of_label != -1 && value_of_label != 0))
+    return fail(fmt::format("label {} is not one of +1, 1, -1, 0",
+                            quoted(tok)));
+  auto prev = std::numeric_limits<uint64_t>::max(); // none yet
+  while (next_token(tok)) {
+    auto colon = tok.find(':');
+    if (colon == std::string_view::npos)
+      return fail(fmt::format("expected index:value, got {}", quoted(tok)));
+    uint64_t index = 0;
+    float value = 0;
+    if (!parse_number(tok.substr(0, colon), index))
+      return fail(fmt::format("index {} is not a whole number",
+                              quoted(tok.substr(0, colon))));
+    if (!parse_number(tok.substr(colon + 1), value) || !std::isfinite(value))
+      return fail(fmt::format("value {} of index {} is not a finite number",
+                              quoted(tok.substr(colon + 1)), index));
+    if (index < r.base)
+      return fail(fmt::format("index {} is below the first index {} ({}-based "
+                              "file)",
+                              index, r.base, r.base));
+    if (index > r.last)
+      return fail(fmt::format("index {} is above the last feature {} "
+                              "(num_features {})",
+                              index, r.last, r.num_features));
+    if (prev != std::numeric_limits<uint64_t>::max() && index <= prev)
+      return fail(fmt::format("index {} after {}: indices must be strictly "
+                              "ascending",
+                              index, prev));
+    prev = index;
+    feat.keys.push_back(index - r.base);
+    feat.values.push_back(value);
+  }
+  label = value_of_label == 1 ? 1 : 0;
+  return {};
+}
+
+/// load_libsvm and read_libsvm_part: every unusable line goes to `bad`.
+dataset read_libsvm_lines(const std::string& path, uint64_t num_features,
+                    bool one_based, uint64_t limit, bad_record_sink& bad) {
   if (num_features == 0)
     throw input_error(fmt::format("{}: num_features must be at least 1",
                                   path));
   line_reader in{path, libsvm_max_line};
   dataset result;
-  result.schema.dense_dim = 0;
-  result.schema.fields.push_back(field_schema{"features", num_features, true});
-  result.schema.labels = label_kind::binary;
-  result.schema.classes = 2;
+  result.schema = libsvm_schema(num_features);
   auto& ex = result.examples;
   ex.reset(0, 1);
   auto& feat = ex.fields[0];
   const uint64_t base = one_based ? 1 : 0;
-  const uint64_t last = num_features - 1 + base;
+  const libsvm_index_range range{base, num_features - 1 + base, num_features};
   std::string_view line;
   while ((limit == 0 || ex.rows < limit) && in.next(line)) {
-    auto fail = [&](const std::string& what) {
-      throw input_error(fmt::format("{}:{}: {}", path, in.line_no(), what));
-    };
-    size_t i = 0;
-    auto next_token = [&](std::string_view& tok) {
-      while (i < line.size() && blank(line[i]))
-        ++i;
-      size_t start = i;
-      while (i < line.size() && !blank(line[i]))
-        ++i;
-      tok = line.substr(start, i - start);
-      return !tok.empty();
-    };
-    std::string_view tok;
-    if (!next_token(tok))
-      continue; // empty line
-    double label = 0;
-    if (!parse_number(tok, label) || (label != 1 && label != -1 && label != 0))
-      fail(fmt::format("label {} is not one of +1, 1, -1, 0", quoted(tok)));
-    auto prev = std::numeric_limits<uint64_t>::max(); // none yet
-    while (next_token(tok)) {
-      auto colon = tok.find(':');
-      if (colon == std::string_view::npos)
-        fail(fmt::format("expected index:value, got {}", quoted(tok)));
-      uint64_t index = 0;
-      float value = 0;
-      if (!parse_number(tok.substr(0, colon), index))
-        fail(fmt::format("index {} is not a whole number",
-                         quoted(tok.substr(0, colon))));
-      if (!parse_number(tok.substr(colon + 1), value) || !std::isfinite(value))
-        fail(fmt::format("value {} of index {} is not a finite number",
-                         quoted(tok.substr(colon + 1)), index));
-      if (index < base)
-        fail(fmt::format("index {} is below the first index {} ({}-based "
-                         "file)",
-                         index, base, base));
-      if (index > last)
-        fail(fmt::format("index {} is above the last feature {} "
-                         "(num_features {})",
-                         index, last, num_features));
-      if (prev != std::numeric_limits<uint64_t>::max() && index <= prev)
-        fail(fmt::format("index {} after {}: indices must be strictly "
-                         "ascending",
-                         index, prev));
-      prev = index;
-      feat.keys.push_back(index - base);
-      feat.values.push_back(value);
+    int32_t label = 0;
+    bool blank_line = false;
+    auto what = parse_libsvm_line(line, range, feat, label, blank_line);
+    if (!what.empty()) {
+      bad.report(path, in.line_no(), what);
+      continue;
     }
+    if (blank_line)
+      continue;
     feat.offsets.push_back(feat.keys.size());
-    ex.labels.push_back(label == 1 ? 1 : 0);
+    ex.labels.push_back(label);
     ++ex.rows;
   }
   return result;
 }
 
-// -- the datasets libsvm and a9a ----------------------------------------------
+} // namespace
 
-namespace {
-
-/// The schema of a LIBSVM file with `num_features` features.
 data_schema libsvm_schema(uint64_t num_features) {
   data_schema s;
   s.fields.push_back(field_schema{"features", num_features, true});
@@ -228,6 +256,26 @@ data_schema libsvm_schema(uint64_t num_features) {
   s.classes = 2;
   return s;
 }
+
+dataset load_libsvm(const std::string& path, uint64_t num_features,
+                    bool one_based, uint64_t limit) {
+  bad_record_sink first_fails{on_bad_record::fail};
+  return read_libsvm_lines(path, num_features, one_based, limit, first_fails);
+}
+
+dataset read_libsvm_part(const std::string& path, const data_schema& schema,
+                         bool one_based, bad_record_sink& bad) {
+  if (schema.dense_dim != 0 || schema.fields.size() != 1
+      || !schema.fields[0].weighted || schema.fields[0].vocabulary == 0
+      || schema.labels != label_kind::binary)
+    throw std::invalid_argument("read_libsvm_part: not a schema of "
+                                "libsvm_schema()");
+  return read_libsvm_lines(path, schema.fields[0].vocabulary, one_based, 0, bad);
+}
+
+// -- the datasets libsvm and a9a ----------------------------------------------
+
+namespace {
 
 std::unique_ptr<data_provider>
 libsvm_provider(const std::string& name, const std::string& train_path,

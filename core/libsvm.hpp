@@ -8,6 +8,7 @@
 
 namespace actorps {
 
+class bad_record_sink;
 class data_provider;
 struct job_config;
 
@@ -40,6 +41,24 @@ inline constexpr uint64_t libsvm_max_line = uint64_t{1} << 20;
 ///         is returned on error.
 dataset load_libsvm(const std::string& path, uint64_t num_features,
                     bool one_based = true, uint64_t limit = 0);
+
+/// The schema of a LIBSVM file of `num_features` features: no dense
+/// features, one weighted field "features" of vocabulary num_features,
+/// binary labels.
+data_schema libsvm_schema(uint64_t num_features);
+
+/// Reads one LIBSVM file as load_libsvm does (same lines, same checks, same
+/// messages, all of it), except that each unusable line goes to `bad`
+/// ("PATH:LINE: WHAT"), which throws (on_bad_record::fail) or counts it and
+/// goes on with the next line (skip): a part of a stream
+/// (core/part_format.hpp).
+/// @param schema  libsvm_schema(num_features).
+/// @throws input_error as `bad` does, and for what is wrong with the file as
+///         a whole whatever `bad` says: "PATH: cannot open ...", a broken
+///         gzip stream, a line longer than libsvm_max_line;
+///         std::invalid_argument for a schema libsvm_schema() does not make.
+dataset read_libsvm_part(const std::string& path, const data_schema& schema,
+                         bool one_based, bad_record_sink& bad);
 
 /// Opens the dataset "libsvm" (core/data_registry.hpp): a LIBSVM training
 /// and test file, read with load_libsvm. Data fields: train_file, test_file

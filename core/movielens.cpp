@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include <csv.h>
 #include <fmt/format.h>
 
+#include "core/csv_reader.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/memory_provider.hpp"
@@ -38,32 +38,18 @@ struct rating_row {
   int64_t timestamp = 0;
   float rating = 0;
   uint32_t year = 0;   // 0: NA
-  uint32_t genres = 0; // index into csv_state::combos
+  uint32_t genres = 0; // index into ratings_state::combos
 };
 
-/// What the libcsv callbacks fill. They never throw (libcsv is C): the first
-/// error is kept in `error` and ends the parse after the current line.
-struct csv_state {
-  std::string path;
-  uint64_t line = 0;         // physical line being fed to libcsv
-  uint64_t record_line = 0;  // line where the current record starts
-  size_t field = 0;          // index of the next field in the record
+/// What the reader collects from the records.
+struct ratings_state {
   bool header_done = false;
   size_t columns = 0;        // columns of the header
   std::vector<int> role;     // header column -> column, or unused
-  std::string error;
-  rating_row row;
   std::vector<rating_row> rows;
   // Distinct genre lists ("Action|Comedy"), numbered in order of appearance.
   std::unordered_map<std::string, uint32_t> combo_ids;
   std::vector<std::string> combos;
-  std::string scratch;
-  std::vector<std::string> header;
-
-  void fail(std::string what) {
-    if (error.empty())
-      error = fmt::format("{}:{}: {}", path, record_line, what);
-  }
 };
 
 template <class T>
@@ -72,91 +58,74 @@ bool parse_all(std::string_view s, T& out) {
   return ec == std::errc{} && end == s.data() + s.size() && !s.empty();
 }
 
-void on_field(void* data, size_t len, void* user) {
-  auto& st = *static_cast<csv_state*>(user);
-  auto index = st.field++;
-  if (!st.error.empty())
-    return;
-  std::string_view s{data != nullptr ? static_cast<const char*>(data) : "",
-                     len};
-  if (!st.header_done) {
-    st.header.emplace_back(s);
-    return;
+/// Reads the header: which column is which. Returns "" or what is wrong.
+std::string read_ratings_header(ratings_state& st, const std::vector<std::string>& header) {
+  st.header_done = true;
+  st.columns = header.size();
+  st.role.assign(header.size(), unused);
+  for (size_t c = 0; c < needed.size(); ++c) {
+    auto it = std::find(header.begin(), header.end(), needed[c]);
+    if (it == header.end())
+      return fmt::format("the header has no column {} (it needs movieId, "
+                         "year, genres, userId, rating, timestamp; got: {})",
+                         needed[c], fmt::join(header, ","));
+    st.role[static_cast<size_t>(it - header.begin())] = static_cast<int>(c);
   }
-  if (index >= st.columns)
-    return; // counted; reported at the end of the record
-  switch (st.role[index]) {
-    case c_movie:
-      if (!parse_all(s, st.row.movie))
-        st.fail(fmt::format("movieId {} is not a whole number", quoted(s)));
-      break;
-    case c_user:
-      if (!parse_all(s, st.row.user))
-        st.fail(fmt::format("userId {} is not a whole number", quoted(s)));
-      break;
-    case c_year:
-      if (s == "NA")
-        st.row.year = 0;
-      else if (!parse_all(s, st.row.year))
-        st.fail(fmt::format("year {} is neither a whole number nor NA",
-                            quoted(s)));
-      break;
-    case c_rating: {
-      double r = 0;
-      if (!parse_all(s, r) || !std::isfinite(r))
-        st.fail(fmt::format("rating {} is not a number", quoted(s)));
-      st.row.rating = static_cast<float>(r);
-      break;
-    }
-    case c_time:
-      if (!parse_all(s, st.row.timestamp))
-        st.fail(fmt::format("timestamp {} is not an integer", quoted(s)));
-      break;
-    case c_genres: {
-      st.scratch.assign(s);
-      auto [it, fresh] = st.combo_ids.try_emplace(
-        st.scratch, static_cast<uint32_t>(st.combos.size()));
-      if (fresh)
-        st.combos.push_back(st.scratch);
-      st.row.genres = it->second;
-      break;
-    }
-    default:
-      break;
-  }
+  return {};
 }
 
-void on_record(int, void* user) {
-  auto& st = *static_cast<csv_state*>(user);
-  auto fields = st.field;
-  st.field = 0;
-  if (!st.error.empty())
-    return;
-  if (!st.header_done) {
-    st.header_done = true;
-    st.columns = fields;
-    st.role.assign(fields, unused);
-    for (size_t c = 0; c < needed.size(); ++c) {
-      auto it = std::find(st.header.begin(), st.header.end(), needed[c]);
-      if (it == st.header.end()) {
-        st.fail(fmt::format("the header has no column {} (it needs "
-                            "movieId, year, genres, userId, rating, "
-                            "timestamp; got: {})",
-                            needed[c], fmt::join(st.header, ",")));
-        return;
+/// Reads one rating into st.rows. Returns "" or what is wrong: the first
+/// field that is not what its column needs, else a column count other than
+/// the header's.
+std::string read_rating(ratings_state& st, const std::vector<std::string>& fields) {
+  rating_row row;
+  for (size_t index = 0; index < fields.size() && index < st.columns;
+       ++index) {
+    std::string_view s = fields[index];
+    switch (st.role[index]) {
+      case c_movie:
+        if (!parse_all(s, row.movie))
+          return fmt::format("movieId {} is not a whole number", quoted(s));
+        break;
+      case c_user:
+        if (!parse_all(s, row.user))
+          return fmt::format("userId {} is not a whole number", quoted(s));
+        break;
+      case c_year:
+        if (s == "NA")
+          row.year = 0;
+        else if (!parse_all(s, row.year))
+          return fmt::format("year {} is neither a whole number nor NA",
+                             quoted(s));
+        break;
+      case c_rating: {
+        double r = 0;
+        if (!parse_all(s, r) || !std::isfinite(r))
+          return fmt::format("rating {} is not a number", quoted(s));
+        row.rating = static_cast<float>(r);
+        break;
       }
-      st.role[static_cast<size_t>(it - st.header.begin())]
-        = static_cast<int>(c);
+      case c_time:
+        if (!parse_all(s, row.timestamp))
+          return fmt::format("timestamp {} is not an integer", quoted(s));
+        break;
+      case c_genres: {
+        auto [it, fresh] = st.combo_ids.try_emplace(
+          fields[index], static_cast<uint32_t>(st.combos.size()));
+        if (fresh)
+          st.combos.push_back(fields[index]);
+        row.genres = it->second;
+        break;
+      }
+      default:
+        break;
     }
-    return;
   }
-  if (fields != st.columns) {
-    st.fail(fmt::format("expected {} columns as in the header, got {}",
-                        st.columns, fields));
-    return;
-  }
-  st.rows.push_back(st.row);
-  st.row = rating_row{};
+  if (fields.size() != st.columns)
+    return fmt::format("expected {} columns as in the header, got {}",
+                       st.columns, fields.size());
+  st.rows.push_back(row);
+  return {};
 }
 
 /// The whole file, or input_error.
@@ -178,39 +147,18 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
-/// Parses `text` with libcsv, one physical line per call so that errors can
-/// name the line.
-void parse_csv(const std::string& text, csv_state& st) {
-  csv_parser p;
-  if (csv_init(&p, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0)
-    throw std::bad_alloc();
-  struct guard {
-    csv_parser* p;
-    ~guard() {
-      csv_free(p);
-    }
-  } g{&p};
-  size_t pos = 0;
-  while (pos < text.size() && st.error.empty()) {
-    auto nl = text.find('\n', pos);
-    auto end = nl == std::string::npos ? text.size() : nl + 1;
-    ++st.line;
-    if (st.field == 0)
-      st.record_line = st.line;
-    if (csv_parse(&p, text.data() + pos, end - pos, on_field, on_record, &st)
-        != end - pos) {
-      st.fail(fmt::format("malformed CSV ({})",
-                          csv_strerror(csv_error(&p))));
-      break;
-    }
-    pos = end;
-  }
-  if (st.error.empty()
-      && csv_fini(&p, on_field, on_record, &st) != 0)
-    st.fail(fmt::format("malformed CSV at the end of the file ({})",
-                        csv_strerror(csv_error(&p))));
-  if (!st.error.empty())
-    throw input_error(st.error);
+/// Parses `text` (core/csv_reader.hpp); the first problem is an input_error
+/// "PATH:LINE: ...".
+void parse_csv(const std::string& path, const std::string& text,
+               ratings_state& st) {
+  read_csv(
+    text,
+    [&](uint64_t, const std::vector<std::string>& fields) {
+      return st.header_done ? read_rating(st, fields) : read_ratings_header(st, fields);
+    },
+    [&](uint64_t line, const std::string& what) -> bool {
+      throw input_error(fmt::format("{}:{}: {}", path, line, what));
+    });
 }
 
 /// An empty dataset with the schema of `schema`.
@@ -224,11 +172,10 @@ dataset empty_like(const data_schema& schema) {
 } // namespace
 
 movielens_data read_movielens_csv(const std::string& path) {
-  csv_state st;
-  st.path = path;
+  ratings_state st;
   auto text = read_file(path);
   st.rows.reserve(text.size() / 64);
-  parse_csv(text, st);
+  parse_csv(path, text, st);
   if (!st.header_done)
     throw input_error(fmt::format("{}: empty file (no header)", path));
   if (st.rows.empty())

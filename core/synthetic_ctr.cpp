@@ -62,6 +62,7 @@ double sigmoid(double t) {
 constexpr uint64_t train_stream = 0;
 constexpr uint64_t test_stream = 1;
 constexpr uint64_t calibration_stream = 2;
+constexpr uint64_t part_stream = 5;
 // Hash domains of the hidden model's parameters.
 constexpr uint64_t field_weight_domain = 3;
 constexpr uint64_t dense_domain = 4;
@@ -205,7 +206,8 @@ synthetic_ctr::synthetic_ctr(synthetic_ctr_config cfg) : cfg_(std::move(cfg)) {
   bias_ = 0.5 * (lo + hi);
 }
 
-double synthetic_ctr::append(example_batch& out, uint64_t key) const {
+double synthetic_ctr::append(example_batch& out, uint64_t key,
+                             const key_drift* drift) const {
   splitmix rng{key};
   double logit = bias_;
   // Dense features: log(1 + x), x log-normal; normals by Box-Muller, two at
@@ -231,6 +233,15 @@ double synthetic_ctr::append(example_batch& out, uint64_t key) const {
   }
   for (size_t f = 0; f < samplers_.size(); ++f) {
     uint64_t k = samplers_[f](rng) - 1;
+    if (drift != nullptr) {
+      // One more draw per field, so a drifting stream of examples is a
+      // stream of its own (append_stream's keys differ from append_train's).
+      auto u = rng.next();
+      if (static_cast<double>(u >> 11) * 0x1.0p-53 < drift->new_id_rate)
+        k = new_key_base | (combine(u, f) >> 2);
+      else
+        k += drift->shift;
+    }
     auto& fld = out.fields[f];
     fld.keys.push_back(k);
     fld.offsets.push_back(fld.keys.size());
@@ -250,6 +261,13 @@ double synthetic_ctr::append_train(example_batch& out, uint64_t shuffle_seed,
   key = combine(key, worker);
   key = combine(key, epoch);
   return append(out, combine(key, offset));
+}
+
+double synthetic_ctr::append_stream(example_batch& out, uint64_t part,
+                                    uint64_t row,
+                                    const key_drift& drift) const {
+  auto key = combine(combine(mix(cfg_.seed), part_stream), part);
+  return append(out, combine(key, row), &drift);
 }
 
 double synthetic_ctr::append_test(example_batch& out, uint64_t index) const {

@@ -119,6 +119,18 @@ private:
 ///   and most of it is in the hot keys and the dense features, so that a
 ///   model learns it visibly.
 ///
+/// How the keys of a stream of click-log parts move over time
+/// (core/stream_gen.hpp); see synthetic_ctr::append_stream.
+struct key_drift {
+  /// Added to every Zipf-drawn key of the part: its hot keys are
+  /// [shift, shift + a few), so the head of each field moves with `shift`.
+  /// At most new_key_base - cardinality of the largest field.
+  uint64_t shift = 0;
+  /// Probability in [0, 1] that a field's key is a new one instead, never
+  /// drawn before (see new_key_base).
+  double new_id_rate = 0;
+};
+
 /// Immutable after construction; thread-safe.
 class synthetic_ctr {
 public:
@@ -144,13 +156,32 @@ public:
   /// Test example `index`, from a stream of its own; returns its true logit.
   double append_test(example_batch& out, uint64_t index) const;
 
+  /// Keys at or above this are new keys (key_drift::new_id_rate): 2^62 plus
+  /// 62 bits of a hash of (seed, part, row, field), so two of them are the
+  /// same key with probability 2^-62 per pair, and never a Zipf-drawn key
+  /// (those are below 2^62).
+  static constexpr uint64_t new_key_base = uint64_t{1} << 62;
+
+  /// Example `row` of part `part` of a stream, appended to `out` (reset for
+  /// schema()); returns its true logit. As the training examples, with
+  /// drifting keys: field f's key is, with probability drift.new_id_rate, a
+  /// new key (>= new_key_base), else the Zipf-drawn key + drift.shift. The
+  /// label comes from the same hidden model as always (w_f of the key as
+  /// drawn), so a key means the same whenever it appears, whatever the
+  /// part; keys are no longer below the field's cardinality (a stream's
+  /// schema has unbounded fields).
+  /// @pre drift.shift + the largest cardinality <= new_key_base.
+  double append_stream(example_batch& out, uint64_t part, uint64_t row,
+                       const key_drift& drift) const;
+
   /// The first `rows` test examples (config().test_rows by default), and
   /// their true logits in `logits` if not null.
   dataset make_test_set(uint64_t rows,
                         std::vector<double>* logits = nullptr) const;
 
 private:
-  double append(example_batch& out, uint64_t key) const;
+  double append(example_batch& out, uint64_t key,
+                const key_drift* drift = nullptr) const;
 
   synthetic_ctr_config cfg_;
   data_schema schema_;

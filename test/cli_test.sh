@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `actorps train` as a user runs it: a short real run,
 # and bad input (config, flags, data files) giving one clear line on stderr,
-# exit status 2 and no metrics file.
+# exit status 2 and no metrics file; and `actorps stream-gen`, good and bad.
 # usage: cli_test.sh ACTORPS_BINARY SOURCE_DIR
 set -u
 bin=$1
@@ -271,6 +271,31 @@ if [[ $rc -eq 2 ]] && grep -q -- '--cpu-set: "0,x": "x" is not a CPU number' "$t
 else
   bad "node --cpu-set 0,x: exit $rc: $(head -c 300 "$tmp/err")"
 fi
+
+# stream-gen: a small stream, then a second run into the same folder and a
+# bad flag, each exit 2 naming the problem; the parts already there stay.
+"$bin" stream-gen --out "$tmp/stream" --parts 2 --rows-per-part 50 \
+  --new-id-rate 0.1 --drift 5 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [[ $rc -eq 0 ]] && grep -q '^stream-gen: 2 parts, 100 rows in ' "$tmp/out" \
+   && [[ -e $tmp/stream/part-00000001.csv.done ]]; then
+  ok "stream-gen writes parts with markers and a summary"
+else
+  bad "stream-gen: exit $rc: $(head -c 300 "$tmp/out" "$tmp/err")"
+fi
+for args in "--parts 2 --rows-per-part 50|exists already" \
+            "--parts 2 --rows-per-part 50 --drift x|--drift: expected a number" \
+            "--parts 2|--rows-per-part: required"; do
+  flags=${args%%|*} pattern=${args#*|}
+  # shellcheck disable=SC2086
+  "$bin" stream-gen --out "$tmp/stream" $flags >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [[ $rc -eq 2 ]] && grep -q -- "$pattern" "$tmp/err"; then
+    ok "stream-gen $flags: exit 2 ($(cat "$tmp/err"))"
+  else
+    bad "stream-gen $flags: exit $rc: $(head -c 300 "$tmp/err")"
+  fi
+done
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <zlib.h>
 
+#include "core/bad_record.hpp"
 #include "core/error.hpp"
 #include "test/temp_dir.hpp"
 
@@ -177,4 +178,34 @@ TEST_CASE("a missing or corrupt LIBSVM file is an input error naming it",
                     Catch::StartsWith(dir.file("cut.gz") + ": truncated"));
   CHECK_THROWS_WITH(load_libsvm(dir.file("cut.gz"), 0),
                     Catch::Contains("num_features must be at least 1"));
+}
+
+TEST_CASE("a LIBSVM part drops its bad lines, each named by file and line, "
+          "or fails on the first",
+          "[core][libsvm][stream]") {
+  test::temp_dir dir{"libsvm_part"};
+  auto path = dir.file("part.txt");
+  write_file(path, "+1 1:0.5 3:1\n"
+                   "2 1:1\n"       // line 2: label
+                   "-1 2:1 2:3\n"  // line 3: not ascending
+                   "0 4:2\n");
+  std::vector<std::string> logged;
+  bad_record_sink skip{on_bad_record::skip,
+                       [&](const std::string& l) { logged.push_back(l); }};
+  auto ds = read_libsvm_part(path, libsvm_schema(4), true, skip);
+  CHECK(ds.rows() == 2);
+  CHECK(keys_of(ds, 0) == std::vector<uint64_t>{0, 2});
+  CHECK(keys_of(ds, 1) == std::vector<uint64_t>{3});
+  CHECK(values_of(ds, 1) == std::vector<float>{2});
+  CHECK(ds.examples.labels == std::vector<int32_t>{1, 0});
+  CHECK_NOTHROW(ds.examples.check("part"));
+  CHECK(skip.count() == 2);
+  CHECK(logged == std::vector<std::string>{
+                    path + ":2: label \"2\" is not one of +1, 1, -1, 0 "
+                           "(record skipped)",
+                    path + ":3: index 2 after 2: indices must be strictly "
+                           "ascending (record skipped)"});
+  bad_record_sink fail{on_bad_record::fail};
+  CHECK_THROWS_WITH(read_libsvm_part(path, libsvm_schema(4), true, fail),
+                    path + ":2: label \"2\" is not one of +1, 1, -1, 0");
 }
