@@ -1,4 +1,5 @@
 #include "core/data_registry.hpp"
+#include "core/stream_ranges.hpp"
 
 #include <stdexcept>
 #include <utility>
@@ -44,6 +45,8 @@ registry<dataset_opener>& datasets() {
 } // namespace
 
 std::unique_ptr<data_provider> open_dataset(const job_config& cfg) {
+  if (!cfg.stream_dir.empty())
+    return open_stream_provider(cfg);
   if (auto open = datasets().find(cfg.dataset))
     return (*open)(cfg);
   throw input_error(fmt::format("data.dataset: unknown dataset \"{}\" "

@@ -44,7 +44,8 @@ public:
   virtual std::string describe() const = 0;
 };
 
-/// Opens the dataset cfg.dataset names, with the data section's fields
+/// Opens the stream cfg.stream_dir names (open_stream_provider,
+/// core/stream_ranges.hpp), else the dataset cfg.dataset names, with the data section's fields
 /// (cfg.data_dir, limits, cfg.data_options). The registry
 /// (core/data_registry.cpp) holds fashion_mnist (core/dataset.hpp), libsvm
 /// and a9a (core/libsvm.hpp), movielens (core/movielens.hpp), synthetic_ctr

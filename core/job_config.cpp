@@ -17,6 +17,7 @@
 #include "core/cpu_policy.hpp"
 #include "core/data_registry.hpp"
 #include "core/job_options.hpp"
+#include "core/stream_config.hpp"
 #include "core/wire_format.hpp"
 #include "core/error.hpp"
 
@@ -369,6 +370,13 @@ void validate(const job_config& cfg) {
         known += (known.empty() ? "" : ", ") + n;
       fail("data.dataset",
            "unknown dataset \"" + cfg.dataset + "\" (known: " + known + ")");
+    }
+  }
+  if (!cfg.stream_dir.empty()) {
+    try {
+      validate(stream_config_of(cfg));
+    } catch (const input_error& e) {
+      throw input_error(fmt::format("{}: {}", cfg.source, e.what()));
     }
   }
   try {

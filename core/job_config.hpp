@@ -71,6 +71,26 @@ struct job_config {
   /// The data section's other fields (e.g. synthetic_ctr's "cardinalities"),
   /// which the dataset checks itself.
   option_map data_options;
+  /// A stream instead of a dataset ("" = none): a folder of parts that the
+  /// job trains on as they appear, each part once, with progressive
+  /// evaluation (core/stream_source.hpp, stream_config_of()). The model's
+  /// input schema is then the stream's (stream_format and its fields).
+  std::string stream_dir;
+  /// The parts' format ("ctr_csv" or "libsvm") and its fields (ctr_csv:
+  /// dense features and sparse fields; libsvm: the number of features).
+  std::string stream_format = "ctr_csv";
+  uint64_t stream_dense_features = 13;
+  uint64_t stream_fields = 26;
+  uint64_t stream_num_features = 0;
+  /// How often the folder is looked at while waiting (ms); the stream ends
+  /// after this many parts (0: never) or after this long without a new
+  /// part (ms, 0: never).
+  uint64_t stream_poll_ms = 100;
+  uint64_t stream_end_after = 0;
+  uint64_t stream_idle_timeout_ms = 0;
+  /// A malformed record of a part: "skip" (counted, logged) or "fail" (the
+  /// job stops, exit 2).
+  std::string on_bad_record = "skip";
 
   // -- cluster ----------------------------------------------------------------
   uint32_t workers = 2;

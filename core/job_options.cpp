@@ -116,6 +116,32 @@ std::vector<job_option> make_table() {
           any, "use only the first N training examples (0 = all)"),
     whole("data.test_limit", "--test-limit", field<&job::test_limit>, 0, any,
           "use only the first N test examples (0 = all)"),
+    text("data.stream_dir", "--data-stream", field<&job::stream_dir>, "DIR",
+         "train on a stream instead: the parts in DIR, in name order as each "
+         "is complete (NAME.done), each once, with progressive evaluation "
+         "(\"\" = none; docs/guide/streams.md)"),
+    word("data.stream_format", "", field<&job::stream_format>,
+         {"ctr_csv", "libsvm"}, "the parts' format"),
+    whole("data.stream_dense_features", "",
+          field<&job::stream_dense_features>, 0, 1024,
+          "ctr_csv parts: dense features per example (columns I1..Id)"),
+    whole("data.stream_fields", "", field<&job::stream_fields>, 1, 1024,
+          "ctr_csv parts: sparse fields per example (columns C1..Cn)"),
+    whole("data.stream_num_features", "", field<&job::stream_num_features>, 0,
+          uint64_t{1} << 40, "libsvm parts: the number of features"),
+    whole("data.stream_poll_ms", "", field<&job::stream_poll_ms>, 1, 60000,
+          "how often the stream's folder is looked at while waiting (ms)"),
+    whole("data.stream_end_after", "--stream-end-after",
+          field<&job::stream_end_after>, 0, any,
+          "the stream ends after N parts (0 = never)"),
+    whole("data.stream_idle_timeout_ms", "--stream-idle-timeout-ms",
+          field<&job::stream_idle_timeout_ms>, 0, any,
+          "the stream ends after this long without a new part (ms; 0 = "
+          "never)"),
+    word("data.on_bad_record", "", field<&job::on_bad_record>,
+         {"skip", "fail"},
+         "a malformed record of a stream's part: skip (counted and logged) "
+         "or fail (the job stops, exit 2)"),
     // -- cluster --------------------------------------------------------------
     whole("cluster.workers", "--workers", field<&job::workers>, 1, 1024,
           "number of workers (actorps simulate: up to 100000)"),

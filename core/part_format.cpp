@@ -26,7 +26,7 @@ dataset read_ctr_csv_stream_part(const std::string& path, const stream_config&,
 
 data_schema libsvm_part_schema(const stream_config& cfg) {
   if (cfg.num_features == 0)
-    throw input_error("stream.num_features: required for the format libsvm "
+    throw input_error("data.stream_num_features: required for the format libsvm "
                       "(the number of features, at least 1)");
   return libsvm_schema(cfg.num_features);
 }
@@ -60,7 +60,7 @@ registry<part_format>& part_formats() {
 part_format find_part_format(const std::string& name) {
   if (auto f = part_formats().find(name))
     return *f;
-  throw input_error(fmt::format("stream.format: unknown format \"{}\" "
+  throw input_error(fmt::format("data.stream_format: unknown format \"{}\" "
                                 "(known: {})",
                                 name, part_formats().known()));
 }

@@ -20,7 +20,7 @@ struct stream_config;
 struct part_format {
   /// The schema of every part, from the config's format fields
   /// (stream_config::dense_features, fields, num_features, ...).
-  /// @throws input_error "stream.FIELD: ..." for a field the format needs
+  /// @throws input_error "data.stream_FIELD: ..." for a field the format needs
   ///         and the config lacks or gets wrong.
   std::function<data_schema(const stream_config& cfg)> schema;
 
@@ -35,7 +35,7 @@ struct part_format {
 
 /// The part format `name`: "ctr_csv" (core/ctr_csv.hpp), "libsvm"
 /// (core/libsvm.hpp, plain or gzip), or one added by register_part_format.
-/// @throws input_error "stream.format: unknown format \"x\" (known: ...)".
+/// @throws input_error "data.stream_format: unknown format \"x\" (known: ...)".
 part_format find_part_format(const std::string& name);
 
 /// The names of the part formats, sorted.

@@ -9,10 +9,12 @@
 
 namespace actorps {
 
+struct job_config;
+
 /// Where a job's endless input comes from and how it is read: the options
 /// of a stream source (core/stream_source.hpp). A plain struct; validate()
-/// checks it. Messages name the fields "stream.FIELD"; the job config maps
-/// its own keys onto them.
+/// checks it. Messages name the fields by the job config's keys
+/// ("data.stream_FIELD"), which stream_config_of() reads.
 struct stream_config {
   // -- where --------------------------------------------------------------------
 
@@ -59,8 +61,12 @@ struct stream_config {
 
 /// Checks `cfg`: a known source and format, a dir for "dir", the bounds
 /// above, and the format's own fields (part_format::schema).
-/// @throws input_error "stream.FIELD: ..." naming the first wrong field.
+/// @throws input_error "data.stream_FIELD: ..." naming the first wrong field.
 void validate(const stream_config& cfg);
+
+/// The stream a job config describes (data.stream_dir and the other
+/// data.stream_* fields, data.on_bad_record); source "dir".
+stream_config stream_config_of(const job_config& cfg);
 
 /// The schema of every part of the stream `cfg` describes (no file is read).
 /// @throws input_error as validate.

@@ -35,7 +35,7 @@ stream_dir::stream_dir(stream_config cfg, stream_env env)
   schema_ = format_.schema(cfg_);
   std::error_code ec;
   if (!fs::is_directory(cfg_.dir, ec))
-    throw input_error(fmt::format("stream.dir: {} is not a folder (it must "
+    throw input_error(fmt::format("data.stream_dir: {} is not a folder (it must "
                                   "exist when the stream opens)",
                                   cfg_.dir));
   last_new_ = clock::now();
@@ -145,7 +145,7 @@ void stream_dir::do_seek(uint64_t next_index, const std::string& next_name) {
         passed_.insert(name);
   } else {
     if (all.size() < next_index)
-      throw input_error(fmt::format("stream.dir: cannot resume at part {}: "
+      throw input_error(fmt::format("data.stream_dir: cannot resume at part {}: "
                                     "{} holds only {} complete parts (were "
                                     "parts deleted? resume with the part's "
                                     "name)",

@@ -76,7 +76,7 @@ public:
   static constexpr std::string_view done_suffix = ".done";
 
   /// Opens cfg.dir, reading nothing yet.
-  /// @throws input_error as validate(cfg), or "stream.dir: DIR is not a
+  /// @throws input_error as validate(cfg), or "data.stream_dir: DIR is not a
   ///         folder" if it does not exist (a typo must not wait for ever).
   stream_dir(stream_config cfg, stream_env env);
 
@@ -98,7 +98,7 @@ public:
   std::string describe() const override;
 
 protected:
-  /// @throws input_error "stream.dir: cannot resume at part N: DIR holds
+  /// @throws input_error "data.stream_dir: cannot resume at part N: DIR holds
   ///         only M complete parts" for an index alone past the parts.
   void do_seek(uint64_t next_index, const std::string& next_name) override;
 

@@ -1,5 +1,7 @@
 #include "cluster/job/job_setup.hpp"
 
+#include "core/stream_ranges.hpp"
+
 #include <fmt/format.h>
 
 #include "caf/actor_system.hpp"
@@ -194,6 +196,10 @@ worker_options wire_options_of(const job_config& cfg, const placement& layout) {
   opts.priority_pulls = cfg.priority_pulls;
   opts.choose_push_format = cfg.push_format == "auto";
   opts.choose_pull_format = cfg.pull_format == "auto";
+  // A stream's closures carry their examples: the workers of this process
+  // read them through one reader (a part parsed once per process).
+  if (!cfg.stream_dir.empty())
+    opts.ranges = std::make_shared<part_reader>(stream_config_of(cfg));
   return opts;
 }
 

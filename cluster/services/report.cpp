@@ -1,6 +1,7 @@
 #include "cluster/services/report.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -200,11 +201,13 @@ void print_epoch(std::FILE* out, const epoch_metrics& m, uint32_t epochs) {
   std::string test;
   for (auto& [name, value] : m.test)
     test += fmt::format("  {} {:.4f}", name, value);
+  // A stream (fit's epochs: until it ends) counts parts.
+  auto what = epochs == std::numeric_limits<uint32_t>::max()
+                ? fmt::format("part {:>4}", m.epoch)
+                : fmt::format("epoch {:>3}/{}", m.epoch, epochs);
   fmt::print(out,
-             "epoch {:>3}/{}  train_loss {:.4f}{}  samples/s {:.0f}  elapsed "
-             "{:.1f}s\n",
-             m.epoch, epochs, m.train_loss, test, m.samples_per_sec,
-             m.elapsed_s);
+             "{}  train_loss {:.4f}{}  samples/s {:.0f}  elapsed {:.1f}s\n",
+             what, m.train_loss, test, m.samples_per_sec, m.elapsed_s);
   std::fflush(out);
 }
 
@@ -244,6 +247,23 @@ void print_summary(std::FILE* out, const train_report& r) {
                dense_comparison(2.0 * r.dense_equivalent_bytes, moved),
                r.table_rows, human_bytes(double(r.table_bytes)));
   }
+  // A stream: progressive metrics over all its parts, each part weighted by
+  // its steps (about its examples / batch size).
+  double weight = 0, auc = 0, loss = 0;
+  for (auto& m : r.epochs) {
+    double a = 0, l = 0;
+    if (epoch_metric(m, "progressive_auc", a)
+        && epoch_metric(m, "progressive_loss", l)) {
+      weight += double(m.steps);
+      auc += a * double(m.steps);
+      loss += l * double(m.steps);
+    }
+  }
+  if (weight > 0)
+    fmt::print(out,
+               "stream: {} parts; progressive (test, then train) over all: "
+               "auc {:.4f}, log loss {:.4f}\n",
+               r.epochs.size(), auc / weight, loss / weight);
   if (r.pulls_ahead > 0 && r.prefetch)
     fmt::print(out,
                "prefetch: {} of {} dense pulls were sent right behind the "

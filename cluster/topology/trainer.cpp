@@ -1,6 +1,7 @@
 #include "cluster/topology/trainer.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -19,6 +20,9 @@
 #include "cluster/topology/local_cluster.hpp"
 #include "cluster/net/tls.hpp"
 #include "cluster/services/metrics_endpoint.hpp"
+#include "core/stream_source.hpp"
+#include "core/stream_config.hpp"
+#include "cluster/services/stream_plan.hpp"
 #include "cluster/services/plot.hpp"
 #include "cluster/topology/remote_cluster.hpp"
 #include "cluster/services/report.hpp"
@@ -211,6 +215,13 @@ public:
       stop_if_requested(st);
   }
 
+  /// A stream whose source ended because of the request (fit stopped
+  /// early, between parts): the checkpoint, then stopped_on_request.
+  void on_train_end(fit_state& st) override {
+    if (st.stop_training)
+      stop_if_requested(st);
+  }
+
 private:
   void stop_if_requested(fit_state& st) {
     if (!stop_requested()) // nothing runs now
@@ -244,9 +255,13 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     prepare_checkpoint_root(cfg.checkpoint_dir);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
-  auto steps = effective_steps_per_epoch(cfg, data->train_rows());
-  auto test_data = data->test_set();
-  auto closures_per_epoch = steps * cfg.workers;
+  // A stream: the coordinator hands out each part's batches (one closure
+  // each; a part is an epoch of fit) and evaluates progressively.
+  auto streaming = !cfg.stream_dir.empty();
+  auto steps = streaming ? 1 : effective_steps_per_epoch(cfg, data->train_rows());
+  auto test_data = streaming ? nullptr : data->test_set();
+  auto closures_per_epoch = streaming ? std::numeric_limits<uint64_t>::max()
+                                      : steps * cfg.workers;
   dataset_fn fn = [&](const input_context& ctx) {
     return data->train_source(ctx, cfg.batch_size, cfg.shuffle_seed);
   };
@@ -271,11 +286,13 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                     [](uint64_t n) { return n > 0; }));
     log::info("coordinator", -1,
               "{}: {} dense parameters and {} tables in {} shards on {} ps, "
-              "{} workers, {} steps per epoch ({} per worker), rules {}{}, "
-              "mode {}",
+              "{} workers, {}, rules {}{}, mode {}",
               data->describe(), report.parameters, layout.tables.size(),
-              layout.shards.size(), cfg.ps, cfg.workers, closures_per_epoch,
-              steps,
+              layout.shards.size(), cfg.ps, cfg.workers,
+              streaming ? fmt::format("one step per batch of {} of each part",
+                                      cfg.batch_size)
+                        : fmt::format("{} steps per epoch ({} per worker)",
+                                      closures_per_epoch, steps),
               cfg.optimizer.type
                 + (cfg.optimizer.staleness_aware ? " staleness-aware" : ""),
               layout.tables.empty()
@@ -311,6 +328,20 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     fo.epochs = cfg.epochs;
     fo.steps_per_epoch = steps;
     fo.validation_data = test_data;
+    if (streaming) {
+      stream_env env;
+      env.stop_requested = [] { return stop_requested(); };
+      env.log = [](const std::string& line) {
+        log::info("coordinator", -1, "stream: {}", line);
+      };
+      auto source = open_stream(stream_config_of(cfg), std::move(env));
+      auto resume = stream_resume_part(progress);
+      if (resume > 0)
+        source->seek(resume);
+      fo.data = std::make_shared<stream_plan>(std::move(source),
+                                              cfg.batch_size);
+      fo.epochs = std::numeric_limits<uint32_t>::max(); // until it ends
+    }
     fo.start_at = progress;
     fo.start = start;
     // In the order a person sees things: the epoch line, then the metrics,

@@ -324,17 +324,17 @@ TEST_CASE("a stream config is checked field by field", "[core][stream]") {
   };
   const std::vector<bad_case> cases{
     {[](stream_config& c) { c.source = "kafka"; },
-     "stream.source: unknown source \"kafka\" (known: dir)"},
-    {[](stream_config& c) { c.dir.clear(); }, "stream.dir: "},
+     "data.stream_source: unknown source \"kafka\" (known: dir)"},
+    {[](stream_config& c) { c.dir.clear(); }, "data.stream_dir: "},
     {[](stream_config& c) { c.format = "parquet"; },
-     "stream.format: unknown format \"parquet\""},
-    {[](stream_config& c) { c.fields = 0; }, "stream.fields: 0 is out"},
+     "data.stream_format: unknown format \"parquet\""},
+    {[](stream_config& c) { c.fields = 0; }, "data.stream_fields: 0 is out"},
     {[](stream_config& c) { c.poll_interval = 0ms; },
-     "stream.poll_interval_ms: 0 is out of range"},
+     "data.stream_poll_ms: 0 is out of range"},
     {[](stream_config& c) { c.idle_timeout = 1ms; c.poll_interval = 5ms; },
-     "stream.idle_timeout_ms: 1 must be 0"},
+     "data.stream_idle_timeout_ms: 1 must be 0"},
     {[](stream_config& c) { c.format = "libsvm"; },
-     "stream.num_features: required"},
+     "data.stream_num_features: required"},
   };
   for (auto& c : cases) {
     auto cfg = good;
@@ -349,7 +349,7 @@ TEST_CASE("a stream config is checked field by field", "[core][stream]") {
                     Catch::Contains("nowhere is not a folder"));
   CHECK(open_stream(good)->describe() == "parts of ctr_csv in " + good.dir);
   CHECK(parse_on_bad_record("fail", "x") == on_bad_record::fail);
-  CHECK_THROWS_WITH(parse_on_bad_record("drop", "stream.on_bad_record"),
-                    "stream.on_bad_record: expected fail or skip, got "
+  CHECK_THROWS_WITH(parse_on_bad_record("drop", "data.on_bad_record"),
+                    "data.on_bad_record: expected fail or skip, got "
                     "\"drop\"");
 }
