@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,8 +67,10 @@ public:
   uint64_t batch_size() const override {
     return batch_size_;
   }
+  /// No bound: a position is a part and a row in it (a checkpoint's
+  /// positions are the parts' and restore to any).
   uint64_t shard_rows() const override {
-    return 0;
+    return std::numeric_limits<uint64_t>::max();
   }
   const data_schema& schema() const override {
     return schema_;

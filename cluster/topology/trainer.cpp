@@ -97,7 +97,7 @@ checkpoint_to_restore(const job_config& cfg, const train_options& opts,
     return restored;
   }
   check_checkpoint(restored, cfg, job_placement(cfg, net), restore_dir);
-  if (restored.epoch >= cfg.epochs)
+  if (restored.epoch >= cfg.epochs && cfg.stream_dir.empty())
     throw input_error(fmt::format("{}: the checkpoint has {} epochs done; "
                                   "ask for more with --epochs",
                                   restore_dir, restored.epoch));

@@ -58,6 +58,7 @@ const std::map<std::string, std::string> text_samples = {
   {"model.type", "embedding_mlp"},
   {"data.dataset", "a9a"},
   {"data.dir", "/data/elsewhere"},
+  {"data.stream_dir", "/data/stream"},
   {"cluster.push_format", "bf16"},
   {"cluster.pull_format", "fp16"},
   {"cluster.tls.dir", "certs"},
