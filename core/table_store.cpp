@@ -173,6 +173,65 @@ struct table_store::impl {
         found[i] = no_table_row;
     }
   }
+
+  /// Applies the rows of gradient to found[0, n). `Plain`: no admission, no
+  /// row limit, no time to live and no change tracking, so no row is missing
+  /// or stamped: the loop as it was before policies, kept apart because the
+  /// checks cost about 19 instructions a row (callgrind; ~150 for the whole
+  /// SGD apply of a 16-float row).
+  template <bool Plain>
+  void apply_rows(const update_rule& rule, const float* grads, size_t n,
+                  float scale, float step_scale) {
+    auto dim = rows.dim;
+    float* values = rows.values.data();
+    const uint32_t* at = found.data();
+    // Read once: after the rule's virtual call the compiler would load them
+    // again for every row.
+    uint64_t* updated_at = rows.keep_updated ? rows.updated_at.data()
+                                             : nullptr;
+    uint32_t* changed_at = changes.tracking() ? rows.changed_at.data()
+                                              : nullptr;
+    const uint64_t now = clock;
+    const uint32_t epoch = changes.epoch();
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (i + prefetch_distance < n
+          && (Plain || at[i + prefetch_distance] != no_table_row)) {
+        size_t ahead = at[i + prefetch_distance] * dim;
+        __builtin_prefetch(values + ahead, 1);
+        for (auto& slot : rows.slots)
+          __builtin_prefetch(slot.data() + ahead, 1);
+      }
+      size_t row = at[i];
+      if (!Plain && row == no_table_row) {
+        ++dropped; // a key the filter does not admit (yet)
+        continue;
+      }
+      for (size_t s = 0; s < rows.slots.size(); ++s)
+        slot_ptrs[s] = rows.slots[s].data() + row * dim;
+      const float* g = grads + i * dim;
+      if (scale != 1.0f) {
+        for (size_t j = 0; j < dim; ++j)
+          scaled[j] = g[j] * scale;
+        g = scaled.data();
+      }
+      float* w = values + row * dim;
+      if (!Plain) {
+        if (updated_at)
+          updated_at[row] = now;
+        if (changed_at)
+          changed_at[row] = epoch;
+      }
+      if (step_scale == 1.0f) {
+        rule.apply(w, slot_ptrs.data(), g, dim, ++rows.steps[row]);
+        continue;
+      }
+      std::memcpy(before.data(), w, dim * sizeof(float));
+      rule.apply(w, slot_ptrs.data(), g, dim, ++rows.steps[row]);
+      scale_step(w, before.data(), dim, step_scale);
+    }
+    counts.gradients_dropped += dropped;
+  }
 };
 
 table_store::table_store(table_shard_def def,
@@ -278,40 +337,11 @@ void table_store::apply(const uint64_t* keys, size_t n, const float* grads,
     d.scaled.resize(dim);
   if (step_scale != 1.0f)
     d.before.resize(dim);
-  float* values = rows.values.data();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + prefetch_distance < n
-        && d.found[i + prefetch_distance] != no_table_row) {
-      size_t ahead = d.found[i + prefetch_distance] * dim;
-      __builtin_prefetch(values + ahead, 1);
-      for (auto& slot : rows.slots)
-        __builtin_prefetch(slot.data() + ahead, 1);
-    }
-    size_t row = d.found[i];
-    if (row == no_table_row) {
-      ++d.counts.gradients_dropped;
-      continue;
-    }
-    for (size_t s = 0; s < rows.slots.size(); ++s)
-      d.slot_ptrs[s] = rows.slots[s].data() + row * dim;
-    const float* g = grads + i * dim;
-    if (scale != 1.0f) {
-      for (size_t j = 0; j < dim; ++j)
-        d.scaled[j] = g[j] * scale;
-      g = d.scaled.data();
-    }
-    float* w = values + row * dim;
-    if (rows.keep_updated)
-      rows.updated_at[row] = d.clock;
-    d.changes.changed(rows, static_cast<uint32_t>(row));
-    if (step_scale == 1.0f) {
-      rule_->apply(w, d.slot_ptrs.data(), g, dim, ++rows.steps[row]);
-      continue;
-    }
-    std::memcpy(d.before.data(), w, dim * sizeof(float));
-    rule_->apply(w, d.slot_ptrs.data(), g, dim, ++rows.steps[row]);
-    scale_step(w, d.before.data(), dim, step_scale);
-  }
+  if (rows.keep_updated || d.changes.tracking() || d.filter
+      || d.evictor.has_limit())
+    d.apply_rows<false>(*rule_, grads, n, scale, step_scale);
+  else
+    d.apply_rows<true>(*rule_, grads, n, scale, step_scale);
 }
 
 // -- eviction -----------------------------------------------------------------
