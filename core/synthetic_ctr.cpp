@@ -54,7 +54,10 @@ double hashed_normal(uint64_t h) {
   return (sum - 2.0) * 1.7320508075688772;
 }
 
-double sigmoid(double t) {
+/// The logistic function as the generator has always computed it (not
+/// metrics.hpp's sigmoid, whose bits differ for t < 0, and whose name this
+/// one shadowed when a unity build put both files in one batch).
+double ctr_sigmoid(double t) {
   return 1.0 / (1.0 + std::exp(-t));
 }
 
@@ -199,7 +202,7 @@ synthetic_ctr::synthetic_ctr(synthetic_ctr_config cfg) : cfg_(std::move(cfg)) {
     double mid = 0.5 * (lo + hi);
     double rate = 0;
     for (auto t : raw)
-      rate += sigmoid(t - shift + mid);
+      rate += ctr_sigmoid(t - shift + mid);
     rate /= static_cast<double>(calibration_rows);
     (rate < target_click_rate ? lo : hi) = mid;
   }
@@ -248,7 +251,7 @@ double synthetic_ctr::append(example_batch& out, uint64_t key,
     logit += field_weight_scale
              * hashed_normal(combine(combine(weight_hash_, f), k));
   }
-  out.labels.push_back(rng() < sigmoid(logit) ? 1 : 0);
+  out.labels.push_back(rng() < ctr_sigmoid(logit) ? 1 : 0);
   ++out.rows;
   return logit;
 }

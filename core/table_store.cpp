@@ -5,66 +5,18 @@
 #include <stdexcept>
 #include <utility>
 
-#include <absl/container/flat_hash_map.h>
 #include <fmt/format.h>
 
+#include "core/admission_filter.hpp"
+#include "core/table_init.hpp"
+#include "core/table_changes.hpp"
+#include "core/table_eviction.hpp"
+#include "core/table_rows.hpp"
 #include "core/update_rule.hpp"
 
 namespace actorps {
 
-// -- initial values -----------------------------------------------------------
-
 namespace {
-
-constexpr uint64_t golden_gamma = 0x9e3779b97f4a7c15ULL;
-
-/// splitmix64's output function (Steele, Lea & Flood, OOPSLA 2014; constants
-/// by Vigna). The same function as placement.hpp's mix64, repeated here so
-/// that the row initialiser depends on nothing else: its bits must never
-/// change, or a restarted server would create different rows than a worker
-/// expects.
-inline uint64_t splitmix(uint64_t x) noexcept {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-/// 64-bit FNV-1a of a variable name (Fowler, Noll & Vo).
-uint64_t fnv1a(const std::string& s) noexcept {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
-/// The state of row `key`'s generator: a bijective mix of the key, keyed by
-/// the seed and the variable name.
-inline uint64_t row_state(uint64_t seed, uint64_t name_hash,
-                          uint64_t key) noexcept {
-  return splitmix(splitmix(splitmix(seed ^ golden_gamma) ^ name_hash) ^ key);
-}
-
-/// Element j of a row: splitmix64's j-th output from `state`, its top 24
-/// bits as a float in [-1, 1) (exact), times the scale (one rounding, so
-/// the result stays in [-scale, scale)).
-inline float row_element(uint64_t state, uint64_t j, float scale) noexcept {
-  auto bits = splitmix(state + (j + 1) * golden_gamma);
-  auto centred = static_cast<int32_t>(bits >> 40) - (int32_t{1} << 23);
-  return static_cast<float>(centred) * (1.0f / 8388608.0f) * scale;
-}
-
-void write_initial_row(uint64_t seed, uint64_t name_hash, float scale,
-                       uint64_t dim, uint64_t key, float* out) noexcept {
-  if (scale == 0.0f) {
-    std::fill_n(out, dim, 0.0f); // +0, not the -0 of 0 * negative
-    return;
-  }
-  auto state = row_state(seed, name_hash, key);
-  for (uint64_t j = 0; j < dim; ++j)
-    out[j] = row_element(state, j, scale);
-}
 
 /// Distance (in keys) at which pull and apply prefetch the hash map slot and
 /// the row of a later key. Rows of a large table are cache misses; with
@@ -72,116 +24,235 @@ void write_initial_row(uint64_t seed, uint64_t name_hash, float scale,
 /// 4, 8 and 16 measured alike, 0 clearly slower).
 constexpr size_t prefetch_distance = 8;
 
-/// Marks a key without a row in pull(create = false).
-constexpr uint32_t no_row = UINT32_MAX;
+using detail::no_table_row;
+using detail::pending_table_row;
+using detail::write_initial_row;
 
 } // namespace
-
-float initial_row_value(const table_shard_def& def, uint64_t key, uint64_t j) {
-  if (def.init_scale == 0.0f)
-    return 0.0f;
-  return row_element(row_state(def.seed, fnv1a(def.variable), key), j,
-                     def.init_scale);
-}
-
-void initial_row(const table_shard_def& def, uint64_t key, float* out) {
-  write_initial_row(def.seed, fnv1a(def.variable), def.init_scale, def.dim,
-                    key, out);
-}
 
 // -- the store ----------------------------------------------------------------
 
 struct table_store::impl {
+  impl(const table_shard_def& def, table_policy p, size_t slot_count)
+    : policy(std::move(p)), evictor(policy, def.dim, slot_count, def.seed) {
+  }
+
+  /// What a call wants of the rows of its keys.
+  enum class use {
+    read, // pull(create = false): no sighting, no row created
+    pull, // pull(create = true): a sighting; admitted keys get rows
+    push, // apply(): no sighting; keys the filter admits get rows
+  };
+
   uint64_t name_hash = 0;
-  std::vector<float> slot_inits; // per slot
-  /// key -> row number (position in keys, steps, and dim-float blocks of
-  /// values and of each slot).
-  absl::flat_hash_map<uint64_t, uint32_t> index;
-  std::vector<uint64_t> keys; // insertion order
-  std::vector<float> values;
-  std::vector<std::vector<float>> slots;
-  std::vector<uint64_t> steps;
+  table_policy policy;
+  detail::table_rows rows;
+  detail::table_evictor evictor;
+  detail::change_log changes;
+  std::unique_ptr<admission_filter> filter; // null: admit every key
+  uint64_t clock = 0; // the caller's (set_clock)
+  uint64_t tick = 0;  // calls that may create rows (pins their rows)
+  size_t cursor = 0;  // where the next sweep starts
+  table_counts counts; // the cumulative fields
   // -- scratch, reused across calls ----------------------------------------
-  std::vector<uint32_t> rows;
+  std::vector<uint32_t> found; // row per key of the current call
   std::vector<float*> slot_ptrs;
   std::vector<float> scaled;
   std::vector<float> before; // a row before a scaled step
 
-  /// Appends the initial row of `key`; on failure (bad_alloc) leaves every
-  /// array as it was.
-  void append_row(const table_shard_def& def, uint64_t key) {
-    auto n = keys.size();
-    auto dim = def.dim;
-    try {
-      keys.push_back(key);
-      steps.push_back(0);
-      // resize grows capacity geometrically (libstdc++ at least doubles).
-      values.resize((n + 1) * dim);
-      write_initial_row(def.seed, name_hash, def.init_scale, dim, key,
-                        values.data() + n * dim);
-      for (size_t s = 0; s < slots.size(); ++s)
-        slots[s].resize((n + 1) * dim, slot_inits[s]);
-    } catch (...) {
-      keys.resize(n);
-      steps.resize(n);
-      values.resize(n * dim);
-      for (auto& slot : slots)
-        slot.resize(std::min<size_t>(slot.size(), n * dim));
-      throw;
+  detail::table_rows::stamps stamps() const noexcept {
+    return {clock, tick, changes.epoch()};
+  }
+
+  /// Creates the row of `key` (which has none) with its initial value.
+  uint32_t create(const table_shard_def& def, uint64_t key) {
+    if (rows.size() >= detail::max_table_rows)
+      throw std::length_error(
+        fmt::format("table {}: a shard holds at most {} rows", def.variable,
+                    detail::max_table_rows));
+    auto r = rows.append(key, stamps());
+    write_initial_row(def.seed, name_hash, def.init_scale, def.dim, key,
+                      rows.values.data() + r * def.dim);
+    ++counts.admitted;
+    if (filter)
+      filter->admitted(key);
+    return r;
+  }
+
+  /// Removes row `r` for `cause` (none: a delta or an import took it).
+  void remove_row(uint32_t r, detail::eviction_cause cause) {
+    changes.removed(rows.keys[r]); // may allocate: first
+    rows.remove(r);
+    switch (cause) {
+      case detail::eviction_cause::ttl:
+        ++counts.evicted_ttl;
+        break;
+      case detail::eviction_cause::l2:
+        ++counts.evicted_l2;
+        break;
+      case detail::eviction_cause::budget:
+        ++counts.evicted_budget;
+        break;
+      case detail::eviction_cause::none:
+        break;
     }
   }
 
-  /// The row of `key`, created if missing.
-  uint32_t find_or_create(const table_shard_def& def, uint64_t key) {
-    // find() first: in steady state nearly every key exists, and a find()
-    // costs less than a try_emplace() (pull of 16-float rows from a 10k-row
-    // table: ~9 -> ~7 ns per row).
-    if (auto it = index.find(key); it != index.end())
-      return it->second;
-    auto n = keys.size();
-    if (n >= no_row)
-      throw std::length_error(fmt::format(
-        "table {}: a shard holds at most {} rows", def.variable, no_row));
-    auto it = index.emplace(key, static_cast<uint32_t>(n)).first;
-    try {
-      append_row(def, key);
-    } catch (...) {
-      index.erase(it);
-      throw;
-    }
-    return it->second;
+  /// Whether a key without a row may get one now.
+  bool admits(uint64_t key, use u) {
+    if (!filter)
+      return true;
+    return u == use::pull ? filter->observe(key) : filter->admits(key);
   }
 
-  /// Fills rows[0, n) with the row of each key (created if `create`, else
-  /// no_row where missing), prefetching the map ahead.
+  /// Fills found[0, n) with the row of each key: existing rows; new rows for
+  /// admitted keys (when `u` creates); no_table_row for the others. With a
+  /// row limit, new rows wait until room is made (make_room()).
   void look_up(const table_shard_def& def, const uint64_t* ks, size_t n,
-               bool create) {
-    rows.resize(n);
+               use u) {
+    found.resize(n);
+    bool creates = u != use::read;
+    if (creates)
+      ++tick;
+    bool touches = creates && rows.keep_accessed;
+    bool waits = creates && evictor.has_limit();
+    size_t waiting = 0;
     for (size_t i = 0; i < n; ++i) {
       if (i + prefetch_distance < n)
-        index.prefetch(ks[i + prefetch_distance]);
-      if (create) {
-        rows[i] = find_or_create(def, ks[i]);
+        rows.index.prefetch(ks[i + prefetch_distance]);
+      // find() first: in steady state nearly every key exists, and a find()
+      // costs less than a try_emplace() (pull of 16-float rows from a
+      // 10k-row table: ~9 -> ~7 ns per row).
+      if (auto it = rows.index.find(ks[i]); it != rows.index.end()) {
+        found[i] = it->second;
+        if (touches)
+          evictor.touch(rows, it->second, tick);
+      } else if (!creates || !admits(ks[i], u)) {
+        found[i] = no_table_row;
+      } else if (waits) {
+        found[i] = pending_table_row;
+        ++waiting;
       } else {
-        auto it = index.find(ks[i]);
-        rows[i] = it == index.end() ? no_row : it->second;
+        found[i] = create(def, ks[i]);
       }
     }
+    if (waiting > 0)
+      make_room(def, ks, n, waiting);
+  }
+
+  /// Evicts rows (not used by this call) until `waiting` new rows fit under
+  /// the limit, then creates them; a key left without room gets
+  /// no_table_row.
+  void make_room(const table_shard_def& def, const uint64_t* ks, size_t n,
+                 size_t waiting) {
+    auto limit = evictor.row_limit();
+    auto wanted = rows.size() + waiting;
+    bool moved = false; // a row of this call changed its number
+    for (auto evict = wanted > limit ? wanted - limit : 0; evict > 0;
+         --evict) {
+      auto victim = evictor.pick_victim(rows, tick);
+      if (victim == no_table_row)
+        break;
+      auto last = static_cast<uint32_t>(rows.size() - 1);
+      moved = moved || (victim != last && rows.accessed_at[last] == tick);
+      remove_row(victim, detail::eviction_cause::budget);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (found[i] == no_table_row)
+        continue;
+      if (found[i] != pending_table_row) {
+        if (moved)
+          found[i] = rows.index.find(ks[i])->second;
+        continue;
+      }
+      if (auto it = rows.index.find(ks[i]); it != rows.index.end())
+        found[i] = it->second; // a key repeated in one pull
+      else if (rows.size() < limit)
+        found[i] = create(def, ks[i]);
+      else
+        found[i] = no_table_row;
+    }
+  }
+
+  /// Applies the rows of gradient to found[0, n). `Plain`: no admission, no
+  /// row limit, no time to live and no change tracking, so no row is missing
+  /// or stamped: the loop as it was before policies, kept apart because the
+  /// checks cost about 19 instructions a row (callgrind; ~150 for the whole
+  /// SGD apply of a 16-float row).
+  template <bool Plain>
+  void apply_rows(const update_rule& rule, const float* grads, size_t n,
+                  float scale, float step_scale) {
+    auto dim = rows.dim;
+    float* values = rows.values.data();
+    const uint32_t* at = found.data();
+    // Read once: after the rule's virtual call the compiler would load them
+    // again for every row.
+    uint64_t* updated_at = rows.keep_updated ? rows.updated_at.data()
+                                             : nullptr;
+    uint32_t* changed_at = changes.tracking() ? rows.changed_at.data()
+                                              : nullptr;
+    const uint64_t now = clock;
+    const uint32_t epoch = changes.epoch();
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (i + prefetch_distance < n
+          && (Plain || at[i + prefetch_distance] != no_table_row)) {
+        size_t ahead = at[i + prefetch_distance] * dim;
+        __builtin_prefetch(values + ahead, 1);
+        for (auto& slot : rows.slots)
+          __builtin_prefetch(slot.data() + ahead, 1);
+      }
+      size_t row = at[i];
+      if (!Plain && row == no_table_row) {
+        ++dropped; // a key the filter does not admit (yet)
+        continue;
+      }
+      for (size_t s = 0; s < rows.slots.size(); ++s)
+        slot_ptrs[s] = rows.slots[s].data() + row * dim;
+      const float* g = grads + i * dim;
+      if (scale != 1.0f) {
+        for (size_t j = 0; j < dim; ++j)
+          scaled[j] = g[j] * scale;
+        g = scaled.data();
+      }
+      float* w = values + row * dim;
+      if (!Plain) {
+        if (updated_at)
+          updated_at[row] = now;
+        if (changed_at)
+          changed_at[row] = epoch;
+      }
+      if (step_scale == 1.0f) {
+        rule.apply(w, slot_ptrs.data(), g, dim, ++rows.steps[row]);
+        continue;
+      }
+      std::memcpy(before.data(), w, dim * sizeof(float));
+      rule.apply(w, slot_ptrs.data(), g, dim, ++rows.steps[row]);
+      scale_step(w, before.data(), dim, step_scale);
+    }
+    counts.gradients_dropped += dropped;
   }
 };
 
 table_store::table_store(table_shard_def def,
-                         std::shared_ptr<const update_rule> rule)
-  : def_(std::move(def)), rule_(std::move(rule)), impl_(new impl) {
+                         std::shared_ptr<const update_rule> rule,
+                         table_policy policy)
+  : def_(std::move(def)), rule_(std::move(rule)) {
   if (def_.dim == 0)
     throw std::invalid_argument(
       fmt::format("table {}: dimension 0; it must be positive", def_.variable));
-  impl_->name_hash = fnv1a(def_.variable);
   size_t slot_count = rule_ ? rule_->slot_count() : 0;
-  impl_->slots.resize(slot_count);
-  impl_->slot_ptrs.resize(slot_count);
+  validate_table_policy(policy, def_, slot_count);
+  impl_ = std::make_unique<impl>(def_, std::move(policy), slot_count);
+  auto& d = *impl_;
+  d.name_hash = detail::table_name_hash(def_.variable);
+  d.rows.dim = def_.dim;
+  d.rows.slots.resize(slot_count);
+  d.slot_ptrs.resize(slot_count);
   for (size_t s = 0; s < slot_count; ++s)
-    impl_->slot_inits.push_back(rule_->slot_init(s));
+    d.rows.slot_inits.push_back(rule_->slot_init(s));
+  d.evictor.configure(d.rows);
+  d.filter = make_admission_filter(d.policy, def_.seed);
 }
 
 table_store::~table_store() = default;
@@ -190,20 +261,26 @@ table_store::table_store(table_store&&) noexcept = default;
 
 table_store& table_store::operator=(table_store&&) noexcept = default;
 
+const table_policy& table_store::policy() const noexcept {
+  return impl_->policy;
+}
+
 size_t table_store::size() const noexcept {
-  return impl_->keys.size();
+  return impl_->rows.size();
 }
 
 size_t table_store::memory_bytes() const noexcept {
   auto& d = *impl_;
-  size_t result = d.values.capacity() * sizeof(float)
-                  + d.keys.capacity() * sizeof(uint64_t)
-                  + d.steps.capacity() * sizeof(uint64_t);
-  for (auto& slot : d.slots)
-    result += slot.capacity() * sizeof(float);
-  // One slot (key, row) and one control byte per bucket.
-  using slot_type = absl::flat_hash_map<uint64_t, uint32_t>::value_type;
-  result += d.index.capacity() * (sizeof(slot_type) + 1);
+  return d.rows.memory_bytes() + (d.filter ? d.filter->memory_bytes() : 0)
+         + d.changes.memory_bytes();
+}
+
+table_counts table_store::counts() const noexcept {
+  auto& d = *impl_;
+  auto result = d.counts;
+  result.rows = d.rows.size();
+  result.memory_bytes = memory_bytes();
+  result.filter_bytes = d.filter ? d.filter->memory_bytes() : 0;
   return result;
 }
 
@@ -227,18 +304,24 @@ void table_store::pull(const uint64_t* keys, size_t n, float* out,
   // no change on a 10k-row table (~7 and ~13 ns per row).
   auto& d = *impl_;
   auto dim = def_.dim;
-  d.look_up(def_, keys, n, create);
-  const float* values = d.values.data();
+  d.look_up(def_, keys, n, create ? impl::use::pull : impl::use::read);
+  const float* values = d.rows.values.data();
+  uint64_t rejected = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i + prefetch_distance < n && d.rows[i + prefetch_distance] != no_row)
-      __builtin_prefetch(values + d.rows[i + prefetch_distance] * dim);
-    auto row = d.rows[i];
-    if (row == no_row)
+    if (i + prefetch_distance < n
+        && d.found[i + prefetch_distance] != no_table_row)
+      __builtin_prefetch(values + d.found[i + prefetch_distance] * dim);
+    auto row = d.found[i];
+    if (row == no_table_row) {
       write_initial_row(def_.seed, d.name_hash, def_.init_scale, dim, keys[i],
                         out + i * dim);
-    else
+      ++rejected;
+    } else {
       std::memcpy(out + i * dim, values + row * dim, dim * sizeof(float));
+    }
   }
+  if (create)
+    d.counts.pull_rejected += rejected;
 }
 
 void table_store::apply(const uint64_t* keys, size_t n, const float* grads,
@@ -247,91 +330,134 @@ void table_store::apply(const uint64_t* keys, size_t n, const float* grads,
     throw std::logic_error(fmt::format(
       "table {}: apply() on a store without an update rule", def_.variable));
   auto& d = *impl_;
+  auto& rows = d.rows;
   auto dim = def_.dim;
-  d.look_up(def_, keys, n, true);
+  d.look_up(def_, keys, n, impl::use::push);
   if (scale != 1.0f)
     d.scaled.resize(dim);
   if (step_scale != 1.0f)
     d.before.resize(dim);
-  float* values = d.values.data();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + prefetch_distance < n) {
-      size_t ahead = d.rows[i + prefetch_distance] * dim;
-      __builtin_prefetch(values + ahead, 1);
-      for (auto& slot : d.slots)
-        __builtin_prefetch(slot.data() + ahead, 1);
-    }
-    size_t row = d.rows[i];
-    for (size_t s = 0; s < d.slots.size(); ++s)
-      d.slot_ptrs[s] = d.slots[s].data() + row * dim;
-    const float* g = grads + i * dim;
-    if (scale != 1.0f) {
-      for (size_t j = 0; j < dim; ++j)
-        d.scaled[j] = g[j] * scale;
-      g = d.scaled.data();
-    }
-    float* w = values + row * dim;
-    if (step_scale == 1.0f) {
-      rule_->apply(w, d.slot_ptrs.data(), g, dim, ++d.steps[row]);
+  if (rows.keep_updated || d.changes.tracking() || d.filter
+      || d.evictor.has_limit())
+    d.apply_rows<false>(*rule_, grads, n, scale, step_scale);
+  else
+    d.apply_rows<true>(*rule_, grads, n, scale, step_scale);
+}
+
+// -- eviction -----------------------------------------------------------------
+
+void table_store::set_clock(uint64_t now) noexcept {
+  impl_->clock = now;
+}
+
+uint64_t table_store::clock() const noexcept {
+  return impl_->clock;
+}
+
+table_sweep table_store::sweep(uint64_t now, size_t max_rows_visited) {
+  auto& d = *impl_;
+  table_sweep result;
+  if (!d.evictor.sweeps())
+    return result;
+  while (result.visited < max_rows_visited && d.rows.size() > 0) {
+    if (d.cursor >= d.rows.size())
+      d.cursor = 0; // a lap is done
+    ++result.visited;
+    auto r = static_cast<uint32_t>(d.cursor);
+    auto cause = d.evictor.expired(d.rows, r, now);
+    if (cause == detail::eviction_cause::none) {
+      ++d.cursor;
       continue;
     }
-    std::memcpy(d.before.data(), w, dim * sizeof(float));
-    rule_->apply(w, d.slot_ptrs.data(), g, dim, ++d.steps[row]);
-    scale_step(w, d.before.data(), dim, step_scale);
+    // The last row moves into r: the next visit looks at it there.
+    d.remove_row(r, cause);
+    ++result.evicted;
   }
+  return result;
 }
 
 // -- checkpoints --------------------------------------------------------------
 
 table_store::contents table_store::export_rows() const {
-  auto& d = *impl_;
-  contents result;
-  result.keys = d.keys;
-  result.values = d.values;
-  result.slots = d.slots;
-  result.steps = d.steps;
-  return result;
+  return detail::export_all_rows(impl_->rows);
 }
 
 void table_store::import_rows(contents c) {
-  auto& name = def_.variable;
-  auto n = c.keys.size();
-  auto dim = def_.dim;
-  auto fail = [&](const std::string& what) {
-    throw std::invalid_argument(fmt::format("table {}: {}", name, what));
-  };
-  if (n > no_row)
-    fail(fmt::format("{} rows; a shard holds at most {}", n, no_row));
-  auto check_floats = [&](const std::vector<float>& xs, const char* what) {
-    if (xs.size() % dim != 0 || xs.size() / dim != n)
-      fail(fmt::format("{} {} floats for {} rows of dimension {} (expected "
-                       "{})",
-                       xs.size(), what, n, dim, n * dim));
-  };
-  check_floats(c.values, "value");
-  if (c.slots.size() != impl_->slots.size())
-    fail(fmt::format("{} slots, but its update rule keeps {}", c.slots.size(),
-                     impl_->slots.size()));
-  for (auto& slot : c.slots)
-    check_floats(slot, "slot");
-  if (c.steps.size() != n)
-    fail(fmt::format("{} step counts for {} rows", c.steps.size(), n));
-  auto bad = first_invalid_key(c.keys.data(), n);
-  if (bad != n)
-    fail(fmt::format("key {} is outside the vocabulary of {}", c.keys[bad],
-                     def_.vocabulary));
-  absl::flat_hash_map<uint64_t, uint32_t> index;
-  index.reserve(n);
-  for (size_t i = 0; i < n; ++i)
-    if (!index.try_emplace(c.keys[i], static_cast<uint32_t>(i)).second)
-      fail(fmt::format("key {} appears twice", c.keys[i]));
-  // Nothing below throws: commit.
   auto& d = *impl_;
-  d.index = std::move(index);
-  d.keys = std::move(c.keys);
-  d.values = std::move(c.values);
-  d.slots = std::move(c.slots);
-  d.steps = std::move(c.steps);
+  auto index = detail::check_table_contents(def_, d.rows.slots.size(), c);
+  // The new rows, built beside the old ones: nothing changes on bad_alloc.
+  detail::table_rows fresh;
+  fresh.dim = d.rows.dim;
+  fresh.slot_inits = d.rows.slot_inits;
+  fresh.keep_updated = d.rows.keep_updated;
+  fresh.keep_accessed = d.rows.keep_accessed;
+  fresh.keep_frequency = d.rows.keep_frequency;
+  fresh.keep_changed = d.rows.keep_changed;
+  fresh.capacity_limit = d.rows.capacity_limit;
+  fresh.index = std::move(index);
+  fresh.keys = std::move(c.keys);
+  fresh.values = std::move(c.values);
+  fresh.slots = std::move(c.slots);
+  fresh.steps = std::move(c.steps);
+  fresh.fit_metadata(d.stamps());
+  if (d.changes.tracking())
+    for (auto key : d.rows.keys)
+      if (!fresh.index.contains(key))
+        d.changes.removed(key);
+  // Nothing below throws: commit.
+  d.rows = std::move(fresh);
+  d.cursor = 0;
+}
+
+void table_store::mark_clean() {
+  auto& d = *impl_;
+  d.changes.mark(d.rows);
+}
+
+table_store::contents table_store::export_changed() const {
+  auto& d = *impl_;
+  return d.changes.changed_rows(d.rows);
+}
+
+std::vector<uint64_t> table_store::removed_since_mark() const {
+  auto& d = *impl_;
+  return d.changes.removed_keys(d.rows);
+}
+
+void table_store::apply_delta(contents changed,
+                              const std::vector<uint64_t>& removed) {
+  auto& d = *impl_;
+  auto& rows = d.rows;
+  auto dim = def_.dim;
+  detail::check_table_contents(def_, rows.slots.size(), changed);
+  auto bad = first_invalid_key(removed.data(), removed.size());
+  if (bad != removed.size())
+    throw std::invalid_argument(
+      fmt::format("table {}: removed key {} is outside the vocabulary of {}",
+                  def_.variable, removed[bad], def_.vocabulary));
+  for (auto key : removed)
+    if (auto it = rows.index.find(key); it != rows.index.end())
+      d.remove_row(it->second, detail::eviction_cause::none);
+  auto st = d.stamps();
+  for (size_t i = 0; i < changed.keys.size(); ++i) {
+    uint32_t r;
+    if (auto it = rows.index.find(changed.keys[i]); it != rows.index.end()) {
+      r = it->second;
+      if (rows.keep_updated)
+        rows.updated_at[r] = st.updated;
+      if (rows.keep_accessed)
+        rows.accessed_at[r] = st.accessed;
+      d.changes.changed(rows, r);
+    } else {
+      r = rows.append(changed.keys[i], st);
+    }
+    std::memcpy(rows.values.data() + r * dim, changed.values.data() + i * dim,
+                dim * sizeof(float));
+    for (size_t s = 0; s < rows.slots.size(); ++s)
+      std::memcpy(rows.slots[s].data() + r * dim,
+                  changed.slots[s].data() + i * dim, dim * sizeof(float));
+    rows.steps[r] = changed.steps[i];
+  }
 }
 
 } // namespace actorps
