@@ -434,8 +434,16 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
         return found.error();
       auto s = (*found)->stats;
       for (auto& [shard, store] : (*found)->tables) {
-        s.table_rows += store.size();
-        s.table_bytes += store.memory_bytes();
+        auto c = store.counts();
+        s.table_rows += c.rows;
+        s.table_bytes += c.memory_bytes;
+        s.rows_admitted += c.admitted;
+        s.keys_rejected += c.pull_rejected;
+        s.gradients_dropped += c.gradients_dropped;
+        s.evicted_ttl += c.evicted_ttl;
+        s.evicted_l2 += c.evicted_l2;
+        s.evicted_budget += c.evicted_budget;
+        s.filter_bytes += c.filter_bytes;
       }
       s.peak_rss_bytes = peak_rss_bytes();
       s.view = (*found)->view;

@@ -10,6 +10,7 @@
 #include "caf/typed_actor.hpp"
 
 #include "actors/messages.hpp"
+#include "core/table_policy.hpp"
 #include "core/update_rule.hpp"
 
 namespace actorps {
@@ -166,6 +167,10 @@ struct ps_options {
   uint64_t staleness = 0;
   /// The rule applied to the rows of table shards.
   optimizer_config table_optimizer{"adagrad", 0.05f, {}};
+  /// Admission and eviction of every table shard (default: neither), and
+  /// the rows each push sweeps per shard for a time to live or an L2 norm.
+  table_policy tables;
+  uint64_t sweep_rows = 256;
   /// sync: how long a round waits for its last pushes; then it is closed
   /// with the pushes it has (their mean), so that an idle, lost or slow
   /// worker does not stall the others forever (0 = wait forever). ssp: how

@@ -10,7 +10,9 @@ namespace actorps {
 
 ps_replica::ps_replica(uint32_t g, const ps_options& opts,
                        std::shared_ptr<const update_rule> dense_rule)
-  : group(g), dense(std::move(dense_rule)) {
+  : group(g), dense(std::move(dense_rule)), policy(opts.tables) {
+  if (policy.steps_to_live || policy.l2_threshold)
+    sweep_rows = opts.sweep_rows;
   auto n = std::max<uint32_t>(opts.workers, 1);
   worker_clock.assign(n, 0);
   pushed_this_round.assign(n, false);
@@ -95,10 +97,17 @@ void apply_update(ps_replica& r, const push_request& update, float scale,
     }
   }
   for (auto& t : update.tables) {
-    r.tables.at(t.shard).apply(t.keys.keys.data(), t.keys.keys.size(),
-                               t.values.values.data(), scale, table_step);
+    auto& store = r.tables.at(t.shard);
+    store.set_clock(r.stats.clock);
+    store.apply(t.keys.keys.data(), t.keys.keys.size(),
+                t.values.values.data(), scale, table_step);
     r.stats.keys_pushed += t.keys.keys.size();
   }
+  // Time to live and L2 norm: a bounded sweep per push and shard, so that
+  // eviction never holds up pulls and pushes for long (table_store::sweep).
+  if (r.sweep_rows > 0)
+    for (auto& [shard, store] : r.tables)
+      store.sweep(r.stats.clock, r.sweep_rows);
 }
 
 void add_to_round(ps_replica& r, const push_request& req) {
@@ -209,7 +218,7 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
     if (i == r.tables.end())
       return caf::make_error(errc::unknown_variable, "restore of table shard",
                              t.shard, "ps", ps_index);
-    table_store store{i->second.def(), table_rule};
+    table_store store{i->second.def(), table_rule, r.policy};
     table_store::contents c;
     c.keys = std::move(t.keys.keys);
     c.values.assign(t.values.values.begin(), t.values.values.end());
@@ -232,7 +241,7 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
   r.dense.set_steps(snap.optimizer_steps);
   // A table shard the snapshot does not mention starts empty again.
   for (auto& [shard, store] : r.tables)
-    store = table_store{store.def(), table_rule};
+    store = table_store{store.def(), table_rule, r.policy};
   for (auto& [shard, store] : fresh)
     r.tables.at(shard) = std::move(store);
   r.stats.clock = snap.clock;
@@ -289,7 +298,13 @@ create_in_replica(ps_replica& r, create_shard& req,
   def.vocabulary = req.vocabulary;
   def.init_scale = req.init_scale;
   def.seed = req.seed;
-  r.tables.emplace(req.shard, table_store{std::move(def), table_rule});
+  try {
+    r.tables.emplace(req.shard,
+                     table_store{std::move(def), table_rule, r.policy});
+  } catch (const std::exception& e) {
+    return caf::make_error(errc::shape_mismatch, "table shard", req.variable,
+                           std::string{e.what()});
+  }
   r.stats.shards = r.dense_shards + r.tables.size();
   return uint64_t{0};
 }

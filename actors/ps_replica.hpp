@@ -57,6 +57,10 @@ struct ps_replica {
   dense_region dense;
   uint64_t dense_shards = 0;
   std::map<uint32_t, table_store> tables; ///< by shard id
+  /// Every table shard's admission and eviction (ps_options::tables), and
+  /// the rows each push sweeps per shard (0: no sweeps).
+  table_policy policy;
+  uint64_t sweep_rows = 0;
   ps_stats stats;
   /// Closure ids of the pushes applied (each at most once); ids in
   /// [pruned_first, watermark) were pruned (their closures all finished): a

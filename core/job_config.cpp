@@ -501,6 +501,23 @@ void validate(const job_config& cfg) {
     fail("training.epochs", "must be at least 1");
 }
 
+table_policy table_policy_of(const job_config& cfg) {
+  table_policy p;
+  p.admit_after = static_cast<int64_t>(cfg.table_admit_after);
+  p.filter = parse_admission_kind(cfg.table_filter);
+  p.filter_counters = static_cast<int64_t>(cfg.table_filter_counters);
+  if (cfg.table_steps_to_live > 0)
+    p.steps_to_live = static_cast<int64_t>(cfg.table_steps_to_live);
+  if (cfg.table_l2_threshold > 0)
+    p.l2_threshold = cfg.table_l2_threshold;
+  if (cfg.table_max_rows > 0)
+    p.max_rows = static_cast<int64_t>(cfg.table_max_rows);
+  if (cfg.table_max_bytes > 0)
+    p.max_bytes = static_cast<int64_t>(cfg.table_max_bytes);
+  p.evict = parse_eviction_order(cfg.table_evict);
+  return p;
+}
+
 uint64_t effective_steps_per_epoch(const job_config& cfg, uint64_t train_rows) {
   if (cfg.steps_per_epoch > 0)
     return cfg.steps_per_epoch;

@@ -9,6 +9,7 @@
 #include "core/options.hpp"
 #include "core/partitioner.hpp"
 #include "core/placement.hpp"
+#include "core/table_policy.hpp"
 #include "core/update_rule.hpp"
 
 namespace actorps {
@@ -91,6 +92,25 @@ struct job_config {
   /// A malformed record of a part: "skip" (counted, logged) or "fail" (the
   /// job stops, exit 2).
   std::string on_bad_record = "skip";
+
+  // -- tables: admission and eviction (core/table_policy.hpp) ---------------------
+  /// Every table shard of the job follows these (table_policy_of()): a key
+  /// gets a row at its admit_after-th pull (0, 1: the first), counted by a
+  /// count-min sketch of table_filter_counters one-byte counters ("sketch")
+  /// or exactly ("exact"); a row not updated for table_steps_to_live pushes
+  /// of its server, or whose L2 norm is below table_l2_threshold, goes
+  /// (swept table_sweep_rows rows per push and shard); a shard holds at
+  /// most table_max_rows rows and table_max_bytes bytes, evicting by
+  /// table_evict ("lru" or "lfu") when full. 0 = none, for each.
+  uint64_t table_admit_after = 0;
+  std::string table_filter = "sketch";
+  uint64_t table_filter_counters = uint64_t{1} << 20;
+  uint64_t table_steps_to_live = 0;
+  float table_l2_threshold = 0.0f;
+  uint64_t table_max_rows = 0;
+  uint64_t table_max_bytes = 0;
+  std::string table_evict = "lru";
+  uint64_t table_sweep_rows = 256;
 
   // -- cluster ----------------------------------------------------------------
   uint32_t workers = 2;
@@ -265,6 +285,10 @@ job_config load_job_config(const std::string& path);
 /// Checks cross-field constraints after flags changed fields (positive counts,
 /// layer sizes, ...). @throws input_error naming the field.
 void validate(const job_config& cfg);
+
+/// The admission and eviction policy of every table shard of `cfg` (the
+/// table_* fields; 0 = none).
+table_policy table_policy_of(const job_config& cfg);
 
 /// Asynchronous jobs of at least this many workers take staleness-aware
 /// steps by default (optimizer_config::staleness_aware). Measured on

@@ -142,6 +142,34 @@ std::vector<job_option> make_table() {
          {"skip", "fail"},
          "a malformed record of a stream's part: skip (counted and logged) "
          "or fail (the job stops, exit 2)"),
+    // -- tables: admission and eviction -----------------------------------------
+    whole("tables.admit_after", "--admit-after",
+          field<&job::table_admit_after>, 0, 255,
+          "a key gets a row at its Nth pull (0, 1: the first); before, "
+          "pulls get its initial row and its gradients are dropped"),
+    word("tables.filter", "", field<&job::table_filter>, {"sketch", "exact"},
+         "how pulls of keys without a row are counted: a count-min sketch "
+         "(fixed memory, may admit early) or exactly (small tables)"),
+    whole("tables.filter_counters", "", field<&job::table_filter_counters>,
+          4, uint64_t{1} << 34,
+          "one-byte counters of each shard's sketch (4 rows of N/4)"),
+    whole("tables.steps_to_live", "--steps-to-live",
+          field<&job::table_steps_to_live>, 0, any,
+          "a row not updated for N pushes of its server goes (0 = never)"),
+    real("tables.l2_threshold", "", field<&job::table_l2_threshold>, 0, 1e30,
+         "a row whose L2 norm is below X goes (0 = never)"),
+    whole("tables.max_rows", "--table-max-rows", field<&job::table_max_rows>,
+          0, any, "rows a table shard holds at most (0 = no limit)"),
+    whole("tables.max_bytes", "--table-max-bytes",
+          field<&job::table_max_bytes>, 0, any,
+          "bytes a table shard's rows and filter take at most (0 = no "
+          "limit)"),
+    word("tables.evict", "--evict", field<&job::table_evict>, {"lru", "lfu"},
+         "which row a full shard gives up: least recently or least "
+         "frequently used (with decay)"),
+    whole("tables.sweep_rows", "", field<&job::table_sweep_rows>, 1, mebi,
+          "rows each push sweeps per shard for steps_to_live and "
+          "l2_threshold"),
     // -- cluster --------------------------------------------------------------
     whole("cluster.workers", "--workers", field<&job::workers>, 1, 1024,
           "number of workers (actorps simulate: up to 100000)"),

@@ -1,6 +1,8 @@
 #include "cluster/job/job_setup.hpp"
 
 #include "core/stream_ranges.hpp"
+#include "core/table_store.hpp"
+#include "core/update_rule.hpp"
 
 #include <fmt/format.h>
 
@@ -129,7 +131,23 @@ ps_options ps_options_of(const job_config& cfg, uint32_t index) {
   opts.staleness = cfg.staleness;
   opts.round_timeout = std::chrono::milliseconds(cfg.sync_round_timeout_ms);
   opts.replication_lag = cfg.replication == "async" ? cfg.replication_lag : 0;
+  opts.tables = table_policy_of(cfg);
+  opts.sweep_rows = cfg.table_sweep_rows;
   return opts;
+}
+
+void check_table_policy(const job_config& cfg, const placement& layout) {
+  if (layout.tables.empty())
+    return;
+  auto policy = table_policy_of(cfg);
+  auto slots = make_update_rule(cfg.table_optimizer, "table_optimizer")
+                 ->slot_count();
+  for (auto v : layout.tables) {
+    table_shard_def def;
+    def.variable = layout.variables[v].name;
+    def.dim = layout.variables[v].cols;
+    validate_table_policy(policy, def, slots);
+  }
 }
 
 placement job_placement(const job_config& cfg, const model& net) {

@@ -85,6 +85,13 @@ std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
 /// default.
 /// @throws input_error naming the setting if a format cannot carry what it
 ///         is given (a variable the model lacks, a topk count above a run).
+/// Checks the job's table policy (table_policy_of(cfg)) against each table
+/// of `layout` (its row size with the table rule's slots), before any
+/// server is asked to hold one.
+/// @throws input_error "table NAME: FIELD ..." (e.g. a max_bytes below one
+///         row).
+void check_table_policy(const job_config& cfg, const placement& layout);
+
 worker_options wire_options_of(const job_config& cfg, const placement& layout);
 
 /// The pull format of job `cfg` (cluster.pull_format), null for fp32 and

@@ -167,6 +167,12 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"dense_equivalent_bytes_per_step", r.dense_equivalent_bytes},
               {"table_rows", r.table_rows},
               {"table_bytes", r.table_bytes},
+              {"rows_admitted", r.rows_admitted},
+              {"keys_rejected", r.keys_rejected},
+              {"gradients_dropped", r.gradients_dropped},
+              {"evicted_ttl", r.evicted_ttl},
+              {"evicted_l2", r.evicted_l2},
+              {"evicted_budget", r.evicted_budget},
               {"peak_rss_bytes",
                {{"coordinator", r.peak_rss_bytes},
                 {"ps", r.ps_peak_rss_bytes},
@@ -247,6 +253,14 @@ void print_summary(std::FILE* out, const train_report& r) {
                dense_comparison(2.0 * r.dense_equivalent_bytes, moved),
                r.table_rows, human_bytes(double(r.table_bytes)));
   }
+  if (r.keys_rejected + r.evicted_ttl + r.evicted_l2 + r.evicted_budget > 0)
+    fmt::print(out,
+               "table rows: {} admitted, {} live; keys pulled before their "
+               "admission {} ({} gradient rows dropped); evicted {} by time "
+               "to live, {} by L2 norm, {} for the budget\n",
+               r.rows_admitted, r.table_rows, r.keys_rejected,
+               r.gradients_dropped, r.evicted_ttl, r.evicted_l2,
+               r.evicted_budget);
   // A stream: progressive metrics over all its parts, each part weighted by
   // its steps (about its examples / batch size).
   double weight = 0, auc = 0, loss = 0;

@@ -80,6 +80,14 @@ struct train_report {
   /// Rows and bytes the servers' table shards hold at the end.
   uint64_t table_rows = 0;
   uint64_t table_bytes = 0;
+  /// Admission and eviction over all table shards (ps_stats' fields of the
+  /// same names, summed; counted since the servers started).
+  uint64_t rows_admitted = 0;
+  uint64_t keys_rejected = 0;
+  uint64_t gradients_dropped = 0;
+  uint64_t evicted_ttl = 0;
+  uint64_t evicted_l2 = 0;
+  uint64_t evicted_budget = 0;
   /// Peak resident memory of this process (the coordinator; in one process
   /// every role), bytes.
   uint64_t peak_rss_bytes = 0;

@@ -23,6 +23,7 @@
 #include "core/stream_source.hpp"
 #include "core/stream_config.hpp"
 #include "cluster/services/stream_plan.hpp"
+#include "cluster/job/job_setup.hpp"
 #include "cluster/services/plot.hpp"
 #include "cluster/topology/remote_cluster.hpp"
 #include "cluster/services/report.hpp"
@@ -143,6 +144,12 @@ void count_pushes(train_report& r, const job_config& cfg,
                     staleness_since(s.staleness_buckets, b.staleness_buckets));
     r.table_rows += s.table_rows;
     r.table_bytes += s.table_bytes;
+    r.rows_admitted += s.rows_admitted;
+    r.keys_rejected += s.keys_rejected;
+    r.gradients_dropped += s.gradients_dropped;
+    r.evicted_ttl += s.evicted_ttl;
+    r.evicted_l2 += s.evicted_l2;
+    r.evicted_budget += s.evicted_budget;
     pushes_before += sync ? b.clock * cfg.workers : b.pushes;
     if (sync)
       continue;
@@ -255,6 +262,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     prepare_checkpoint_root(cfg.checkpoint_dir);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
+  check_table_policy(cfg, job_placement(cfg, *net));
   // A stream: the coordinator hands out each part's batches (one closure
   // each; a part is an epoch of fit) and evaluates progressively.
   auto streaming = !cfg.stream_dir.empty();
