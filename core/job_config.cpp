@@ -336,6 +336,10 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
     auto s = root.sub("training");
     read_rows(s, cfg);
   }
+  {
+    auto s = root.sub("tables");
+    read_rows(s, cfg);
+  }
   read_faults(root, cfg, source);
   } // root checks for unknown top-level fields here
   validate(cfg);
