@@ -1,8 +1,7 @@
 #include "cluster/job/job_setup.hpp"
 
-#include "core/stream_ranges.hpp"
-#include "core/table_store.hpp"
-#include "core/update_rule.hpp"
+#include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -11,6 +10,9 @@
 
 #include "cluster/job/ask.hpp"
 #include "core/error.hpp"
+#include "core/stream_ranges.hpp"
+#include "core/table_store.hpp"
+#include "core/update_rule.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
 #include "core/wire_plan.hpp"
@@ -136,9 +138,10 @@ ps_options ps_options_of(const job_config& cfg, uint32_t index) {
   return opts;
 }
 
-void check_table_policy(const job_config& cfg, const placement& layout) {
+std::string check_table_policy(const job_config& cfg,
+                               const placement& layout) {
   if (layout.tables.empty())
-    return;
+    return {};
   auto policy = table_policy_of(cfg);
   auto slots = make_update_rule(cfg.table_optimizer, "table_optimizer")
                  ->slot_count();
@@ -148,6 +151,30 @@ void check_table_policy(const job_config& cfg, const placement& layout) {
     def.dim = layout.variables[v].cols;
     validate_table_policy(policy, def, slots);
   }
+  // The estimate: each server's table shards at their row limits.
+  std::vector<double> rows(cfg.ps, 0), bytes(cfg.ps, 0);
+  double row_bytes_max = 0;
+  for (auto& sh : layout.shards) {
+    if (sh.kind != variable_kind::table)
+      continue;
+    auto dim = layout.variables[sh.variable].cols;
+    auto per_row = double(table_row_bytes(policy, dim, slots));
+    row_bytes_max = std::max(row_bytes_max, per_row);
+    if (!policy.has_budget())
+      continue;
+    auto limit = double(table_row_limit(policy, dim, slots));
+    rows[sh.ps] += limit;
+    bytes[sh.ps] += limit * per_row + double(table_filter_bytes(policy));
+  }
+  if (!policy.has_budget())
+    return fmt::format("tables without a budget: they grow with the keys "
+                       "seen{}, up to {:.0f} bytes a row",
+                       policy.filters() ? " often enough to be admitted" : "",
+                       row_bytes_max);
+  auto most = std::max_element(bytes.begin(), bytes.end()) - bytes.begin();
+  return fmt::format("tables within their budget: at most {:.0f} rows and "
+                     "{:.1f} MB of table shards on one server (ps {})",
+                     rows[most], bytes[most] / 1e6, most);
 }
 
 placement job_placement(const job_config& cfg, const model& net) {

@@ -88,9 +88,13 @@ std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
 /// Checks the job's table policy (table_policy_of(cfg)) against each table
 /// of `layout` (its row size with the table rule's slots), before any
 /// server is asked to hold one.
+/// Returns what the tables may take, for the log: with a budget, the most
+/// rows and bytes per server; without, the bytes a row costs ("" for a job
+/// without tables).
 /// @throws input_error "table NAME: FIELD ..." (e.g. a max_bytes below one
 ///         row).
-void check_table_policy(const job_config& cfg, const placement& layout);
+std::string check_table_policy(const job_config& cfg,
+                               const placement& layout);
 
 worker_options wire_options_of(const job_config& cfg, const placement& layout);
 

@@ -262,7 +262,9 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     prepare_checkpoint_root(cfg.checkpoint_dir);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
-  check_table_policy(cfg, job_placement(cfg, *net));
+  if (auto tables = check_table_policy(cfg, job_placement(cfg, *net));
+      !tables.empty())
+    log::info("coordinator", -1, "{}", tables);
   // A stream: the coordinator hands out each part's batches (one closure
   // each; a part is an epoch of fit) and evaluates progressively.
   auto streaming = !cfg.stream_dir.empty();
