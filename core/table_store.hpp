@@ -184,14 +184,15 @@ public:
 
   /// Starts a new change set: from now on export_changed() and
   /// removed_since_mark() report what changes after this call. Changes are
-  /// tracked from the first mark on (a per-row epoch number, 4 bytes a row,
-  /// written with each update; O(1) per mark); before it, nothing is
-  /// tracked and the change set is everything (relative to an empty store).
+  /// tracked from the first mark on (a bit per row, set with each update;
+  /// a mark clears size() / 8 bytes); before it, nothing is tracked and the
+  /// change set is everything (relative to an empty store).
   void mark_clean();
 
   /// The rows created or updated (by pull, apply, import_rows or
   /// apply_delta) since the last mark_clean(), in the layout of export_rows()
-  /// (row order); before any mark, every row. Cost: a scan of the epochs.
+  /// (row order); before any mark, every row. Cost: a scan of the bits
+  /// (size() / 64 words) and a copy of the changed rows.
   contents export_changed() const;
 
   /// Keys removed since the last mark_clean() (evicted, or left by
