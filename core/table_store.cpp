@@ -154,6 +154,17 @@ table_sweep table_store::sweep(uint64_t now, size_t max_rows_visited) {
       d.cursor = 0; // a lap is done
     ++result.visited;
     auto r = static_cast<uint32_t>(d.cursor);
+    // An eviction looks up two keys in the index (the row's, and the last
+    // row's, which moves): prefetch both ahead, for every row (cheaper than
+    // asking whether the row ahead will go). 1M rows of 16 floats and a
+    // slot, half expired, 4096-row sweeps (best of 3 runs, 2-core VM): mean
+    // 0.40-0.52 ms without (worst 0.66-0.70), 0.31-0.33 with (worst
+    // 0.45-0.52); with nothing expired, 11 -> 36 us.
+    auto n = d.rows.size();
+    if (r + prefetch_distance < n) {
+      d.rows.index.prefetch(d.rows.keys[r + prefetch_distance]);
+      d.rows.index.prefetch(d.rows.keys[n - 1 - prefetch_distance]);
+    }
     auto cause = d.evictor.expired(d.rows, r, now);
     if (cause == detail::eviction_cause::none) {
       ++d.cursor;
