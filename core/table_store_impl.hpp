@@ -68,8 +68,8 @@ struct table_store::impl {
         fmt::format("table {}: a shard holds at most {} rows", def.variable,
                     detail::max_table_rows));
     auto r = rows.append(key, stamps());
-    detail::write_initial_row(def.seed, name_hash, def.init_scale, def.dim, key,
-                      rows.values.data() + r * def.dim);
+    detail::write_initial_row(def.seed, name_hash, def.init_scale, def.dim,
+                              key, rows.values.data() + r * def.dim);
     ++counts.admitted;
     if (filter)
       filter->admitted(key);
