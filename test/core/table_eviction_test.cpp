@@ -39,7 +39,7 @@ std::set<uint64_t> keys_of(const table_store& store) {
 } // namespace
 
 TEST_CASE("a row not updated for more than steps_to_live goes at the next "
-          "sweep; reads do not keep it",
+          "sweep, and reads do not keep it",
           "[table][eviction]") {
   table_policy p;
   p.steps_to_live = 5;
