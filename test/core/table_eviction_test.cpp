@@ -405,19 +405,27 @@ TEST_CASE("sweep pauses on a large shard", "[.bench]") {
                 grads.data());
   double worst = 0, total = 0;
   size_t sweeps = 0, evicted = 0;
+  std::vector<double> pauses;
   while (evicted < rows / 2) {
     auto t0 = clock::now();
     auto s = store.sweep(105, batch);
     auto dt = std::chrono::duration<double>(clock::now() - t0).count();
     worst = std::max(worst, dt);
     total += dt;
+    pauses.push_back(dt);
     ++sweeps;
     evicted += s.evicted;
   }
+  // The worst of a few hundred pauses on a shared machine is often a
+  // preemption: the 99th percentile shows the work.
+  std::sort(pauses.begin(), pauses.end());
   std::printf("sweep(now, %zu) over %llu rows dim %llu, half expired: %zu "
-              "sweeps, worst %.3f ms, mean %.3f ms, %zu evicted\n",
+              "sweeps, median %.3f ms, p99 %.3f ms, worst %.3f ms, mean "
+              "%.3f ms, %zu evicted\n",
               batch, static_cast<unsigned long long>(rows),
-              static_cast<unsigned long long>(def.dim), sweeps, worst * 1e3,
+              static_cast<unsigned long long>(def.dim), sweeps,
+              pauses[pauses.size() / 2] * 1e3,
+              pauses[pauses.size() * 99 / 100] * 1e3, worst * 1e3,
               total / sweeps * 1e3, evicted);
   worst = total = 0;
   sweeps = 0;
