@@ -3,9 +3,9 @@
 // constructor, pull() and apply(), so the same file builds against the core
 // library of any commit: an A/B of two commits is
 //
-//   g++ -O3 -march=native -std=c++17 -I. bench/table_hot_path.cpp \
-//       LIB.a -lfmt -labsl_raw_hash_set -labsl_hash -labsl_city \
-//       -labsl_low_level_hash -o hot_path
+//   g++ -O3 -march=native -std=c++17 -I. bench/table_hot_path.cpp
+//       LIB.a -lfmt -labsl_raw_hash_set -labsl_hash -labsl_city
+//       -labsl_low_level_hash -lcsv -lz -o hot_path
 //
 // once per library, then running the binaries in turn (A B A B).
 // Arguments: rows (default 100000), batch (4096), operations (1000000 rows

@@ -8,35 +8,38 @@
 namespace actorps::detail {
 
 void change_log::mark(table_rows& rows) {
+  rows.clear_changes();
+  tracking_ = true;
   tombstones_.clear();
-  if (!tracking_ || epoch_ == UINT32_MAX) {
-    // The first mark, or 2^32 - 1 marks later: every row clean at epoch 0.
-    rows.keep_changes(true, 0);
-    tracking_ = true;
-    epoch_ = 1;
-    return;
-  }
-  ++epoch_;
 }
+
+namespace {
+
+/// Appends row r of `rows` to `out`.
+void append_row(const table_rows& rows, size_t r,
+                table_store::contents& out) {
+  auto dim = rows.dim;
+  out.keys.push_back(rows.keys[r]);
+  out.steps.push_back(rows.step(r));
+  auto from = rows.values.begin() + r * dim;
+  out.values.insert(out.values.end(), from, from + dim);
+  for (size_t s = 0; s < rows.slots.size(); ++s) {
+    auto slot = rows.slots[s].begin() + r * dim;
+    out.slots[s].insert(out.slots[s].end(), slot, slot + dim);
+  }
+}
+
+} // namespace
 
 table_store::contents change_log::changed_rows(const table_rows& rows) const {
   if (!tracking_)
     return export_all_rows(rows);
   table_store::contents result;
-  auto dim = rows.dim;
   result.slots.resize(rows.slots.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (rows.changed_at[r] != epoch_)
-      continue;
-    result.keys.push_back(rows.keys[r]);
-    result.steps.push_back(rows.steps[r]);
-    auto from = rows.values.begin() + r * dim;
-    result.values.insert(result.values.end(), from, from + dim);
-    for (size_t s = 0; s < rows.slots.size(); ++s) {
-      auto slot = rows.slots[s].begin() + r * dim;
-      result.slots[s].insert(result.slots[s].end(), slot, slot + dim);
-    }
-  }
+  for (size_t w = 0; w < rows.changed.size(); ++w)
+    for (auto bits = rows.changed[w]; bits != 0; bits &= bits - 1)
+      append_row(rows, w * 64 + static_cast<size_t>(__builtin_ctzll(bits)),
+                 result);
   return result;
 }
 
@@ -54,7 +57,9 @@ table_store::contents export_all_rows(const table_rows& rows) {
   result.keys = rows.keys;
   result.values = rows.values;
   result.slots = rows.slots;
-  result.steps = rows.steps;
+  result.steps.resize(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r)
+    result.steps[r] = rows.step(r);
   return result;
 }
 

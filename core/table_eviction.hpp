@@ -32,7 +32,7 @@ enum class eviction_cause : uint8_t {
 ///   among the oldest (or least used) fraction q of rows with probability
 ///   1 - (1 - q)^k: 67% for q = 0.2 and k = 5.
 ///
-/// Rows accessed in the current call (accessed_at == tick) are never picked:
+/// Rows accessed in the current call (accessed == tick) are never picked:
 /// a call's row numbers stay valid while it makes room.
 class table_evictor {
 public:
@@ -54,8 +54,8 @@ public:
     return row_limit_ != UINT64_MAX;
   }
 
-  /// Which per-row metadata the policy needs (sets rows.keep_updated,
-  /// keep_accessed and keep_frequency, and the capacity limit).
+  /// Lays out the row records the policy needs (updated for a time to live,
+  /// accessed with a row limit, frequency for LFU) and the capacity limit.
   void configure(table_rows& rows) const;
 
   /// Why row `r` should go at clock `now` (ttl before l2), or none.
@@ -63,14 +63,14 @@ public:
                          uint64_t now) const noexcept;
 
   /// Records an access of row `r` in call `tick` (LRU recency, LFU count).
-  /// @pre rows.keep_accessed
+  /// @pre rows.keeps_accessed()
   void touch(table_rows& rows, uint32_t r, uint64_t tick) const noexcept;
 
   /// The row to evict for room: the worst of evict_samples rows drawn among
   /// those not accessed in call `tick`; when draws keep hitting such rows, the
   /// first one after a random start. no_table_row if every row was accessed
   /// in this call.
-  /// @pre rows.keep_accessed
+  /// @pre rows.keeps_accessed()
   uint32_t pick_victim(const table_rows& rows, uint64_t tick) noexcept;
 
 private:

@@ -67,13 +67,14 @@ void write_initial_row(uint64_t seed, uint64_t name_hash, float scale,
 float initial_row_value(const table_shard_def& def, uint64_t key, uint64_t j) {
   if (def.init_scale == 0.0f)
     return 0.0f;
-  return row_element(row_state(def.seed, detail::table_name_hash(def.variable), key), j,
-                     def.init_scale);
+  return row_element(
+    row_state(def.seed, detail::table_name_hash(def.variable), key), j,
+    def.init_scale);
 }
 
 void initial_row(const table_shard_def& def, uint64_t key, float* out) {
-  detail::write_initial_row(def.seed, detail::table_name_hash(def.variable), def.init_scale, def.dim,
-                    key, out);
+  detail::write_initial_row(def.seed, detail::table_name_hash(def.variable),
+                            def.init_scale, def.dim, key, out);
 }
 
 } // namespace actorps

@@ -48,13 +48,13 @@ uint64_t table_filter_bytes(const table_policy& policy) noexcept {
 
 uint64_t table_row_bytes(const table_policy& policy, uint64_t dim,
                          size_t slot_count) noexcept {
-  uint64_t bytes = 4 * dim * (1 + slot_count) + 8 + 8 + 4 + 20;
+  uint64_t bytes = 4 * dim * (1 + slot_count) + 8 + 8 + 1 + 20;
   if (policy.steps_to_live)
     bytes += 8;
   if (policy.has_budget()) {
     bytes += 8;
     if (policy.evict == eviction_order::lfu)
-      bytes += 4;
+      bytes += 8;
   }
   return bytes;
 }

@@ -131,8 +131,8 @@ uint64_t table_filter_bytes(const table_policy& policy) noexcept;
 /// + 8 + 8                         key and step count
 /// + 8 if steps_to_live            clock of the last update
 /// + 8 if a budget                 last access (LRU order, LFU decay)
-/// + 4 if a budget with lfu        decayed access count
-/// + 4                             change epoch (delta checkpoints)
+/// + 8 if a budget with lfu        decayed access count (a float in a word)
+/// + 1                             change bit (delta checkpoints), rounded up
 /// + 20                            index entry: a 16-byte slot and a control
 ///                                 byte at absl's maximum load of 7/8
 uint64_t table_row_bytes(const table_policy& policy, uint64_t dim,

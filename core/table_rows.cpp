@@ -1,28 +1,65 @@
 #include "core/table_rows.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace actorps::detail {
 
+namespace {
+
+size_t words_for_bits(size_t n) noexcept {
+  return (n + 63) / 64;
+}
+
+} // namespace
+
+void table_rows::layout(bool updated, bool accessed, bool frequency) {
+  stride = 1;
+  updated_word = updated ? stride++ : 0;
+  accessed_word = accessed ? stride++ : 0;
+  frequency_word = frequency ? stride++ : 0;
+}
+
+void table_rows::set_record(size_t r, uint64_t step_count,
+                            const stamps& s) noexcept {
+  step(r) = step_count;
+  if (keeps_updated())
+    updated(r) = s.updated;
+  if (keeps_accessed())
+    accessed(r) = s.accessed;
+  if (keeps_frequency())
+    set_frequency(r, 1.0f);
+}
+
+void table_rows::assign_records(const std::vector<uint64_t>& steps,
+                                const stamps& s, bool all_changed) {
+  auto n = keys.size();
+  std::vector<uint64_t> records(n * stride);
+  std::vector<uint64_t> bits;
+  if (keep_changed) {
+    bits.assign(words_for_bits(n), all_changed ? ~uint64_t{0} : 0);
+    if (all_changed && n % 64 != 0)
+      bits.back() = (uint64_t{1} << (n % 64)) - 1; // no bits past the rows
+  }
+  meta.swap(records);
+  changed.swap(bits);
+  for (size_t r = 0; r < n; ++r)
+    set_record(r, steps[r], s);
+  room = 0;
+  reserve(n);
+}
+
 void table_rows::reserve(size_t n) {
   room = 0; // until every array holds n
   keys.reserve(n);
-  steps.reserve(n);
   values.reserve(n * dim);
   for (auto& slot : slots)
     slot.reserve(n * dim);
-  if (keep_updated)
-    updated_at.reserve(n);
-  if (keep_accessed)
-    accessed_at.reserve(n);
-  if (keep_frequency)
-    frequency.reserve(n);
+  meta.reserve(n * stride);
   if (keep_changed)
-    changed_at.reserve(n);
+    changed.reserve(words_for_bits(n));
   room = n;
 }
 
@@ -42,18 +79,15 @@ uint32_t table_rows::append(uint64_t key, const stamps& s) {
   index.emplace(key, row); // the only step left that may throw
   // Capacity is there: nothing below allocates.
   keys.push_back(key);
-  steps.push_back(0);
   values.resize((n + 1) * dim);
   for (size_t i = 0; i < slots.size(); ++i)
     slots[i].resize((n + 1) * dim, slot_inits[i]);
-  if (keep_updated)
-    updated_at.push_back(s.updated);
-  if (keep_accessed)
-    accessed_at.push_back(s.accessed);
-  if (keep_frequency)
-    frequency.push_back(1.0f);
-  if (keep_changed)
-    changed_at.push_back(s.changed);
+  meta.resize((n + 1) * stride);
+  set_record(n, 0, s);
+  if (keep_changed) {
+    changed.resize(words_for_bits(n + 1));
+    mark_changed(n);
+  }
   return row;
 }
 
@@ -63,69 +97,45 @@ void table_rows::remove(uint32_t r) noexcept {
   if (r != last) {
     keys[r] = keys[last];
     index.find(keys[r])->second = r;
-    steps[r] = steps[last];
     std::memcpy(values.data() + r * dim, values.data() + last * dim,
                 dim * sizeof(float));
     for (auto& slot : slots)
       std::memcpy(slot.data() + r * dim, slot.data() + last * dim,
                   dim * sizeof(float));
-    if (keep_updated)
-      updated_at[r] = updated_at[last];
-    if (keep_accessed)
-      accessed_at[r] = accessed_at[last];
-    if (keep_frequency)
-      frequency[r] = frequency[last];
-    if (keep_changed)
-      changed_at[r] = changed_at[last];
+    std::memcpy(meta.data() + r * stride, meta.data() + last * stride,
+                stride * sizeof(uint64_t));
+    if (keep_changed) {
+      auto bit = uint64_t{1} << (r & 63);
+      if (is_changed(last))
+        changed[r >> 6] |= bit;
+      else
+        changed[r >> 6] &= ~bit;
+    }
   }
   keys.pop_back();
-  steps.pop_back();
   values.resize(last * dim);
   for (auto& slot : slots)
     slot.resize(last * dim);
-  if (keep_updated)
-    updated_at.pop_back();
-  if (keep_accessed)
-    accessed_at.pop_back();
-  if (keep_frequency)
-    frequency.pop_back();
-  if (keep_changed)
-    changed_at.pop_back();
-}
-
-void table_rows::keep_changes(bool on, uint32_t epoch) {
-  keep_changed = on;
-  if (on) {
-    changed_at.reserve(std::max(room, keys.size()));
-    changed_at.assign(keys.size(), epoch);
-  } else {
-    changed_at = {};
+  meta.resize(last * stride);
+  if (keep_changed) {
+    changed[last >> 6] &= ~(uint64_t{1} << (last & 63));
+    changed.resize(words_for_bits(last));
   }
 }
 
-void table_rows::fit_metadata(const stamps& s) {
-  auto n = keys.size();
-  auto fit = [n](bool keep, auto& xs, auto value) {
-    if (keep)
-      xs.assign(n, value);
-    else
-      xs = {};
-  };
-  fit(keep_updated, updated_at, s.updated);
-  fit(keep_accessed, accessed_at, s.accessed);
-  fit(keep_frequency, frequency, 1.0f);
-  fit(keep_changed, changed_at, s.changed);
-  reserve(n);
+void table_rows::clear_changes() {
+  if (!keep_changed) {
+    changed.reserve(words_for_bits(std::max(room, keys.size())));
+    keep_changed = true;
+  }
+  changed.assign(words_for_bits(keys.size()), 0);
 }
 
 size_t table_rows::memory_bytes() const noexcept {
   size_t result = values.capacity() * sizeof(float)
                   + keys.capacity() * sizeof(uint64_t)
-                  + steps.capacity() * sizeof(uint64_t)
-                  + updated_at.capacity() * sizeof(uint64_t)
-                  + accessed_at.capacity() * sizeof(uint64_t)
-                  + frequency.capacity() * sizeof(float)
-                  + changed_at.capacity() * sizeof(uint32_t);
+                  + meta.capacity() * sizeof(uint64_t)
+                  + changed.capacity() * sizeof(uint64_t);
   for (auto& slot : slots)
     result += slot.capacity() * sizeof(float);
   // One slot (key, row) and one control byte per bucket.

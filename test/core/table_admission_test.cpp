@@ -24,7 +24,7 @@ table_policy admit_after(int64_t n, admission_kind kind) {
 
 } // namespace
 
-TEST_CASE("a key gets a row at its admit_after-th pull; before, a pull "
+TEST_CASE("a key gets a row at its admit_after-th pull, and before it a pull "
           "reads its initial row and creates nothing",
           "[table][admission]") {
   auto def = make_def(4);
@@ -57,7 +57,7 @@ TEST_CASE("a key gets a row at its admit_after-th pull; before, a pull "
   }
 }
 
-TEST_CASE("a push for a key not yet admitted is dropped and counted; once "
+TEST_CASE("a push for a key not yet admitted is dropped and counted, and once "
           "admitted its pushes apply",
           "[table][admission]") {
   auto def = make_def(2);

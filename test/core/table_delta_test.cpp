@@ -59,7 +59,7 @@ TEST_CASE("after a mark only created and updated rows are in the change "
     pull_keys(store, {k}); // one call each: 1 is the least recent
   auto bytes = store.memory_bytes();
   store.mark_clean();
-  CHECK(store.memory_bytes() > bytes); // the epochs: 4 bytes a row
+  CHECK(store.memory_bytes() > bytes); // the change bits
   CHECK(store.export_changed().keys.empty());
   CHECK(store.removed_since_mark().empty());
   pull_keys(store, {1, 2}); // reads change nothing

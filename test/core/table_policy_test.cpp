@@ -80,8 +80,8 @@ TEST_CASE("bad policy values are refused with a message naming the table "
     {"max_rows 0", [](table_policy& p) { p.max_rows = 0; },
      {"max_rows 0", "no room"}},
     {"max_bytes below one row", [](table_policy& p) { p.max_bytes = 100; },
-     // 4 * 16 * 3 + 8 + 8 + 4 + 20 + 8 (last access) = 240 bytes a row.
-     {"max_bytes 100", "one row of 240 bytes", "dimension 16", "2 slots"}},
+     // 4 * 16 * 3 + 8 + 8 + 1 + 20 + 8 (last access) = 237 bytes a row.
+     {"max_bytes 100", "one row of 237 bytes", "dimension 16", "2 slots"}},
     {"max_bytes below one row and the sketch",
      [](table_policy& p) {
        p.admit_after = 2;
@@ -130,24 +130,24 @@ TEST_CASE("max_bytes and max_rows give the row limit, net of the sketch",
   table_policy p;
   p.max_rows = 1000;
   CHECK(table_row_limit(p, 16, 0) == 1000);
-  // dim 16, no slots, LRU: 64 + 8 + 8 + 4 + 20 + 8 = 112 bytes a row.
-  CHECK(table_row_bytes(p, 16, 0) == 112);
-  p.max_bytes = 112 * 500 + 111;
+  // dim 16, no slots, LRU: 64 + 8 + 8 + 1 + 20 + 8 = 109 bytes a row.
+  CHECK(table_row_bytes(p, 16, 0) == 109);
+  p.max_bytes = 109 * 500 + 108;
   CHECK(table_row_limit(p, 16, 0) == 500);
   p.max_rows = 300;
   CHECK(table_row_limit(p, 16, 0) == 300);
   p.max_rows.reset();
   p.evict = eviction_order::lfu;
-  p.steps_to_live = 10; // + 4 frequency + 8 last update
-  CHECK(table_row_bytes(p, 16, 0) == 124);
+  p.steps_to_live = 10; // + 8 frequency + 8 last update
+  CHECK(table_row_bytes(p, 16, 0) == 125);
   p.admit_after = 3;
   p.filter_counters = 1000;
   p.filter_depth = 3; // 333 counters a row: 999 bytes
   CHECK(table_filter_bytes(p) == 999);
-  p.max_bytes = 999 + 124 * 7;
+  p.max_bytes = 999 + 125 * 7;
   CHECK(table_row_limit(p, 16, 0) == 7);
   p.filter = admission_kind::exact; // not part of the budget
-  CHECK(table_row_limit(p, 16, 0) == (999 + 124 * 7) / 124);
+  CHECK(table_row_limit(p, 16, 0) == (999 + 125 * 7) / 125);
 }
 
 TEST_CASE("filter kinds and eviction orders parse from their names",
