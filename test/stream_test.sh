@@ -56,6 +56,23 @@ train)
     || bad "progressive AUC: '$auc'"
   grep -q 'the stream ended: no new part came within data.stream_idle_timeout_ms (4 parts, 80000 examples read)' "$tmp/err" \
     && ok "ended: $(grep -o 'the stream ended.*' "$tmp/err")" || bad "no end line: $(tail -3 "$tmp/err")"
+  # Admission and eviction: fewer rows, the same AUC band, the counts.
+  rows_all=$(grep -o '[0-9]* rows held' "$tmp/out" | cut -d' ' -f1)
+  "$bin" train "${common[@]}" --stream-end-after 4 --admit-after 2 \
+    --steps-to-live 100 >"$tmp/out2" 2>"$tmp/err2"
+  rc=$?
+  line=$(grep '^table rows:' "$tmp/out2")
+  live=$(grep -o '[0-9]* live' <<<"$line" | cut -d' ' -f1)
+  before=$(grep -o 'before their admission [0-9]*' <<<"$line" | grep -o '[0-9]*$')
+  ttl=$(grep -o 'evicted [0-9]* by time to live' <<<"$line" | grep -o '[0-9]*')
+  [[ $rc -eq 0 && -n $live && $live -lt $((rows_all / 2)) && $before -gt 0 && $ttl -gt 0 ]] \
+    && ok "admit_after 2, steps_to_live 100: $live rows live of $rows_all without ($line)" \
+    || bad "policy run: exit $rc, rows $live of $rows_all: $line $(tail -2 "$tmp/err2")"
+  auc2=$(grep -o 'progressive (test, then train) over all: auc [0-9.]*' "$tmp/out2" | grep -o '[0-9.]*$')
+  awk -v a="$auc" -v b="$auc2" 'BEGIN { d = a - b; exit !(d < 0.01 && d > -0.01) }' \
+    && ok "progressive AUC with the policy $auc2, without $auc" || bad "AUC with the policy $auc2, without $auc"
+  grep -q 'tables without a budget' "$tmp/err2" && ok "the start says what the tables may take" \
+    || bad "no table estimate in the log"
   ;;
 resume)
   mkdir -p "$tmp/parts"
