@@ -4,13 +4,15 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/log.hpp"
 #include "core/table_lookup.hpp"
 
 namespace actorps {
 
 ps_replica::ps_replica(uint32_t g, const ps_options& opts,
                        std::shared_ptr<const update_rule> dense_rule)
-  : group(g), dense(std::move(dense_rule)), policy(opts.tables) {
+  : group(g), dense(std::move(dense_rule)), policy(opts.tables),
+    server(opts.index) {
   if (policy.steps_to_live || policy.l2_threshold)
     sweep_rows = opts.sweep_rows;
   auto n = std::max<uint32_t>(opts.workers, 1);
@@ -83,6 +85,33 @@ pull_reply read_replica(ps_replica& r, const pull_request& req, bool share) {
   return reply;
 }
 
+namespace {
+
+bool policy_has_budget(const ps_replica& r) {
+  return r.policy.has_budget();
+}
+
+void warn_near_budget(ps_replica& r, uint32_t shard) {
+  auto limit = r.row_limits.find(shard);
+  if (limit == r.row_limits.end() || r.budget_warned)
+    return;
+  auto& store = r.tables.at(shard);
+  auto rows = store.size();
+  if (rows * 10 < limit->second * 9)
+    return;
+  r.budget_warned = true;
+  auto clock = std::max<uint64_t>(r.stats.clock, 1);
+  log::warn("ps", static_cast<int>(r.server),
+            "table {} shard {} holds {} rows, {:.0f}% of its budget of {} "
+            "(grown by {:.1f} rows a push so far): once full, each new row "
+            "evicts one ({}); this server's other shards are not warned of",
+            store.def().variable, shard, rows,
+            100.0 * double(rows) / double(limit->second), limit->second,
+            double(rows) / double(clock), to_string(r.policy.evict));
+}
+
+} // namespace
+
 void apply_update(ps_replica& r, const push_request& update, float scale,
                   float dense_step, float table_step) {
   if (r.dense.size() > 0) {
@@ -103,6 +132,10 @@ void apply_update(ps_replica& r, const push_request& update, float scale,
                 t.values.values.data(), scale, table_step);
     r.stats.keys_pushed += t.keys.keys.size();
   }
+  // The first shard at 90% of its budget: one warning, with its growth.
+  if (policy_has_budget(r))
+    for (auto& t : update.tables)
+      warn_near_budget(r, t.shard);
   // Time to live and L2 norm: a bounded sweep per push and shard, so that
   // eviction never holds up pulls and pushes for long (table_store::sweep).
   if (r.sweep_rows > 0)
@@ -299,8 +332,12 @@ create_in_replica(ps_replica& r, create_shard& req,
   def.init_scale = req.init_scale;
   def.seed = req.seed;
   try {
+    auto dim = def.dim;
     r.tables.emplace(req.shard,
                      table_store{std::move(def), table_rule, r.policy});
+    if (r.policy.has_budget())
+      r.row_limits[req.shard] = table_row_limit(
+        r.policy, dim, table_rule ? table_rule->slot_count() : 0);
   } catch (const std::exception& e) {
     return caf::make_error(errc::shape_mismatch, "table shard", req.variable,
                            std::string{e.what()});

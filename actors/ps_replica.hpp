@@ -61,6 +61,11 @@ struct ps_replica {
   /// the rows each push sweeps per shard (0: no sweeps).
   table_policy policy;
   uint64_t sweep_rows = 0;
+  /// With a budget: each table shard's row limit, and whether this replica
+  /// warned that a shard is nearly full (once: the first shard at 90%).
+  std::map<uint32_t, uint64_t> row_limits;
+  bool budget_warned = false;
+  uint32_t server = 0; ///< this server's index, for its log lines
   ps_stats stats;
   /// Closure ids of the pushes applied (each at most once); ids in
   /// [pruned_first, watermark) were pruned (their closures all finished): a
