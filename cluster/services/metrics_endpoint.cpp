@@ -284,7 +284,16 @@ prometheus_callback::prometheus_callback()
                     .Name("actorps_epoch_metric")
                     .Help("The last epoch's metrics: train_loss, test_loss, "
                           "test_accuracy or test_auc, samples_per_sec")
-                    .Register(telemetry::enable())) {
+                    .Register(telemetry::enable())),
+    table_gauge_(prometheus::BuildGauge()
+                   .Name("actorps_tables")
+                   .Help("Embedding tables over all servers at the last "
+                         "epoch (or stream part): rows, bytes, and since the "
+                         "servers started rows admitted, keys pulled before "
+                         "their admission (pulled_unadmitted), "
+                         "gradients_dropped, evicted_ttl, evicted_l2, "
+                         "evicted_budget")
+                   .Register(telemetry::enable())) {
   for (auto state : closure_states)
     closures_.Add({{"state", state}});
 }
@@ -316,6 +325,30 @@ void prometheus_callback::on_pause(fit_state& st) {
 }
 
 void prometheus_callback::on_epoch_end(fit_state& st, epoch_metrics& m) {
+  // The tables' rows and what admission and eviction did, summed over the
+  // servers (one stats round trip per epoch, or per part of a stream).
+  try {
+    auto servers = st.cl->stats();
+    double rows = 0, bytes = 0;
+    double events[6] = {0, 0, 0, 0, 0, 0};
+    for (auto& s : servers) {
+      rows += double(s.table_rows);
+      bytes += double(s.table_bytes);
+      uint64_t now[] = {s.rows_admitted, s.keys_rejected, s.gradients_dropped,
+                        s.evicted_ttl,   s.evicted_l2,    s.evicted_budget};
+      for (size_t i = 0; i < 6; ++i)
+        events[i] += double(now[i]);
+    }
+    table_gauge_.Add({{"what", "rows"}}).Set(rows);
+    table_gauge_.Add({{"what", "bytes"}}).Set(bytes);
+    constexpr const char* names[] = {"admitted",          "pulled_unadmitted",
+                                     "gradients_dropped", "evicted_ttl",
+                                     "evicted_l2",        "evicted_budget"};
+    for (size_t i = 0; i < 6; ++i)
+      table_gauge_.Add({{"what", names[i]}}).Set(events[i]);
+  } catch (const std::exception&) {
+    // a lost server: its numbers come with the next epoch
+  }
   epoch_.Set(m.epoch);
   epoch_metric_.Add({{"metric", "train_loss"}}).Set(m.train_loss);
   epoch_metric_.Add({{"metric", "samples_per_sec"}}).Set(m.samples_per_sec);

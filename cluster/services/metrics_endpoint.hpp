@@ -141,7 +141,10 @@ int metrics_port_of(int base, const cluster_spec& spec, const task_id& task);
 /// closure counts: scheduled, finished, failed, cancelled, reexecuted),
 /// gauges actorps_samples_per_second (over the last second or so),
 /// actorps_epoch and actorps_global_step, and actorps_epoch_metric{metric}
-/// (the last epoch's train_loss and test metrics). Enables telemetry.
+/// (the last epoch's train_loss and test metrics; a stream's
+/// progressive_loss and progressive_auc per part), and actorps_tables{what}
+/// (rows, bytes, admission and eviction counts over all servers, at each
+/// epoch's end). Enables telemetry.
 class prometheus_callback : public fit_callback {
 public:
   prometheus_callback();
@@ -166,6 +169,7 @@ private:
   prometheus::Gauge& epoch_;
   prometheus::Gauge& global_step_;
   prometheus::Family<prometheus::Gauge>& epoch_metric_;
+  prometheus::Family<prometheus::Gauge>& table_gauge_;
   /// The closure counts already added to the counters.
   uint64_t seen_[5] = {0, 0, 0, 0, 0};
   /// Samples since window_start_.
