@@ -262,9 +262,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     prepare_checkpoint_root(cfg.checkpoint_dir);
   auto data = open_dataset(cfg);
   auto net = make_model(cfg, data->schema());
-  if (auto tables = check_table_policy(cfg, job_placement(cfg, *net));
-      !tables.empty())
-    log::info("coordinator", -1, "{}", tables);
+  auto tables_note = check_table_policy(cfg, job_placement(cfg, *net));
   // A stream: the coordinator hands out each part's batches (one closure
   // each; a part is an epoch of fit) and evaluates progressively.
   auto streaming = !cfg.stream_dir.empty();
@@ -312,6 +310,8 @@ train_report train_on(const job_config& cfg, const train_options& opts,
                          ? " staleness-aware"
                          : ""),
               cfg.mode);
+    if (!tables_note.empty())
+      log::info("coordinator", -1, "{}", tables_note);
     training_progress progress;
     progress.workers.assign(cfg.workers, data_position{});
     if (restored && opts.restore_variables_only) {
