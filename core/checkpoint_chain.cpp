@@ -134,6 +134,9 @@ checkpoint_replay::checkpoint_replay(checkpoint_state full, std::string dir)
     auto t = std::make_unique<table>(table{rule, table_store{def, rule}});
     try {
       t->store.import_rows(contents_of(s));
+      // The rows live in the store now; the shard keeps its slot count.
+      s.slots.clear();
+      s.slots.resize(rule->slot_count());
     } catch (const std::exception& e) {
       throw input_error(fmt::format("{}: {}: {}", dir_, shard_name(s),
                                     e.what()));

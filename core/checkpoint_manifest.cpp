@@ -371,10 +371,10 @@ decoded_manifest decode_manifest(const std::string& path,
       bool delta_ok = version >= 3 && st.delta;
       if (kind != "dense" && kind != "table"
           && (kind != "table_delta" || !delta_ok))
-        r.fail(fmt::format("field \"{}kind\" must be \"dense\", \"table\"{}, "
-                           "got \"{}\"",
-                           where,
-                           delta_ok ? " or \"table_delta\"" : "", kind));
+        r.fail(fmt::format("field \"{}kind\" must be {}, got \"{}\"", where,
+                           delta_ok ? "\"dense\", \"table\" or \"table_delta\""
+                                    : "\"dense\" or \"table\"",
+                           kind));
       s.table = kind != "dense";
       s.delta = kind == "table_delta";
     }
