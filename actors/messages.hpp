@@ -374,18 +374,23 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
 
 /// Everything one table shard holds, for a checkpoint: row i is keys[i],
 /// values[i * dim ..), slots[s][i * dim ..), with steps[i] updates applied.
+/// With `delta`, only the rows created or updated since the shard's last
+/// mark (table_store::export_changed) and in `removed` the keys that left
+/// it since (removed_since_mark).
 struct table_snapshot {
   uint32_t shard = 0;
   key_buffer keys;
   float_buffer values;
   std::vector<float_buffer> slots;
   key_buffer steps;
+  bool delta = false;
+  key_buffer removed;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, table_snapshot& x) {
   return f(caf::meta::type_name("actorps::table_snapshot"), x.shard, x.keys,
-           x.values, x.slots, x.steps);
+           x.values, x.slots, x.steps, x.delta, x.removed);
 }
 
 /// ps -> chief (its checkpointer): everything a parameter server holds, for a

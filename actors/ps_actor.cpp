@@ -458,6 +458,15 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
         return found.error();
       return save_replica(**found, false);
     },
+    [=](save_atom, uint32_t g, uint64_t base,
+        uint64_t mark) -> caf::result<ps_snapshot> {
+      if (auto err = refusal(self, ps_request::save))
+        return err;
+      auto found = find_group(self->state, g);
+      if (!found)
+        return found.error();
+      return save_and_mark(**found, base, mark);
+    },
     [=](restore_atom, uint32_t g, ps_snapshot& snap) -> caf::result<uint64_t> {
       auto& st = self->state;
       if (auto err = refusal(self, ps_request::restore))

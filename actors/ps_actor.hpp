@@ -84,6 +84,15 @@ using ps_actor = caf::typed_actor<
   // Replies with a copy of everything group `group` holds (dense values,
   // slots and steps, every table shard's rows, clock), for a checkpoint.
   caf::replies_to<save_atom, uint32_t>::with<ps_snapshot>,
+  // The same for a checkpoint of a chain (delta checkpoints): when `base` is
+  // not 0 and is the token of the group's last mark, each table shard holds
+  // only its rows changed since that mark and its tombstones
+  // (table_snapshot::delta); otherwise (a full checkpoint, or a server that
+  // did not take part in the base: restored, installed, promoted, restarted)
+  // every row. Then marks every table shard clean under token `mark`, so
+  // that the next delta is relative to this snapshot. The dense region is
+  // always whole. Errors: errc::unknown_group.
+  caf::replies_to<save_atom, uint32_t, uint64_t, uint64_t>::with<ps_snapshot>,
   // Replaces everything group `group` holds with the snapshot's (a restored
   // checkpoint). Replies with the clock. A sync round in progress is
   // abandoned (its pushes were computed on the state being replaced; their

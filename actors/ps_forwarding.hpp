@@ -33,6 +33,9 @@ ps_forwarding_behavior(Self self, Server server, Handlers... handlers) {
     },
     [=](stats_atom a, uint32_t g) { return self->delegate(server(), a, g); },
     [=](save_atom a, uint32_t g) { return self->delegate(server(), a, g); },
+    [=](save_atom a, uint32_t g, uint64_t base, uint64_t mark) {
+      return self->delegate(server(), a, g, base, mark);
+    },
     [=](restore_atom a, uint32_t g, ps_snapshot& x) {
       return self->delegate(server(), a, g, std::move(x));
     },

@@ -186,7 +186,21 @@ push_request round_update(ps_replica& r) {
   return update;
 }
 
-ps_snapshot save_replica(const ps_replica& r, bool replication) {
+namespace {
+
+table_snapshot table_snapshot_of(uint32_t shard, table_store::contents c) {
+  table_snapshot t;
+  t.shard = shard;
+  t.keys.keys = std::move(c.keys);
+  t.values.values.assign(c.values.begin(), c.values.end());
+  for (auto& s : c.slots)
+    t.slots.push_back(float_buffer{float_vector(s.begin(), s.end())});
+  t.steps.keys = std::move(c.steps);
+  return t;
+}
+
+/// The dense region, clock and step count of `r`.
+ps_snapshot dense_snapshot(const ps_replica& r) {
   ps_snapshot snap;
   snap.clock = r.stats.clock;
   snap.optimizer_steps = r.dense.steps();
@@ -194,17 +208,34 @@ ps_snapshot save_replica(const ps_replica& r, bool replication) {
   snap.values.values.assign(values.begin(), values.end());
   for (auto& slot : r.dense.slots())
     snap.slots.push_back(float_buffer{float_vector(slot.begin(), slot.end())});
+  return snap;
+}
+
+} // namespace
+
+ps_snapshot save_and_mark(ps_replica& r, uint64_t base, uint64_t mark) {
+  auto snap = dense_snapshot(r);
+  bool delta = base != 0 && base == r.marked;
   for (auto& [shard, store] : r.tables) {
-    auto c = store.export_rows();
-    table_snapshot t;
-    t.shard = shard;
-    t.keys.keys = std::move(c.keys);
-    t.values.values.assign(c.values.begin(), c.values.end());
-    for (auto& s : c.slots)
-      t.slots.push_back(float_buffer{float_vector(s.begin(), s.end())});
-    t.steps.keys = std::move(c.steps);
-    snap.tables.push_back(std::move(t));
+    if (!delta) {
+      snap.tables.push_back(table_snapshot_of(shard, store.export_rows()));
+    } else {
+      auto t = table_snapshot_of(shard, store.export_changed());
+      t.delta = true;
+      t.removed.keys = store.removed_since_mark();
+      snap.tables.push_back(std::move(t));
+    }
+    // Marked in the same message as the export: no update falls between.
+    store.mark_clean();
   }
+  r.marked = mark;
+  return snap;
+}
+
+ps_snapshot save_replica(const ps_replica& r, bool replication) {
+  auto snap = dense_snapshot(r);
+  for (auto& [shard, store] : r.tables)
+    snap.tables.push_back(table_snapshot_of(shard, store.export_rows()));
   if (replication) {
     snap.applied.keys.assign(r.applied.begin(), r.applied.end());
     snap.pushes = r.stats.pushes;
@@ -277,6 +308,8 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
     store = table_store{store.def(), table_rule, r.policy};
   for (auto& [shard, store] : fresh)
     r.tables.at(shard) = std::move(store);
+  // Fresh stores track no changes: the next checkpoint gets every row.
+  r.marked = 0;
   r.stats.clock = snap.clock;
   // A sync round in progress was computed on the replaced state.
   auto acks = std::move(r.round_acks);

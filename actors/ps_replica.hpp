@@ -57,6 +57,10 @@ struct ps_replica {
   dense_region dense;
   uint64_t dense_shards = 0;
   std::map<uint32_t, table_store> tables; ///< by shard id
+  /// The token of the last checkpoint mark of every table shard
+  /// (save_and_mark); 0: not marked since the tables were created or
+  /// replaced (a restore or an install), so no delta can be given.
+  uint64_t marked = 0;
   /// Every table shard's admission and eviction (ps_options::tables), and
   /// the rows each push sweeps per shard (0: no sweeps).
   table_policy policy;
@@ -137,6 +141,12 @@ push_request round_update(ps_replica& r);
 /// Everything the replica holds; with `replication`, also the applied ids,
 /// push count and ssp clocks (an install on a new backup).
 ps_snapshot save_replica(const ps_replica& r, bool replication);
+
+/// For a checkpoint of a chain: save_replica(r, false), except that with
+/// `base` != 0 and equal to r.marked each table shard gives only its rows
+/// changed since the mark and its tombstones (table_snapshot::delta). Then
+/// marks every table shard clean and sets r.marked to `mark`.
+ps_snapshot save_and_mark(ps_replica& r, uint64_t base, uint64_t mark);
 
 /// Replaces the replica's state with `snap` (checked whole first; nothing
 /// changes on error). With `replication` the applied ids, push count and ssp

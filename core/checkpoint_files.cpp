@@ -30,16 +30,6 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.compare(0, std::strlen(prefix), prefix) == 0;
 }
 
-/// The directory that holds `path` ("." for a bare name).
-std::string parent_of(std::string path) {
-  while (path.size() > 1 && path.back() == '/')
-    path.pop_back();
-  auto pos = path.rfind('/');
-  if (pos == std::string::npos)
-    return ".";
-  return pos == 0 ? "/" : path.substr(0, pos);
-}
-
 /// Parses "ckpt-" followed by at least 10 decimal digits.
 bool parse_checkpoint_name(const std::string& name, uint64_t& step) {
   auto n = std::strlen(checkpoint_dir_prefix);
@@ -134,6 +124,22 @@ std::string unique_tmp_path(const std::string& root, uint64_t step) {
 } // namespace
 
 // -- names --------------------------------------------------------------------
+
+std::string parent_of(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  auto pos = path.rfind('/');
+  if (pos == std::string::npos)
+    return ".";
+  return pos == 0 ? "/" : path.substr(0, pos);
+}
+
+std::string base_name(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  auto pos = path.rfind('/');
+  return pos == std::string::npos ? path : path.substr(pos + 1);
+}
 
 std::string join_path(const std::string& dir, const std::string& name) {
   if (!dir.empty() && dir.back() == '/')
@@ -314,37 +320,32 @@ void install(const std::string& root, const std::string& tmp,
   }
 }
 
-void prune(const std::string& root, const std::string& written, uint32_t keep,
-           uint64_t step) {
+bool remove_tmp_dirs(const std::string& root, uint64_t step) {
   int err = 0;
   auto names = list_dir(root, err);
   if (err != 0) {
     log::warn("checkpoint", -1, "step {}: cannot list {} to remove old "
               "checkpoints: {}", step, root, errno_text(err));
-    return;
+    return false;
   }
   for (auto& name : names)
     if (starts_with(name, checkpoint_tmp_prefix))
       remove_tree(join_path(root, name));
-  uint32_t kept = 1; // `written`
-  for (auto& ck : complete_checkpoints(root, names)) {
-    if (ck.name == written)
-      continue;
-    if (kept < keep) {
-      ++kept;
-      continue;
-    }
-    // Renamed first so that a crash halfway never leaves a checkpoint with a
-    // manifest but missing shard files.
-    auto from = join_path(root, ck.name);
-    auto to = unique_tmp_path(root, ck.step);
-    if (::rename(from.c_str(), to.c_str()) != 0) {
-      log::warn("checkpoint", -1, "step {}: cannot remove old checkpoint {}: "
-                "{}", step, from, errno_text(errno));
-      continue;
-    }
-    remove_tree(to);
+  return true;
+}
+
+void remove_checkpoint(const std::string& root, const std::string& name,
+                       uint64_t step) {
+  uint64_t its_step = 0;
+  (void) parse_checkpoint_name(name, its_step);
+  auto from = join_path(root, name);
+  auto to = unique_tmp_path(root, its_step);
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    log::warn("checkpoint", -1, "step {}: cannot remove old checkpoint {}: "
+              "{}", step, from, errno_text(errno));
+    return;
   }
+  remove_tree(to);
 }
 
 void remove_tree_quietly(const std::string& path) {

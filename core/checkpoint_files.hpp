@@ -112,11 +112,23 @@ std::string make_tmp_dir(const std::string& root, uint64_t step);
 void install(const std::string& root, const std::string& tmp,
              const std::string& final_path, uint64_t step);
 
-/// Removes every ".tmp-" directory in `root` and every complete checkpoint but
-/// `written` (a name in `root`) and the newest `keep` - 1 others. Best effort:
-/// what cannot be removed is logged as a warning and left there.
-void prune(const std::string& root, const std::string& written, uint32_t keep,
-           uint64_t step);
+/// Removes every ".tmp-" directory in `root` (left by crashed writers).
+/// Best effort: what cannot be removed is logged as a warning and left
+/// there. Returns false, logged, if `root` cannot be listed.
+bool remove_tmp_dirs(const std::string& root, uint64_t step);
+
+/// Removes the checkpoint `name` in `root`: renamed to a ".tmp-" name first,
+/// so that a crash halfway never leaves a checkpoint with a manifest but
+/// missing shard files. Best effort, logged as a warning (`step`: the
+/// checkpoint being written, for the log).
+void remove_checkpoint(const std::string& root, const std::string& name,
+                       uint64_t step);
+
+/// The directory that holds `path` ("." for a bare name).
+std::string parent_of(std::string path);
+
+/// The last component of `path` ("ckpt-0000000010" for "ck/ckpt-0000000010/").
+std::string base_name(std::string path);
 
 /// Removes `path` and everything below it, ignoring errors.
 void remove_tree_quietly(const std::string& path);

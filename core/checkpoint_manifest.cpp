@@ -108,9 +108,15 @@ public:
 
   uint32_t crc(const json& obj, const std::string& where,
                const char* key) const {
+    return static_cast<uint32_t>(hex(obj, where, key, 8));
+  }
+
+  /// A field of `digits` lowercase hex digits.
+  uint64_t hex(const json& obj, const std::string& where, const char* key,
+               size_t digits) const {
     auto hex = text(obj, where, key);
-    uint32_t x = 0;
-    bool ok = hex.size() == 8;
+    uint64_t x = 0;
+    bool ok = hex.size() == digits;
     for (char c : hex) {
       if (!ok)
         break;
@@ -124,9 +130,9 @@ public:
       x = (x << 4) | d;
     }
     if (!ok)
-      fail(fmt::format("field \"{}{}\" must be 8 lowercase hex digits, got "
+      fail(fmt::format("field \"{}{}\" must be {} lowercase hex digits, got "
                        "\"{}\"",
-                       where, key, hex));
+                       where, key, digits, hex));
     return x;
   }
 
@@ -177,6 +183,12 @@ void validate_state(const checkpoint_state& st) {
     require_utf8(key, "a job field's name");
     require_utf8(value, fmt::format("job field \"{}\"", key));
   }
+  if (st.delta && (!safe_file_name(st.base) || st.base_id == 0))
+    bad(fmt::format("a delta checkpoint needs a base directory name and id, "
+                    "got \"{}\" and {:016x}",
+                    st.base, st.base_id));
+  if (!st.delta && (!st.base.empty() || st.base_id != 0))
+    bad("a full checkpoint has no base");
   std::set<std::pair<std::string, uint32_t>> seen;
   for (auto& s : st.shards) {
     require_utf8(s.variable, fmt::format("the name of variable shard {}",
@@ -207,9 +219,18 @@ void validate_state(const checkpoint_state& st) {
                         s.row_begin));
       rows = s.row_end - s.row_begin;
     }
+    if (s.delta && (!s.table || !st.delta))
+      bad(fmt::format("{}: only the table shards of a delta checkpoint can be "
+                      "deltas",
+                      name));
+    if (!s.delta && !s.removed.empty())
+      bad(fmt::format("{}: {} removed keys, but only a table delta has "
+                      "removed keys",
+                      name, s.removed.size()));
     auto row_word = s.table ? "keys" : "rows";
     uint64_t bytes = 0;
-    if (!shard_file_size(rows, s.cols, s.slots.size(), s.table, bytes))
+    if (!shard_file_size(rows, s.cols, s.slots.size(), s.table, bytes,
+                         s.delta, s.removed.size()))
       bad(fmt::format("{}: {} {} x {} cols is too large", name, rows, row_word,
                       s.cols));
     if (s.values.size() != rows * s.cols)
@@ -230,10 +251,15 @@ std::string shard_file_name(size_t i) {
 }
 
 std::string encode_manifest(const checkpoint_state& st,
-                            const std::vector<shard_file_entry>& files) {
+                            const std::vector<shard_file_entry>& files,
+                            uint64_t id) {
   json doc = json::object();
   doc["format"] = format_name;
   doc["version"] = checkpoint_format_version;
+  doc["kind"] = st.delta ? "delta" : "full";
+  doc["id"] = fmt::format("{:016x}", id);
+  if (st.delta)
+    doc["base"] = {{"dir", st.base}, {"id", fmt::format("{:016x}", st.base_id)}};
   doc["global_step"] = st.global_step;
   doc["epoch"] = st.epoch;
   doc["step_in_epoch"] = st.step_in_epoch;
@@ -251,7 +277,9 @@ std::string encode_manifest(const checkpoint_state& st,
     auto& f = files[i];
     json entry = {{"variable", s.variable},
                   {"index", s.index},
-                  {"kind", s.table ? "table" : "dense"},
+                  {"kind", s.delta ? "table_delta"
+                           : s.table ? "table"
+                                     : "dense"},
                   {"row_begin", s.row_begin},
                   {"row_end", s.row_end},
                   {"cols", s.cols},
@@ -262,6 +290,8 @@ std::string encode_manifest(const checkpoint_state& st,
                   {"crc32", fmt::format("{:08x}", f.crc)}};
     if (s.table)
       entry["rows"] = s.keys.size();
+    if (s.delta)
+      entry["removed"] = s.removed.size();
     doc["shards"].push_back(std::move(entry));
   }
   return doc.dump(2) + "\n";
@@ -301,6 +331,26 @@ decoded_manifest decode_manifest(const std::string& path,
   decoded_manifest result;
   result.version = static_cast<uint32_t>(version);
   result.state = decode_progress(r, doc);
+  auto& st = result.state;
+  // Version 3 names each checkpoint, and a delta its base.
+  if (version >= 3) {
+    auto kind = r.text(doc, "", "kind");
+    if (kind != "full" && kind != "delta")
+      r.fail(fmt::format("field \"kind\" must be \"full\" or \"delta\", got "
+                         "\"{}\"",
+                         kind));
+    st.delta = kind == "delta";
+    st.id = r.hex(doc, "", "id", 16);
+    if (st.delta) {
+      auto& base = r.object(doc, "", "base");
+      st.base = r.text(base, "base.", "dir");
+      st.base_id = r.hex(base, "base.", "id", 16);
+      if (!safe_file_name(st.base))
+        r.fail(fmt::format("field \"base.dir\" is not a plain directory "
+                           "name: \"{}\"",
+                           st.base));
+    }
+  }
   auto& shards = r.array(doc, "", "shards");
   std::set<std::string> files;
   std::set<std::pair<std::string, uint32_t>> ids;
@@ -318,11 +368,15 @@ decoded_manifest decode_manifest(const std::string& path,
     // Version 1 knew dense shards only and had no "kind".
     if (version >= 2) {
       auto kind = r.text(js, where, "kind");
-      if (kind != "dense" && kind != "table")
-        r.fail(fmt::format("field \"{}kind\" must be \"dense\" or \"table\", "
-                           "got \"{}\"",
-                           where, kind));
-      s.table = kind == "table";
+      bool delta_ok = version >= 3 && st.delta;
+      if (kind != "dense" && kind != "table"
+          && (kind != "table_delta" || !delta_ok))
+        r.fail(fmt::format("field \"{}kind\" must be {}, got \"{}\"", where,
+                           delta_ok ? "\"dense\", \"table\" or \"table_delta\""
+                                    : "\"dense\" or \"table\"",
+                           kind));
+      s.table = kind != "dense";
+      s.delta = kind == "table_delta";
     }
     s.row_begin = r.count(js, where, "row_begin");
     s.row_end = r.count(js, where, "row_end");
@@ -346,6 +400,8 @@ decoded_manifest decode_manifest(const std::string& path,
                            "0, got {} and {}",
                            name, s.row_begin, s.row_end));
       e.rows = r.count(js, where, "rows");
+      if (s.delta)
+        e.removed = r.count(js, where, "removed");
     } else {
       if (s.row_end < s.row_begin)
         r.fail(fmt::format("{}: row_end {} < row_begin {}", name, s.row_end,
@@ -354,14 +410,19 @@ decoded_manifest decode_manifest(const std::string& path,
     }
     auto row_word = s.table ? "keys" : "rows";
     uint64_t expected = 0;
-    if (!shard_file_size(e.rows, s.cols, s.slots.size(), s.table, expected))
+    if (!shard_file_size(e.rows, s.cols, s.slots.size(), s.table, expected,
+                         s.delta, e.removed))
       r.fail(fmt::format("{}: {} {} x {} cols is too large", name, e.rows,
                          row_word, s.cols));
     if (e.bytes != expected)
       r.fail(fmt::format("{} ({}): \"bytes\" is {}, but {} {} x {} cols "
-                         "with {} slots make {} bytes",
+                         "with {} slots{} make {} bytes",
                          name, e.file, e.bytes, e.rows, row_word, s.cols,
-                         s.slots.size(), expected));
+                         s.slots.size(),
+                         s.delta ? fmt::format(" and {} removed keys",
+                                               e.removed)
+                                 : "",
+                         expected));
     result.state.shards.push_back(std::move(s));
     result.files.push_back(std::move(e));
   }

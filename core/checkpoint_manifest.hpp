@@ -23,10 +23,12 @@ void validate_state(const checkpoint_state& st);
 /// digits).
 std::string shard_file_name(size_t i);
 
-/// The text of manifest.json for `st`, whose shard i is in `files[i]`.
+/// The text of manifest.json for `st` with id `id`, whose shard i is in
+/// `files[i]`.
 /// @pre validate_state(st) passed; files.size() == st.shards.size().
 std::string encode_manifest(const checkpoint_state& st,
-                            const std::vector<shard_file_entry>& files);
+                            const std::vector<shard_file_entry>& files,
+                            uint64_t id);
 
 /// A manifest read back: the state without the shards' arrays (their `slots`
 /// sized, each slot empty) and the file of each shard.

@@ -110,7 +110,8 @@ bool add(uint64_t x, uint64_t y, uint64_t& out) {
 /// What is wrong with the header and the length table ("" if nothing), for
 /// a shard of `rows` rows; consumes the table only if the header is right.
 std::string check_layout(file_reader& in, const checkpoint_shard& s,
-                         uint64_t rows, uint32_t version) {
+                         uint64_t rows, uint64_t removed_keys,
+                         uint32_t version) {
   auto* head = in.take(shard_header_size);
   if (std::memcmp(head, shard_magic, sizeof(shard_magic)) != 0)
     return "bad magic: not an actorps shard file";
@@ -126,12 +127,13 @@ std::string check_layout(file_reader& in, const checkpoint_shard& s,
                        file_version, version);
   auto arrays = get_le<uint32_t>(head + 12);
   auto floats = 1 + s.slots.size();
-  auto expected = floats + (s.table ? 2 : 0);
+  auto expected = floats + (s.table ? 2 : 0) + (s.delta ? 1 : 0);
   if (arrays != expected)
     return fmt::format("header says {} arrays, manifest says {} (values and "
-                       "{} slots{})",
+                       "{} slots{}{})",
                        arrays, expected, s.slots.size(),
-                       s.table ? ", keys, steps" : "");
+                       s.table ? ", keys, steps" : "",
+                       s.delta ? ", removed keys" : "");
   auto* lengths = in.take(8 * arrays);
   auto row_word = s.table ? "keys" : "rows";
   for (size_t j = 0; j < floats; ++j) {
@@ -149,22 +151,30 @@ std::string check_layout(file_reader& in, const checkpoint_shard& s,
     if (keys != rows)
       return fmt::format("{} keys, manifest says {} rows", keys, rows);
   }
+  if (s.delta) {
+    auto removed = get_le<uint64_t>(lengths + 8 * floats + 16);
+    if (removed != removed_keys)
+      return fmt::format("{} removed keys, manifest says {}", removed,
+                         removed_keys);
+  }
   return "";
 }
 
 } // namespace
 
 bool shard_file_size(uint64_t rows, uint64_t cols, size_t slots, bool table,
-                     uint64_t& bytes) {
+                     uint64_t& bytes, bool delta, uint64_t removed) {
   uint64_t floats_arrays = 1 + slots;
-  uint64_t arrays = floats_arrays + (table ? 2 : 0);
+  uint64_t arrays = floats_arrays + (table ? 2 : 0) + (delta ? 1 : 0);
   uint64_t floats = 0;
   uint64_t float_bytes = 0;
   uint64_t int_bytes = 0;
+  uint64_t removed_bytes = 0;
   return mul(rows, cols, floats) && mul(floats, 4 * floats_arrays, float_bytes)
          && mul(rows, table ? 16 : 0, int_bytes)
+         && mul(removed, delta ? 8 : 0, removed_bytes)
          && add(shard_header_size + 8 * arrays, float_bytes, bytes)
-         && add(bytes, int_bytes, bytes);
+         && add(bytes, int_bytes, bytes) && add(bytes, removed_bytes, bytes);
 }
 
 bool find_duplicate_key(const std::vector<uint64_t>& keys, uint64_t& dup) {
@@ -188,7 +198,8 @@ shard_file_entry write_shard_file(const std::string& path,
   file_writer out{path};
   out.put(shard_magic, sizeof(shard_magic));
   put_int(out, checkpoint_format_version);
-  put_int(out, static_cast<uint32_t>(1 + s.slots.size() + (s.table ? 2 : 0)));
+  put_int(out, static_cast<uint32_t>(1 + s.slots.size() + (s.table ? 2 : 0)
+                                    + (s.delta ? 1 : 0)));
   auto put_length = [&](size_t n) { put_int(out, static_cast<uint64_t>(n)); };
   put_length(s.values.size());
   for (auto& slot : s.slots)
@@ -197,6 +208,8 @@ shard_file_entry write_shard_file(const std::string& path,
     put_length(s.keys.size());
     put_length(s.steps.size());
   }
+  if (s.delta)
+    put_length(s.removed.size());
   put_array(out, s.values);
   for (auto& slot : s.slots)
     put_array(out, slot);
@@ -204,11 +217,14 @@ shard_file_entry write_shard_file(const std::string& path,
     put_array(out, s.keys);
     put_array(out, s.steps);
   }
+  if (s.delta)
+    put_array(out, s.removed);
   out.finish();
   shard_file_entry e;
   e.bytes = out.bytes();
   e.crc = out.crc();
   e.rows = s.table ? s.keys.size() : s.row_end - s.row_begin;
+  e.removed = s.removed.size();
   return e;
 }
 
@@ -223,7 +239,7 @@ void read_shard_file(const std::string& path, const shard_file_entry& e,
   // The manifest checked "bytes" against rows, cols and slots, and the file
   // has that size: the header fits, and so do the arrays once their lengths
   // match the manifest.
-  auto problem = check_layout(in, s, e.rows, version);
+  auto problem = check_layout(in, s, e.rows, e.removed, version);
   if (!problem.empty()) {
     in.skip_rest();
     check_crc();
@@ -236,6 +252,8 @@ void read_shard_file(const std::string& path, const shard_file_entry& e,
     take_array(in, s.keys, e.rows);
     take_array(in, s.steps, e.rows);
   }
+  if (s.delta)
+    take_array(in, s.removed, e.removed);
   if (in.remaining() != 0)
     in.fail(fmt::format("{} bytes after the last array", in.remaining()));
   check_crc();

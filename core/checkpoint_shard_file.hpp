@@ -28,15 +28,19 @@ struct shard_file_entry {
   /// Rows per array: row_end - row_begin of a dense shard, the number of keys
   /// of a table shard.
   uint64_t rows = 0;
+  /// A table delta shard (format 3): its number of tombstones.
+  uint64_t removed = 0;
 };
 
 /// The size of the shard file of a shard of `rows` rows of `cols` floats with
 /// `slots` optimizer slots:
-///   16 + 8 * A + 4 * (1 + slots) * rows * cols + (table ? 16 * rows : 0),
-/// with A = 1 + slots (+ 2 for a table) arrays. Returns false if it does not
-/// fit in 64 bits.
+///   16 + 8 * A + 4 * (1 + slots) * rows * cols + (table ? 16 * rows : 0)
+///   + (delta ? 8 * removed : 0),
+/// with A = 1 + slots (+ 2 for a table, + 1 more for a table delta) arrays.
+/// Returns false if it does not fit in 64 bits.
 bool shard_file_size(uint64_t rows, uint64_t cols, size_t slots, bool table,
-                     uint64_t& bytes);
+                     uint64_t& bytes, bool delta = false,
+                     uint64_t removed = 0);
 
 /// Whether `keys` holds a value twice; if so, sets `dup` to the smallest such
 /// key. O(n) if `keys` is strictly increasing, else O(n log n) time and a

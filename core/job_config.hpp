@@ -246,6 +246,12 @@ struct job_config {
   std::string checkpoint_dir;
   uint64_t checkpoint_every_steps = 0;
   uint32_t keep_checkpoints = 3;
+  /// After each full checkpoint, up to this many delta checkpoints (each
+  /// holding the dense variables and only the table rows changed since the
+  /// previous checkpoint, with tombstones) before the next full one; 0:
+  /// every checkpoint is full. keep_checkpoints counts full checkpoints,
+  /// each kept with its deltas.
+  uint32_t delta_checkpoints = 0;
   /// Early stopping (Keras' EarlyStopping, cluster/services/fit_callbacks.hpp): the
   /// epoch metric watched ("" = off; e.g. "test_loss", "test_accuracy",
   /// "test_auc"), the epochs in a row without an improvement of more than

@@ -400,7 +400,11 @@ std::vector<job_option> make_table() {
           field<&job::checkpoint_every_steps>, 0, any,
           "also a checkpoint every N steps (0 = only at epoch ends)"),
     whole("training.keep_checkpoints", "", field<&job::keep_checkpoints>, 1,
-          1000, "the newest checkpoints kept"),
+          1000, "the newest full checkpoints kept, each with its deltas"),
+    whole("training.delta_checkpoints", "--delta-checkpoints",
+          field<&job::delta_checkpoints>, 0, 1000,
+          "delta checkpoints (table rows changed since the previous "
+          "checkpoint) after each full one (0 = every checkpoint full)"),
     text("training.early_stopping_monitor", "--early-stopping",
          field<&job::early_stopping_monitor>, "M",
          "stop when this epoch metric (test_loss, test_accuracy, test_auc) "

@@ -19,8 +19,10 @@ struct placement;
 /// (3: the handshake carries a TLS ticket; 4: the data channel, preamble
 /// byte 13 and cluster/net/data_frame.hpp; 5: pushes in pieces, push_request's
 /// piece and offset, ps_snapshot's partials; 6: a data channel starts
-/// with the shared-memory offer, cluster/net/shm_offer.hpp).
-inline constexpr uint32_t protocol_version = 7;
+/// with the shared-memory offer, cluster/net/shm_offer.hpp; 8: delta
+/// checkpoints, save_atom with a base and a mark, table_snapshot's delta and
+/// removed).
+inline constexpr uint32_t protocol_version = 8;
 
 /// This binary's build: "actorps VERSION (git REVISION, CAF 0.17.6)". Two
 /// nodes of one cluster run the same build.

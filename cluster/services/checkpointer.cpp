@@ -61,6 +61,8 @@ checkpoint_shard table_shard_of(const placement& layout, uint32_t p,
   for (auto& slot : t.slots)
     out.slots.emplace_back(slot.values.begin(), slot.values.end());
   out.steps = std::move(t.steps.keys);
+  out.delta = t.delta;
+  out.removed = std::move(t.removed.keys);
   return out;
 }
 
@@ -81,7 +83,8 @@ std::string variables_on(const placement& layout, uint32_t p) {
 } // namespace
 
 checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
-                                    const training_progress& progress) {
+                                    const training_progress& progress,
+                                    const checkpoint_request& req) {
   auto& layout = cl.layout();
   checkpoint_state st;
   st.global_step = progress.global_step;
@@ -93,9 +96,13 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
   for (uint32_t p = 0; p < servers.size(); ++p) {
     ps_snapshot snap;
     try {
-      snap = ask<ps_snapshot>(cl.system(), servers[p],
-                              fmt::format("saving group {}", p), save_atom_v,
-                              p);
+      auto what = fmt::format("saving group {}", p);
+      if (req.id == 0)
+        snap = ask<ps_snapshot>(cl.system(), servers[p], what, save_atom_v, p);
+      else
+        snap = ask<ps_snapshot>(cl.system(), servers[p], what, save_atom_v, p,
+                                req.base.empty() ? uint64_t{0} : req.base_id,
+                                req.id);
     } catch (const detail::lost_while_asking& e) {
       throw checkpoint_interrupted(e.what());
     }
@@ -135,6 +142,13 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
                                slot.values.begin() + last);
       st.shards.push_back(std::move(out));
     }
+  }
+  st.id = req.id;
+  st.delta = std::any_of(st.shards.begin(), st.shards.end(),
+                         [](const checkpoint_shard& s) { return s.delta; });
+  if (st.delta) {
+    st.base = req.base;
+    st.base_id = req.base_id;
   }
   return st;
 }

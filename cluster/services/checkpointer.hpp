@@ -35,13 +35,34 @@ public:
   using runtime_failure::runtime_failure;
 };
 
+/// Which checkpoint of a chain capture_checkpoint takes.
+struct checkpoint_request {
+  /// The new checkpoint's id (checkpoint_state::id), with which every
+  /// server marks its table shards clean; 0: an unchained full checkpoint
+  /// (no server marks anything).
+  uint64_t id = 0;
+  /// A delta's base: its directory name in the checkpoint root and its id
+  /// ("" and 0: a full checkpoint).
+  std::string base;
+  uint64_t base_id = 0;
+};
+
 /// Snapshots every parameter server of `cl` (values, optimizer slots and
 /// steps, clock) and cuts the buffers into the shards of the placement. Call
 /// it with no closure running, so that the snapshot is consistent.
+/// With `req.id`, each server marks its table shards clean under that id
+/// after it answered (a checkpoint of a chain); with `req.base` too, a
+/// server whose last mark is `req.base_id` answers with a delta of each
+/// table shard (rows changed since and tombstones), any other with whole
+/// shards. The result is a delta (of `req.base`) if any table shard is one,
+/// else a full checkpoint.
 /// @throws checkpoint_interrupted if a server is lost before it answered;
-///         runtime_failure if one fails or does not answer.
+///         runtime_failure if one fails or does not answer. Servers that
+///         answered have marked: the next checkpoint of the chain must be
+///         full, or a delta of a checkpoint that was written.
 checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
-                                    const training_progress& progress);
+                                    const training_progress& progress,
+                                    const checkpoint_request& req = {});
 
 /// Restores every parameter server of `cl` from `st` (checked with
 /// check_checkpoint) and moves each worker's data to its saved position.

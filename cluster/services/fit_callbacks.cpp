@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -10,6 +11,8 @@
 #include "cluster/job/job_setup.hpp"
 #include "cluster/services/report.hpp"
 #include "core/checkpoint.hpp"
+#include "core/checkpoint_chain.hpp"
+#include "core/checkpoint_files.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/seconds.hpp"
@@ -111,15 +114,45 @@ void checkpoint_callback::save_or_skip(fit_state& st) {
   }
 }
 
+checkpoint_request
+checkpoint_callback::next_request(const fit_state& st) const {
+  checkpoint_request req;
+  req.id = detail::new_checkpoint_id();
+  // A delta never replaces its own base (same step), and needs the base
+  // still in place.
+  if (cfg_.delta_checkpoints == 0 || last_id_ == 0
+      || deltas_ >= cfg_.delta_checkpoints
+      || last_name_ == detail::checkpoint_dir_name(st.progress.global_step)
+      || !std::filesystem::exists(detail::join_path(
+        detail::join_path(cfg_.checkpoint_dir, last_name_),
+        detail::checkpoint_manifest_name)))
+    return req;
+  req.base = last_name_;
+  req.base_id = last_id_;
+  return req;
+}
+
 void checkpoint_callback::save(fit_state& st) {
   if (cfg_.checkpoint_dir.empty())
     return;
   auto t = steady_clock::now();
-  auto path = write_checkpoint(cfg_.checkpoint_dir,
-                               capture_checkpoint(*st.cl, cfg_, st.progress),
+  auto req = next_request(st);
+  // Until this one is written, the servers' marks match no checkpoint on
+  // disk: if anything below fails, the next checkpoint is full.
+  last_id_ = 0;
+  auto snap = capture_checkpoint(*st.cl, cfg_, st.progress, req);
+  bool delta = snap.delta;
+  auto path = write_checkpoint(cfg_.checkpoint_dir, snap,
                                cfg_.keep_checkpoints);
-  log::info("coordinator", -1, "checkpoint {} ({:.2f} s)", path,
-            seconds(steady_clock::now() - t));
+  last_name_ = detail::base_name(path);
+  last_id_ = req.id;
+  deltas_ = delta ? deltas_ + 1 : 0;
+  if (delta)
+    log::info("coordinator", -1, "checkpoint {} ({:.2f} s, delta of {})",
+              path, seconds(steady_clock::now() - t), req.base);
+  else
+    log::info("coordinator", -1, "checkpoint {} ({:.2f} s)", path,
+              seconds(steady_clock::now() - t));
 }
 
 // -- epoch_printer ----------------------------------------------------------------

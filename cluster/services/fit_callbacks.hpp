@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/services/checkpointer.hpp"
 #include "cluster/services/fit.hpp"
 #include "core/job_config.hpp"
 
@@ -69,9 +70,18 @@ private:
 /// Writes a checkpoint (cluster/services/checkpointer.hpp) into cfg.checkpoint_dir
 /// every cfg.checkpoint_every_steps global steps within epochs (at a pause:
 /// no closure running) and at each epoch end, keeping the newest
-/// cfg.keep_checkpoints (Keras' ModelCheckpoint / BackupAndRestore). Does
-/// nothing with an empty checkpoint_dir. Logs each path and how long it
-/// took.
+/// cfg.keep_checkpoints full ones with their deltas (Keras' ModelCheckpoint
+/// / BackupAndRestore). Does nothing with an empty checkpoint_dir. Logs each
+/// path and how long it took.
+///
+/// With cfg.delta_checkpoints N > 0 checkpoints form chains: a full one,
+/// then up to N deltas, each of the one before. Every checkpoint is taken
+/// under a fresh id that the servers mark their tables with; a delta asks
+/// for the rows changed since the last checkpoint written. The first
+/// checkpoint of a run is full, and so is the one after any failure to take
+/// or write one (the servers may have marked a checkpoint that was never
+/// written). A server whose last mark is not the base (restored, a promoted
+/// backup, a new process) gives its whole tables within the delta.
 class checkpoint_callback : public fit_callback {
 public:
   /// `cfg` must outlive the callback.
@@ -92,7 +102,18 @@ private:
   /// checkpoint on disk stays; the next one is tried at its time).
   void save_or_skip(fit_state& st);
 
+  /// What the next checkpoint is: a delta of the last one written, when the
+  /// chain allows it (cfg.delta_checkpoints), else full.
+  checkpoint_request next_request(const fit_state& st) const;
+
   const job_config& cfg_;
+  // -- the chain ----------------------------------------------------------------
+  /// The last checkpoint this callback wrote (directory name and id; "" and
+  /// 0: none, or the last attempt failed, so the next one is full), and the
+  /// deltas written since its chain's full checkpoint.
+  std::string last_name_;
+  uint64_t last_id_ = 0;
+  uint32_t deltas_ = 0;
 };
 
 /// What people watch (stdout): one line per epoch (print_epoch) and, with

@@ -184,6 +184,7 @@ inline ps_actor::behavior_type fake_ps(ps_actor::pointer) {
     [=](install_atom, uint32_t, uint64_t, ps_snapshot&) { return uint64_t{0}; },
     [=](stats_atom, uint32_t) { return ps_stats{}; },
     [=](save_atom, uint32_t) { return ps_snapshot{}; },
+    [=](save_atom, uint32_t, uint64_t, uint64_t) { return ps_snapshot{}; },
     [=](restore_atom, uint32_t, ps_snapshot&) { return uint64_t{0}; },
     [=](prune_atom, uint64_t, uint64_t) {},
     [=](ping_atom) { return uint32_t{0}; },

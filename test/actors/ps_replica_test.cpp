@@ -69,6 +69,8 @@ ps_actor::behavior_type silent_backup(ps_actor::pointer self,
         ps_snapshot&) -> caf::result<uint64_t> { return no(); },
     [=](stats_atom, uint32_t) -> caf::result<ps_stats> { return no(); },
     [=](save_atom, uint32_t) -> caf::result<ps_snapshot> { return no(); },
+    [=](save_atom, uint32_t, uint64_t,
+        uint64_t) -> caf::result<ps_snapshot> { return no(); },
     [=](restore_atom, uint32_t, ps_snapshot&) -> caf::result<uint64_t> {
       return no();
     },

@@ -17,7 +17,7 @@ namespace {
 /// evaluates the last checkpoint (written after the last evaluation, with
 /// nothing trained in between) in this process: its metrics must be the
 /// ones the coordinator computed on the servers' values.
-void same_metrics_as_the_servers(job_config cfg) {
+void same_metrics_as_the_servers(job_config cfg, bool last_is_delta = false) {
   test::temp_dir dir{"actorps_evaluator"};
   cfg.checkpoint_dir = dir.file("ck");
   train_options opts;
@@ -25,6 +25,7 @@ void same_metrics_as_the_servers(job_config cfg) {
   auto report = train(cfg, opts);
   auto last = latest_checkpoint(cfg.checkpoint_dir);
   REQUIRE_FALSE(last.empty());
+  CHECK(read_checkpoint_dir(last).delta == last_is_delta);
   auto st = read_checkpoint(last);
   CHECK(st.epoch == cfg.epochs);
   auto data = open_dataset(cfg);
@@ -62,4 +63,17 @@ TEST_CASE("a checkpoint evaluated in-process gives the servers' metrics: "
   cfg.test_limit = 2000;
   cfg.epochs = 1;
   same_metrics_as_the_servers(cfg);
+}
+
+TEST_CASE("a chain of delta checkpoints evaluated in-process gives the "
+          "servers' metrics: the chain replays to the servers' table rows",
+          "[evaluator][checkpoint]") {
+  auto cfg = load_job_config(ACTORPS_SOURCE_DIR "/configs/a9a.json");
+  cfg.data_dir = ACTORPS_SOURCE_DIR "/data/a9a";
+  cfg.train_limit = 512;
+  cfg.test_limit = 2000;
+  cfg.epochs = 4; // a full checkpoint, then three deltas
+  cfg.delta_checkpoints = 4;
+  cfg.keep_checkpoints = 1;
+  same_metrics_as_the_servers(cfg, true);
 }

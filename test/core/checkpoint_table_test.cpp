@@ -42,7 +42,7 @@ TEST_CASE("a table shard file holds its float arrays, then its keys and "
   auto st = make_mixed_state(9);
   auto dir = write_checkpoint(tmp.file("ckpts"), st, 1);
   auto doc = read_manifest(dir);
-  CHECK(doc["version"] == 2);
+  CHECK(doc["version"] == 3);
   for (size_t i = 5; i < st.shards.size(); ++i) {
     auto& s = st.shards[i];
     auto& e = doc["shards"][i];
@@ -59,7 +59,7 @@ TEST_CASE("a table shard file holds its float arrays, then its keys and "
     CHECK(e["bytes"] == bytes.size());
     CHECK(e["crc32"] == crc_hex(bytes));
     CHECK(bytes.compare(0, 8, "APSSHARD") == 0);
-    CHECK(get_u64(bytes, 8) == (uint64_t{o.arrays} << 32 | 2));
+    CHECK(get_u64(bytes, 8) == (uint64_t{o.arrays} << 32 | 3));
     std::vector<uint64_t> lengths;
     for (size_t j = 0; j < o.arrays; ++j)
       lengths.push_back(get_u64(bytes, o.lengths + 8 * j));
@@ -261,7 +261,7 @@ TEST_CASE("a version 1 checkpoint reads as dense shards and is written again "
   for (auto& s : back.shards)
     CHECK_FALSE(s.table);
   auto again = write_checkpoint(tmp.file("new"), back, 1);
-  CHECK(read_manifest(again)["version"] == 2);
+  CHECK(read_manifest(again)["version"] == 3);
   require_equal(read_checkpoint(again), st);
 }
 

@@ -34,7 +34,7 @@ TEST_CASE("a checkpoint directory holds a manifest and one file per shard in "
   REQUIRE(entries(dir) == expected);
   auto doc = read_manifest(dir);
   CHECK(doc["format"] == "actorps-checkpoint");
-  CHECK(doc["version"] == 2);
+  CHECK(doc["version"] == 3);
   CHECK(doc["global_step"] == 7);
   CHECK(doc["workers"][0]["offset"] == 1024);
   CHECK(doc["job"]["model"] == "mlp 784-256-10");
@@ -53,7 +53,7 @@ TEST_CASE("a checkpoint directory holds a manifest and one file per shard in "
     auto arrays = 1 + s.slots.size();
     REQUIRE(bytes.size() == 16 + arrays * (8 + 4 * s.values.size()));
     CHECK(bytes.compare(0, 8, "APSSHARD") == 0);
-    CHECK(bytes[8] == 2);  // version, little-endian
+    CHECK(bytes[8] == 3);  // version, little-endian
     CHECK(static_cast<size_t>(bytes[12]) == arrays);
     CHECK(static_cast<size_t>(static_cast<unsigned char>(bytes[16]))
           == s.values.size());
@@ -328,16 +328,16 @@ TEST_CASE("a damaged checkpoint is refused with the damaged file named",
     says = "bad magic";
   }
   SECTION("a shard file of an unknown version") {
-    bytes[8] = 3;
+    bytes[8] = 4;
     fix_crc = true;
     file = shard;
-    says = "unsupported shard file version 3";
+    says = "unsupported shard file version 4";
   }
   SECTION("a shard file of another version than the manifest") {
     bytes[8] = 1;
     fix_crc = true;
     file = shard;
-    says = "shard file version 1, but the manifest is version 2";
+    says = "shard file version 1, but the manifest is version 3";
   }
   SECTION("a shard file with fewer arrays than the manifest's slots") {
     bytes[12] = 2;
