@@ -251,7 +251,7 @@ struct job_config {
   /// previous checkpoint, with tombstones) before the next full one; 0:
   /// every checkpoint is full. keep_checkpoints counts full checkpoints,
   /// each kept with its deltas.
-  uint32_t delta_checkpoints = 0;
+  uint32_t delta_checkpoints = 4;
   /// Early stopping (Keras' EarlyStopping, cluster/services/fit_callbacks.hpp): the
   /// epoch metric watched ("" = off; e.g. "test_loss", "test_accuracy",
   /// "test_auc"), the epochs in a row without an improvement of more than
