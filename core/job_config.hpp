@@ -92,6 +92,9 @@ struct job_config {
   /// A malformed record of a part: "skip" (counted, logged) or "fail" (the
   /// job stops, exit 2).
   std::string on_bad_record = "skip";
+  /// Progressive loss and AUC over every window of this many examples of a
+  /// stream, besides each part's (0: parts only).
+  uint64_t progressive_window = 0;
 
   // -- tables: admission and eviction (core/table_policy.hpp) ---------------------
   /// Every table shard of the job follows these (table_policy_of()): a key

@@ -142,6 +142,10 @@ std::vector<job_option> make_table() {
          {"skip", "fail"},
          "a malformed record of a stream's part: skip (counted and logged) "
          "or fail (the job stops, exit 2)"),
+    whole("data.progressive_window", "--progressive-window",
+          field<&job::progressive_window>, 0, any,
+          "a stream's progressive loss and AUC also over every window of N "
+          "examples (rounded up to whole batches; 0 = per part only)"),
     // -- tables: admission and eviction -----------------------------------------
     whole("tables.admit_after", "--admit-after",
           field<&job::table_admit_after>, 0, 255,

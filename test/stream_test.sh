@@ -73,6 +73,21 @@ train)
     && ok "progressive AUC with the policy $auc2, without $auc" || bad "AUC with the policy $auc2, without $auc"
   grep -q 'tables without a budget' "$tmp/err2" && ok "the start says what the tables may take" \
     || bad "no table estimate in the log"
+  # Progressive windows of 20,000 examples: each holds exactly one part
+  # here, so each window's loss and AUC are its part's.
+  "$bin" train "${common[@]}" --stream-end-after 4 --progressive-window $rows \
+    --metrics-out "$tmp/m.jsonl" >"$tmp/out3" 2>"$tmp/err3"
+  rc=$?
+  [[ $rc -eq 0 && $(grep -c '^window ' "$tmp/out3") -eq 4 && $(grep -c '"type":"window"' "$tmp/m.jsonl") -eq 4 ]] \
+    && ok "4 windows of $rows examples: $(grep '^window    4' "$tmp/out3")" \
+    || bad "windows: exit $rc, $(grep -c '^window ' "$tmp/out3") lines: $(tail -2 "$tmp/err3")"
+  same=1
+  for k in 1 2 3 4; do
+    w=$(grep '"type":"window"' "$tmp/m.jsonl" | grep "\"window\":$k[,}]" | grep -o '"progressive_auc":[0-9.e-]*' | cut -d: -f2)
+    e=$(grep '"type":"epoch"' "$tmp/m.jsonl" | grep "\"epoch\":$k," | grep -o '"progressive_auc":[0-9.e-]*' | cut -d: -f2)
+    [[ -n $w && $w == "$e" ]] || { same=0; echo "window $k: auc '$w', part $k: '$e'"; }
+  done
+  [[ $same -eq 1 ]] && ok "each window's AUC is its part's, to the last digit" || bad "window and part AUCs differ"
   ;;
 resume)
   mkdir -p "$tmp/parts"

@@ -71,6 +71,29 @@ std::chrono::milliseconds poll_interval(const fit_state& st,
   return std::max(result, std::chrono::milliseconds(1));
 }
 
+/// Adds a closure's predictions to the open progressive window and closes
+/// it once it holds opts.progressive_window examples.
+void add_to_window(fit_state& st, const fit_options& opts,
+                   const step_result& r) {
+  auto& w = st.window;
+  w.scores.insert(w.scores.end(), r.scores.begin(), r.scores.end());
+  w.labels.insert(w.labels.end(), r.labels.begin(), r.labels.end());
+  w.loss_sum += r.loss * double(r.samples);
+  w.count += r.samples;
+  if (w.count < opts.progressive_window)
+    return;
+  window_metrics m;
+  m.window = ++st.windows;
+  m.first_example = st.window_examples;
+  m.examples = w.count;
+  m.loss = w.mean_loss();
+  m.auc = roc_auc(w.scores, w.labels);
+  st.window_examples += w.count;
+  st.window = eval_accumulator{};
+  for (auto& cb : opts.callbacks)
+    cb->on_window(st, m);
+}
+
 /// Runs one chunk of closures: schedules them, calls on_wait and
 /// on_step_end while they run, joins, and moves st.progress past them.
 void run_chunk(fit_state& st, const fit_options& opts, epoch_closures& ec,
@@ -115,6 +138,8 @@ void run_chunk(fit_state& st, const fit_options& opts, epoch_closures& ec,
     }
     ++finished;
     auto r = ec.values[i].fetch();
+    if (opts.progressive_window > 0 && !r.scores.empty())
+      add_to_window(st, opts, r);
     auto& pos = st.progress.workers.at(r.worker);
     if (std::make_pair(r.data_epoch, r.data_offset)
         > std::make_pair(pos.epoch, pos.offset))
@@ -188,6 +213,10 @@ void fit_callback::on_epoch_end(fit_state&, epoch_metrics&) {
 }
 
 void fit_callback::on_train_end(fit_state&) {
+  // nop
+}
+
+void fit_callback::on_window(fit_state&, const window_metrics&) {
   // nop
 }
 

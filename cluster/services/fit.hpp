@@ -41,6 +41,17 @@ struct epoch_metrics {
   double elapsed_s = 0;      ///< since fit_options::start
 };
 
+/// Progressive evaluation over a window of examples (fit_options::
+/// progressive_window): the predictions closures made before their own
+/// updates, in the order the coordinator handed out their examples.
+struct window_metrics {
+  uint64_t window = 0;        ///< 1-based, counted over this run
+  uint64_t first_example = 0; ///< examples before it in this run
+  uint64_t examples = 0;      ///< at least the window (whole batches)
+  double loss = 0;            ///< mean log loss (nats)
+  double auc = 0;             ///< roc_auc of the window's scores
+};
+
 /// The value of metric `name` of an epoch: "train_loss", "samples_per_sec",
 /// or a name in m.test ("test_loss", "test_accuracy", "test_auc", or one a
 /// callback added). False if there is none of that name.
@@ -81,6 +92,11 @@ struct fit_state {
   /// With a data plan: examples of closures that finished after one that
   /// was cancelled (a stop request); a resume trains them again.
   uint64_t retrain_after_resume = 0;
+  /// Progressive windows: the open window's predictions, the windows
+  /// closed and the examples in them.
+  eval_accumulator window;
+  uint64_t windows = 0;
+  uint64_t window_examples = 0;
 };
 
 /// A hook into fit (Keras' tf.keras.callbacks.Callback). Every member has an
@@ -133,6 +149,10 @@ public:
   /// After the last epoch, or when a callback stopped training; not when
   /// fit throws.
   virtual void on_train_end(fit_state& st);
+
+  /// Each window of fit_options::progressive_window examples, once its
+  /// closures are done (at the pause that follows).
+  virtual void on_window(fit_state& st, const window_metrics& w);
 };
 
 /// A callback made of functions (Keras' LambdaCallback); an empty function
@@ -174,6 +194,10 @@ struct fit_options {
   /// train") become the epoch's metrics progressive_loss and
   /// progressive_auc (binary models). Null: the workers' own sources.
   std::shared_ptr<data_plan> data;
+  /// With a data plan: progressive loss and AUC over every window of this
+  /// many examples (rounded up to whole batches; on_window), besides each
+  /// epoch's; 0: epochs only.
+  uint64_t progressive_window = 0;
   /// Where to start: a restored checkpoint's progress (epochs and steps
   /// done, data positions), or empty for a new run. The servers and workers
   /// must already be at that point (restore_checkpoint).

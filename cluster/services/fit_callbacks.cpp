@@ -191,6 +191,17 @@ void epoch_printer::on_epoch_end(fit_state& st, epoch_metrics& m) {
   print_epoch(out_, m, st.epochs);
 }
 
+void epoch_printer::on_window(fit_state&, const window_metrics& w) {
+  if (out_ == nullptr)
+    return;
+  fmt::print(out_,
+             "window {:>4}  examples {}-{}  progressive_loss {:.4f}  "
+             "progressive_auc {:.4f}\n",
+             w.window, w.first_example, w.first_example + w.examples, w.loss,
+             w.auc);
+  std::fflush(out_);
+}
+
 // -- json_lines_callback ----------------------------------------------------------
 
 json_lines_callback::json_lines_callback(metrics_file& file) : file_(file) {
@@ -199,6 +210,10 @@ json_lines_callback::json_lines_callback(metrics_file& file) : file_(file) {
 
 void json_lines_callback::on_epoch_end(fit_state&, epoch_metrics& m) {
   file_.write_epoch(m);
+}
+
+void json_lines_callback::on_window(fit_state&, const window_metrics& w) {
+  file_.write_window(w);
 }
 
 // -- fault_injector -----------------------------------------------------------------

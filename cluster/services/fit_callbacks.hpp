@@ -128,6 +128,9 @@ public:
   void on_wait(fit_state& st, uint64_t done) override;
   void on_pause(fit_state& st) override;
   void on_epoch_end(fit_state& st, epoch_metrics& m) override;
+  /// "window   3  examples 20480-30720  progressive_loss 0.5123
+  /// progressive_auc 0.6601".
+  void on_window(fit_state& st, const window_metrics& w) override;
 
 private:
   using steady_clock = std::chrono::steady_clock;
@@ -146,6 +149,7 @@ public:
   explicit json_lines_callback(metrics_file& file);
 
   void on_epoch_end(fit_state& st, epoch_metrics& m) override;
+  void on_window(fit_state& st, const window_metrics& w) override;
 
 private:
   metrics_file& file_;

@@ -293,7 +293,13 @@ prometheus_callback::prometheus_callback()
                          "their admission (pulled_unadmitted), "
                          "gradients_dropped, evicted_ttl, evicted_l2, "
                          "evicted_budget")
-                   .Register(telemetry::enable())) {
+                   .Register(telemetry::enable())),
+    window_gauge_(prometheus::BuildGauge()
+                    .Name("actorps_progressive_window")
+                    .Help("A stream's last progressive window (test, then "
+                          "train; data.progressive_window examples): loss "
+                          "and auc")
+                    .Register(telemetry::enable())) {
   for (auto state : closure_states)
     closures_.Add({{"state", state}});
 }
@@ -355,6 +361,11 @@ void prometheus_callback::on_epoch_end(fit_state& st, epoch_metrics& m) {
   for (auto& [name, value] : m.test)
     epoch_metric_.Add({{"metric", name}}).Set(value);
   update(st);
+}
+
+void prometheus_callback::on_window(fit_state&, const window_metrics& w) {
+  window_gauge_.Add({{"metric", "loss"}}).Set(w.loss);
+  window_gauge_.Add({{"metric", "auc"}}).Set(w.auc);
 }
 
 void prometheus_callback::on_train_end(fit_state& st) {

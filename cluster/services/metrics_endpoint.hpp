@@ -155,6 +155,8 @@ public:
   void on_pause(fit_state& st) override;
   void on_epoch_end(fit_state& st, epoch_metrics& m) override;
   void on_train_end(fit_state& st) override;
+  /// actorps_progressive_window{metric="loss"|"auc"}: the last window's.
+  void on_window(fit_state& st, const window_metrics& w) override;
 
 private:
   using steady_clock = std::chrono::steady_clock;
@@ -170,6 +172,7 @@ private:
   prometheus::Gauge& global_step_;
   prometheus::Family<prometheus::Gauge>& epoch_metric_;
   prometheus::Family<prometheus::Gauge>& table_gauge_;
+  prometheus::Family<prometheus::Gauge>& window_gauge_;
   /// The closure counts already added to the counters.
   uint64_t seen_[5] = {0, 0, 0, 0, 0};
   /// Samples since window_start_.

@@ -122,6 +122,16 @@ void metrics_file::write_epoch(const epoch_metrics& m) {
   write_line(obj.dump());
 }
 
+void metrics_file::write_window(const window_metrics& w) {
+  nlohmann::json obj{{"type", "window"},
+                     {"window", w.window},
+                     {"first_example", w.first_example},
+                     {"examples", w.examples},
+                     {"progressive_loss", w.loss},
+                     {"progressive_auc", w.auc}};
+  write_line(obj.dump());
+}
+
 void metrics_file::write_final(const train_report& r, const job_config& cfg,
                                double elapsed_s) {
   nlohmann::json obj{{"type", "final"}};

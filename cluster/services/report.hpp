@@ -30,6 +30,10 @@ public:
   /// Writes one epoch's object.
   void write_epoch(const epoch_metrics& m);
 
+  /// Writes one progressive window's object: {"type": "window", "window",
+  /// "first_example", "examples", "progressive_loss", "progressive_auc"}.
+  void write_window(const window_metrics& w);
+
   /// Writes the final object (with "staleness_buckets", the buckets' labels,
   /// and "staleness_histogram", this run's pushes per bucket).
   void write_final(const train_report& r, const job_config& cfg,

@@ -351,6 +351,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
       fo.data = std::make_shared<stream_plan>(std::move(source),
                                               cfg.batch_size);
       fo.epochs = std::numeric_limits<uint32_t>::max(); // until it ends
+      fo.progressive_window = cfg.progressive_window;
     }
     fo.start_at = progress;
     fo.start = start;
