@@ -87,10 +87,6 @@ pull_reply read_replica(ps_replica& r, const pull_request& req, bool share) {
 
 namespace {
 
-bool policy_has_budget(const ps_replica& r) {
-  return r.policy.has_budget();
-}
-
 void warn_near_budget(ps_replica& r, uint32_t shard) {
   auto limit = r.row_limits.find(shard);
   if (limit == r.row_limits.end() || r.budget_warned)
@@ -133,7 +129,7 @@ void apply_update(ps_replica& r, const push_request& update, float scale,
     r.stats.keys_pushed += t.keys.keys.size();
   }
   // The first shard at 90% of its budget: one warning, with its growth.
-  if (policy_has_budget(r))
+  if (r.policy.has_budget())
     for (auto& t : update.tables)
       warn_near_budget(r, t.shard);
   // Time to live and L2 norm: a bounded sweep per push and shard, so that

@@ -71,15 +71,21 @@ std::chrono::milliseconds poll_interval(const fit_state& st,
   return std::max(result, std::chrono::milliseconds(1));
 }
 
+/// Adds the predictions a closure made before its update (progressive
+/// evaluation) to `acc`.
+void add_predictions(eval_accumulator& acc, const step_result& r) {
+  acc.scores.insert(acc.scores.end(), r.scores.begin(), r.scores.end());
+  acc.labels.insert(acc.labels.end(), r.labels.begin(), r.labels.end());
+  acc.loss_sum += r.loss * double(r.samples);
+  acc.count += r.samples;
+}
+
 /// Adds a closure's predictions to the open progressive window and closes
 /// it once it holds opts.progressive_window examples.
 void add_to_window(fit_state& st, const fit_options& opts,
                    const step_result& r) {
   auto& w = st.window;
-  w.scores.insert(w.scores.end(), r.scores.begin(), r.scores.end());
-  w.labels.insert(w.labels.end(), r.labels.begin(), r.labels.end());
-  w.loss_sum += r.loss * double(r.samples);
-  w.count += r.samples;
+  add_predictions(w, r);
   if (w.count < opts.progressive_window)
     return;
   window_metrics m;
@@ -318,12 +324,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
       ++m.steps;
       m.train_loss += r.loss;
       samples += r.samples;
-      progressive.scores.insert(progressive.scores.end(), r.scores.begin(),
-                                r.scores.end());
-      progressive.labels.insert(progressive.labels.end(), r.labels.begin(),
-                                r.labels.end());
-      progressive.loss_sum += r.loss * double(r.samples);
-      progressive.count += r.samples;
+      add_predictions(progressive, r);
     }
     if (opts.data && !progressive.scores.empty()) {
       // Test, then train: each example scored before its own update.
