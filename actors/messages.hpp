@@ -477,6 +477,11 @@ struct step_result {
   /// Forward stages run before the step's last pulled values arrived
   /// (priority pulls).
   uint32_t early_stages = 0;
+  /// Between processes: the worker's data channels to its servers through
+  /// shared memory and over TCP when the step ended (the rest go over
+  /// BASP; 0 and 0 in one process).
+  uint32_t links_shm = 0;
+  uint32_t links_tcp = 0;
   /// Progressive evaluation (a closure with a data_range: test, then
   /// train): each example's score (the logit of a binary model), computed
   /// with the values pulled before this step's update, and its label.
@@ -491,7 +496,7 @@ typename Inspector::result_type inspect(Inspector& f, step_result& x) {
            x.loss, x.samples, x.pull_s, x.compute_s, x.push_s, x.data_epoch,
            x.data_offset, x.keys, x.bytes_pulled, x.bytes_pushed,
            x.peak_rss_bytes, x.pulls_ahead, x.early_pieces, x.early_stages,
-           x.scores, x.labels);
+           x.links_shm, x.links_tcp, x.scores, x.labels);
 }
 
 /// What a node believes the job is, field by field, each as canonical text

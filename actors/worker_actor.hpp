@@ -94,6 +94,11 @@ struct worker_options {
   /// server the worker lost while the server lives on (e.g. after the
   /// worker was paused). Throws when it cannot.
   std::function<std::pair<ps_actor, uint64_t>(uint32_t index)> redial;
+  /// Across processes: how many of this process's data channels move
+  /// their frames through shared memory (first) and over TCP (second) now
+  /// (cluster/net/data_link.hpp, data_link_census); reported with each
+  /// step (step_result::links_shm, links_tcp). Unset in one process.
+  std::function<std::pair<uint32_t, uint32_t>()> link_transports;
   /// Across processes: the incarnation of each server (by server index) as
   /// joined. A server
   /// the worker lost is reconnected to by the worker itself only if it is

@@ -133,6 +133,9 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
         if (--st.pending == 0) {
           st.result.push_s = seconds_since(st.t0);
           st.result.peak_rss_bytes = peak_rss_bytes();
+          if (st.opts.link_transports)
+            std::tie(st.result.links_shm, st.result.links_tcp)
+              = st.opts.link_transports();
           st.last_step_s = clock_seconds_since(self, st.step_started);
           finish(self, caf::error{});
         }

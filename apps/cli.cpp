@@ -29,6 +29,9 @@ const std::vector<run_flag>& run_flags() {
     {"--no-staleness-aware", "",
      "plain steps whatever the number of workers (optimizer and "
      "table_optimizer.staleness_aware false)"},
+    {"--no-prefetch", "",
+     "no pull right behind each push, also between processes "
+     "(cluster.prefetch false)"},
     {"--metrics-out", "FILE",
      "write per-epoch and final metrics as JSON lines"},
     {"--restore", "DIR", "continue from the checkpoint in DIR"},
@@ -149,12 +152,15 @@ std::optional<bool> job_flag_takes_value(const std::string& flag) {
 void set_run_flag(train_command& cmd, const std::string& flag,
                   const std::string& value) {
   auto& opts = cmd.options;
-  if (flag == "--no-staleness-aware")
+  if (flag == "--no-staleness-aware") {
     for (auto* rule : {&cmd.job.optimizer, &cmd.job.table_optimizer}) {
       rule->staleness_aware = false;
       rule->staleness_aware_chosen = true;
     }
-  else if (flag == "--metrics-out")
+  } else if (flag == "--no-prefetch") {
+    cmd.job.prefetch = false;
+    cmd.job.prefetch_chosen = true;
+  } else if (flag == "--metrics-out")
     opts.metrics_out = value;
   else if (flag == "--restore")
     opts.restore_dir = value;

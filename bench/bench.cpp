@@ -5,7 +5,7 @@
 //   actorps-bench [--sizes 1024,65536,1048576,4194304]
 //                 [--sparse-sizes 1024,65536,1048576] [--cold-keys 65536]
 //                 [--iterations N] [--epochs N] [--config FILE]
-//                 [--no-training] [--quick] [--tls] [--shared-memory off]
+//                 [--no-training] [--quick] [--tls] [--transport tcp]
 //                 [--out FILE] [--markdown FILE]
 //   actorps-bench --validate FILE     checks a results file (exit 0 / 1)
 //   actorps-bench --help
@@ -33,7 +33,7 @@
 //   samples/s and each worker's share of time per phase.
 // --tls: the two processes talk mutual TLS (throw-away certificates of a
 // new CA; cluster/net/tls.hpp), as `actorps launch` does by default.
-// --shared-memory off: the data channel's frames go over loopback TCP, not
+// --transport tcp: the data channel's frames go over loopback TCP, not
 // through shared memory (cluster/net/shm_segment.hpp), which it uses by default
 // between two processes of one host, as `actorps launch` does.
 // --quick: sparse benchmarks of 1K keys only (cold: 1K), training of one
@@ -95,8 +95,8 @@ struct bench_options {
   bool quick = false;
   /// Between the processes: mutual TLS (throw-away certificates).
   std::string tls_dir;
-  /// The data channel offers shared memory (cluster.shared_memory).
-  bool shared_memory = true;
+  /// How the data channel moves its frames (cluster.transport).
+  link_transport transport = link_transport::automatic;
   std::string config = "configs/fashion_mnist.json";
   /// Where to write the results as JSON and as Markdown; empty: nowhere.
   std::string out;
@@ -205,7 +205,7 @@ where --out and --markdown say. The whole suite takes about two minutes on
   --quick                sparse sizes 1K only, training of one worker on
                          4000 examples (unless the flags above say otherwise)
   --tls                  the two processes talk mutual TLS
-  --shared-memory off    the data channel goes over loopback TCP
+  --transport tcp        the data channel goes over loopback TCP
   --out FILE             write the results as JSON (e.g. bench/results.json)
   --markdown FILE        write the results as Markdown (docs/benchmarks.md)
   --validate FILE        check a results file; exit 0 if it is valid, 1 if not
@@ -250,8 +250,8 @@ bench_options parse_args(int argc, char** argv) {
       o.quick = true;
     else if (a == "--tls")
       o.tls_dir = "tls"; // made in main
-    else if (a == "--shared-memory")
-      o.shared_memory = value() != "off";
+    else if (a == "--transport")
+      o.transport = parse_link_transport(value());
     else if (a == "--out")
       o.out = value();
     else if (a == "--config")
@@ -307,7 +307,7 @@ bool connect_servers(const bench_options& o, caf::actor_system& local,
       h.data.push_back(open_data_link(
         net, h.remote.back(), host_port{"127.0.0.1", ports[i + 1]}, tls.get(),
         &ps0, std::chrono::seconds(10), "bench",
-        data_link_options{o.shared_memory,
+        data_link_options{o.transport,
                           i < o.sizes.size() ? o.sizes[i] * sizeof(float)
                                              : 0}));
     } catch (const std::exception& e) {

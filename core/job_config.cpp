@@ -293,6 +293,16 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
       for (auto& [name, spec] : v.rest_strings())
         cfg.variable_formats[name] = spec;
     }
+    if (auto v = s.find("prefetch")) {
+      if (v->is_string() && v->get<std::string>() == "auto") {
+        cfg.prefetch_chosen = false;
+      } else if (v->is_boolean()) {
+        cfg.prefetch = v->get<bool>();
+        cfg.prefetch_chosen = true;
+      } else {
+        s.fail(s.name("prefetch"), "must be true, false or \"auto\"");
+      }
+    }
     if (auto v = s.find("tls")) {
       if (v->is_string()) {
         if (v->get<std::string>() != "off")
@@ -358,6 +368,23 @@ void resolve_staleness_aware(job_config& cfg) {
     rule->staleness_aware = many && accepts_scaled_step(*rule);
     rule->staleness_aware_chosen = true;
   }
+}
+
+std::string resolve_prefetch(job_config& cfg, bool between_processes) {
+  if (cfg.prefetch_chosen)
+    return {};
+  cfg.prefetch_chosen = true;
+  if (!between_processes)
+    return {};
+  if (cfg.mode != "async" || cfg.overlap || cfg.layer_pushes)
+    return fmt::format("prefetch off (cluster.prefetch auto: {})",
+                       cfg.mode != "async" ? "not with mode " + cfg.mode
+                       : cfg.overlap       ? std::string{"overlap is on"}
+                                           : std::string{"layer pushes are on"});
+  cfg.prefetch = true;
+  return "prefetch on (cluster.prefetch auto: between processes each "
+         "worker's next pull goes right behind its push, saving a round "
+         "trip per closure; --no-prefetch turns it off)";
 }
 
 void validate(const job_config& cfg) {

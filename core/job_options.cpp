@@ -235,9 +235,15 @@ std::vector<job_option> make_table() {
     boolean("cluster.overlap", "--overlap", field<&job::overlap>,
             "async: each push is followed at once by the next step's pull of "
             "dense values"),
-    boolean("cluster.prefetch", "--prefetch", field<&job::prefetch>,
+    by_hand("cluster.prefetch", "--prefetch", "", "true, false or \"auto\"",
+            "\"auto\"",
+            [](job_config& cfg, const std::string&) {
+              cfg.prefetch = true;
+              cfg.prefetch_chosen = true;
+            },
             "async, not with overlap: the next step's pull of dense values "
-            "goes right behind each push"),
+            "goes right behind each push; auto: on between processes "
+            "(launch, node), off in one (--prefetch, --no-prefetch)"),
     boolean("cluster.layer_pushes", "--layer-pushes",
             field<&job::layer_pushes>,
             "async: each layer's gradient is pushed as backpropagation "
@@ -249,10 +255,11 @@ std::vector<job_option> make_table() {
     on_off("cluster.data_channel", "--data-channel", field<&job::data_channel>,
            "between processes, pulls and pushes go over a data channel "
            "beside CAF's BASP"),
-    on_off("cluster.shared_memory", "--shared-memory",
-           field<&job::shared_memory>,
-           "data channels between processes of one host move their frames "
-           "through shared memory"),
+    word("cluster.transport", "--transport", field<&job::transport>,
+         {"auto", "tcp", "shm"},
+         "how data channels move their frames: auto (through shared memory "
+         "between processes of one host, else TCP), tcp, or shm (shared "
+         "memory or the worker stops at start)"),
     whole("cluster.data_idle_timeout_ms", "",
           field<&job::data_idle_timeout_ms>, 0, 86400000,
           "a data channel with no request for this long is closed by its "

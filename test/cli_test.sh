@@ -255,9 +255,9 @@ expect_input_error "a malformed --variable-format" "expected VARIABLE=FORMAT" \
 expect_input_error "a bad per-variable format" \
   "cluster.variable_formats.dense_0/kernel" \
   --config "$cfg" --variable-format dense_0/kernel=fp8 "${short[@]}"
-expect_input_error "shared memory neither on nor off" \
-  '--shared-memory: expected on or off, got "yes"' \
-  --config "$cfg" --shared-memory yes "${short[@]}"
+expect_input_error "a transport that is not auto, tcp or shm" \
+  '"yes": must be "auto", "tcp" or "shm"' \
+  --config "$cfg" --transport yes "${short[@]}"
 expect_input_error "a cpu affinity neither auto nor none" \
   '--cpu-affinity: "cores": must be "auto" or "none"' \
   --config "$cfg" --cpu-affinity cores "${short[@]}"

@@ -174,6 +174,23 @@ case_launch() {
   else
     bad "launch: $shm of 4 data channels say shared memory: $(grep -- '-> ps' "$tmp/out" | head -4)"
   fi
+  # The summary and the final JSON say which transport each link took.
+  local links
+  links=$(grep -o '"data_channels":{[^}]*}' "$tmp/m.jsonl" | tail -1)
+  if grep -q '^\[coordinator\] data channels: 4 through shared memory, 0 over TCP (worker 0: shm, worker 1: shm)$' "$tmp/out" \
+     && [[ $links == '"data_channels":{"per_worker":["shm","shm"],"shm":4,"tcp":0}' ]]; then
+    ok "launch: the summary and the final JSON count 4 links through shared memory ($links)"
+  else
+    bad "launch: summary '$(grep 'data channels:' "$tmp/out")', JSON '$links'"
+  fi
+  # Prefetch is the default between processes, said once by the
+  # coordinator, and its pulls were taken.
+  if grep -q '^\[coordinator\] info: prefetch on (cluster.prefetch auto' "$tmp/out" \
+     && grep -q '^\[coordinator\] prefetch: [1-9][0-9]* of [0-9]* dense pulls' "$tmp/out"; then
+    ok "launch: prefetch on by default: $(grep -o 'prefetch: [0-9]* of [0-9]* dense pulls' "$tmp/out")"
+  else
+    bad "launch: prefetch not on by default: $(grep -i 'prefetch' "$tmp/out" | head -3)"
+  fi
   # The servers are told to stop after the workers: no worker reports one
   # lost at the end of a job that succeeded.
   if grep -q "error: lost ps" "$tmp/out"; then
@@ -324,7 +341,7 @@ case_launch() {
   "$bin" launch "${short_no_tls[@]}" --workers 2 --ps 2 --prefetch \
     --priority-pulls \
     --push-format int8 --pull-format int8 --metrics-out "$tmp/p.jsonl" \
-    --shared-memory off >"$tmp/prefetch.out" 2>&1
+    --transport tcp >"$tmp/prefetch.out" 2>&1
   rc=$?
   l1=$(train_loss "$tmp/p.jsonl" 1)
   l2=$(train_loss "$tmp/p.jsonl" 2)
@@ -335,7 +352,7 @@ case_launch() {
      && grep -q "^\\[coordinator\\] priority pulls: [1-9][0-9]* forward layers ran before" "$tmp/prefetch.out" \
      && awk '{ exit !($2 == $4 && $(NF - 5) == 2 * $4) }' <<<"$line" \
      && [[ $(grep -c -- '-> ps [01]: frames over TCP (shared memory is off here)$' "$tmp/prefetch.out") -eq 4 ]]; then
-    ok "launch --prefetch, int8 both ways, --shared-memory off (4 channels on TCP): exit 0, loss $l1 -> $l2; $(grep -o 'prefetch: [0-9]* of [0-9]*' "$tmp/prefetch.out"); $line"
+    ok "launch --prefetch, int8 both ways, --transport tcp (4 channels on TCP): exit 0, loss $l1 -> $l2; $(grep -o 'prefetch: [0-9]* of [0-9]*' "$tmp/prefetch.out"); $line"
   else
     bad "launch --prefetch, int8: exit $rc, loss '$l1' -> '$l2', '$line': $(tail -5 "$tmp/prefetch.out")"
   fi

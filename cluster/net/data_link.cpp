@@ -1,6 +1,7 @@
 #include "cluster/net/data_link.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -27,6 +28,7 @@
 #include "cluster/net/gate.hpp"
 #include "cluster/net/gate_io.hpp"
 #include "cluster/net/inline_unit.hpp"
+#include "cluster/net/shm_offer.hpp"
 #include "cluster/net/tls_channel.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -59,7 +61,9 @@ std::shared_ptr<frame_pump> start_pump(std::unique_ptr<channel> ch,
                                        caf::strong_actor_ptr self, bool keep,
                                        std::string label, size_t caller_limit,
                                        shm_mode shm, size_t frame_bytes = 0,
-                                       frame_limits limits = {}) {
+                                       frame_limits limits = {},
+                                       std::unique_ptr<shm_segment> segment
+                                       = nullptr) {
   std::function<void()> tell;
   if (keep) {
     tell = [self] {
@@ -88,7 +92,8 @@ std::shared_ptr<frame_pump> start_pump(std::unique_ptr<channel> ch,
       }
       tell();
     },
-    std::move(label), caller_limit, shm, frame_bytes, limits);
+    std::move(label), caller_limit, shm, frame_bytes, limits,
+    std::move(segment));
 }
 
 caf::error channel_lost(const std::string& label, const std::string& why) {
@@ -97,6 +102,46 @@ caf::error channel_lost(const std::string& label, const std::string& why) {
 }
 
 // -- worker side ----------------------------------------------------------------
+
+std::atomic<uint32_t> census_shm{0};
+std::atomic<uint32_t> census_tcp{0};
+
+std::atomic<uint32_t>& census_of(bool shm) {
+  return shm ? census_shm : census_tcp;
+}
+
+/// A dialed channel and the segment its ends settled on (null: TCP).
+struct settled_channel {
+  std::unique_ptr<channel> ch;
+  std::unique_ptr<shm_segment> shm;
+};
+
+/// Offers the server shared memory (or says TCP) on `ch` and reads its
+/// answer, before the frame pump starts, so that open_data_link() can refuse
+/// a link that `transport` shm does not allow. Logs which way the frames go.
+/// @throws runtime_failure (the channel failed or timed out), input_error
+///         (a malformed answer; a decline under link_transport::shm).
+settled_channel settle(std::unique_ptr<channel> ch,
+                       const data_link_options& opts, const std::string& label,
+                       std::chrono::steady_clock::time_point deadline) {
+  std::string why;
+  auto ring = opts.transport == link_transport::tcp
+                ? size_t{0}
+                : shm_segment::ring_bytes_for(opts.frame_bytes);
+  auto seg = offer_shm(*ch, ring, deadline, why);
+  if (!seg && opts.transport == link_transport::shm)
+    throw input_error(fmt::format(
+      "{}: cluster.transport is shm, but the frames cannot go through shared "
+      "memory: {} (transport auto falls back to TCP)",
+      label, why));
+  log::info("data", -1, "{}",
+            seg ? fmt::format("{}: frames through shared memory", label)
+                : fmt::format("{}: frames over TCP ({})", label, why));
+  // Counted from here, so that the census holds when open_data_link()
+  // returns; the link's state takes the count over (link_state::adopt).
+  census_of(seg != nullptr).fetch_add(1);
+  return {std::move(ch), std::move(seg)};
+}
 
 using link_actor = ps_actor::extend<caf::reacts_to<frames_atom>,
                                     caf::reacts_to<idle_atom>>;
@@ -143,9 +188,26 @@ struct link_state {
   bool idle_check = false;
   /// The channel could not be opened again: everything goes over BASP.
   bool over_basp = false;
+  /// Whether the open channel (if any) is counted in the census as shared
+  /// memory or TCP.
+  std::optional<bool> counted;
   static constexpr const char* name = "data-link";
 
+  /// Takes over the census count of a channel settle() counted (`shm`:
+  /// through shared memory).
+  void adopt(bool shm) {
+    uncount();
+    counted = shm;
+  }
+
+  void uncount() {
+    if (counted)
+      census_of(*counted).fetch_sub(1);
+    counted.reset();
+  }
+
   ~link_state() {
+    uncount();
     if (pump)
       pump->close();
   }
@@ -204,9 +266,10 @@ void on_frames(link_ptr self) {
                          "again at the next request",
              st.label, *closed);
   st.pump.reset();
+  st.uncount();
 }
 
-std::shared_ptr<frame_pump> start(link_ptr self, std::unique_ptr<channel> ch) {
+std::shared_ptr<frame_pump> start(link_ptr self, settled_channel ch) {
   auto& st = self->state;
   // A fresh inbox: a closed pump's end does not reach the new one.
   st.box = std::make_shared<inbox>();
@@ -214,11 +277,11 @@ std::shared_ptr<frame_pump> start(link_ptr self, std::unique_ptr<channel> ch) {
   // The worker's thread writes its pushes itself (it waits for their
   // answers anyway): a 1M-float push 1.5-2.1x raw TCP -> 1.2-1.4x p50
   // (actorps-bench).
-  return start_pump(
-    std::move(ch), st.box, caf::actor_cast<caf::strong_actor_ptr>(self),
-    false, st.label, SIZE_MAX,
-    st.opts.shared_memory ? shm_mode::offer : shm_mode::no_offer,
-    st.opts.frame_bytes);
+  st.adopt(ch.shm != nullptr);
+  return start_pump(std::move(ch.ch), st.box,
+                    caf::actor_cast<caf::strong_actor_ptr>(self), false,
+                    st.label, SIZE_MAX, shm_mode::settled, st.opts.frame_bytes,
+                    {}, std::move(ch.shm));
 }
 
 /// Whether a request may go over the channel: it is open, or opened again
@@ -231,18 +294,24 @@ bool channel_ready(link_ptr self) {
   if (st.over_basp)
     return false;
   dial_result out;
-  auto ch = detail::open_channel(
-    st.dial.where, clock_type::now() + st.dial.timeout, st.dial.tls,
-    st.dial.expect ? &*st.dial.expect : nullptr, channel_data, out);
-  if (!ch) {
-    log::warn("data", -1, "{}: could not open the data channel again ({}); "
-                          "pulls and pushes go over BASP",
-              st.label, out.error);
-    st.over_basp = true;
-    return false;
+  auto deadline = clock_type::now() + st.dial.timeout;
+  auto ch = detail::open_channel(st.dial.where, deadline, st.dial.tls,
+                                 st.dial.expect ? &*st.dial.expect : nullptr,
+                                 channel_data, out);
+  if (ch) {
+    try {
+      st.pump = start(self, settle(std::move(ch), st.opts, st.label,
+                                   deadline));
+      return true;
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
   }
-  st.pump = start(self, std::move(ch));
-  return true;
+  log::warn("data", -1, "{}: could not open the data channel again ({}); "
+                        "pulls and pushes go over BASP",
+            st.label, out.error);
+  st.over_basp = true;
+  return false;
 }
 
 /// A request went over the channel: with an idle limit, a check is
@@ -282,7 +351,7 @@ void check_idle(link_ptr self) {
 
 link_actor::behavior_type
 link_behavior(link_ptr self, ps_actor server,
-              std::shared_ptr<std::unique_ptr<channel>> ch, std::string label,
+              std::shared_ptr<settled_channel> ch, std::string label,
               data_link_options opts, link_dial dial) {
   auto& st = self->state;
   st.server = server;
@@ -502,20 +571,37 @@ frame_limits frame_limits_for(uint64_t region_bytes) {
   return out;
 }
 
+link_transport parse_link_transport(const std::string& name) {
+  if (name == "auto")
+    return link_transport::automatic;
+  if (name == "tcp")
+    return link_transport::tcp;
+  if (name == "shm")
+    return link_transport::shm;
+  throw input_error(fmt::format("cluster.transport: expected auto, tcp or "
+                                "shm, got \"{}\"",
+                                name));
+}
+
+link_census data_link_census() {
+  return {census_shm.load(), census_tcp.load()};
+}
+
 ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                         const host_port& where, const tls_context* tls,
                         const node_identity* expect,
                         std::chrono::milliseconds timeout, std::string label,
                         data_link_options opts) {
   dial_result out;
-  auto ch = detail::open_channel(where,
-                                 std::chrono::steady_clock::now() + timeout,
-                                 tls, expect, channel_data, out);
+  auto deadline = clock_type::now() + timeout;
+  auto ch = detail::open_channel(where, deadline, tls, expect, channel_data,
+                                 out);
   if (!ch)
     throw runtime_failure(fmt::format("{}: no data channel to {}: {}", label,
                                       to_string(where), out.error));
   // CAF copies spawn arguments: the channel travels in a shared holder.
-  auto holder = std::make_shared<std::unique_ptr<channel>>(std::move(ch));
+  auto holder = std::make_shared<settled_channel>(
+    settle(std::move(ch), opts, label, deadline));
   link_dial dial{where, tls, expect ? std::optional<node_identity>{*expect}
                                     : std::nullopt,
                  timeout};

@@ -26,7 +26,7 @@
 // frame is logged and its connection closed; the server never sees it.
 //
 // Both ends on one host: the frames go through shared memory
-// (cluster/net/shm_segment.hpp, `cluster.shared_memory`), the TCP connection
+// (cluster/net/shm_segment.hpp, `cluster.transport`), the TCP connection
 // only wakes the ends and tells when one is gone.
 
 #include <chrono>
@@ -46,13 +46,38 @@ class tls_context;
 struct host_port;
 struct node_identity;
 
+/// Which way a data channel's frames go (`cluster.transport`).
+enum class link_transport : uint8_t {
+  /// Through shared memory when the server takes the worker's offer (both on
+  /// one host, same user, shared memory not off there), else over TCP.
+  automatic,
+  /// Over the TCP connection (TLS where it is on); no offer.
+  tcp,
+  /// Through shared memory or not at all: a server that declines the offer
+  /// fails open_data_link() with an input_error naming why.
+  shm,
+};
+
+/// "auto", "tcp" or "shm". @throws input_error naming the choices.
+link_transport parse_link_transport(const std::string& name);
+
+/// Worker-side channels open in this process by the way their frames go
+/// (each counted once, from the settling of its ends until it closes): what
+/// a worker reports with its steps so that the job's summary says which
+/// transport each link took.
+struct link_census {
+  uint32_t shm = 0;
+  uint32_t tcp = 0;
+};
+link_census data_link_census();
+
 /// How a worker's end of a data channel behaves.
 struct data_link_options {
-  /// Offer the server shared memory (cluster/net/shm_offer.hpp), which a server
-  /// on this host takes; the frames then go through it, in rings sized for
-  /// frames of `frame_bytes` (the largest dense push or pull expected; 0:
-  /// 2 MiB; shm_segment::ring_bytes_for).
-  bool shared_memory = true;
+  /// Whether to offer the server shared memory (cluster/net/shm_offer.hpp),
+  /// which a server on this host takes; the frames then go through it, in
+  /// rings sized for frames of `frame_bytes` (the largest dense push or
+  /// pull expected; 0: 2 MiB; shm_segment::ring_bytes_for).
+  link_transport transport = link_transport::automatic;
   uint64_t frame_bytes = 0;
   /// With nothing outstanding and no request for this long, the link
   /// closes its channel (the server's thread for it ends) and opens it
@@ -71,7 +96,12 @@ struct data_link_options {
 /// logs why and passes its requests to `server` over BASP. A channel that
 /// ends with requests outstanding ends the link (its requests fail with
 /// sec::socket_disconnected): the worker handles it as a lost server.
-/// @throws runtime_failure naming `where` and why (refused, unreachable).
+/// The ends settle on shared memory or TCP before it returns (one round
+/// trip), and the link logs which.
+/// @throws runtime_failure naming `where` and why (refused, unreachable);
+///         input_error with link_transport::shm if the server declines
+///         shared memory (why: another host or network namespace, another
+///         user, or transport tcp there).
 ps_actor open_data_link(caf::actor_system& sys, ps_actor server,
                         const host_port& where, const tls_context* tls,
                         const node_identity* expect,

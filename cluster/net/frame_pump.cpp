@@ -173,12 +173,17 @@ struct frame_pump::state {
 frame_pump::frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,
                        close_handler on_close, std::string label,
                        size_t caller_limit, shm_mode shm,
-                       size_t frame_bytes, frame_limits limits)
+                       size_t frame_bytes, frame_limits limits,
+                       std::unique_ptr<shm_segment> segment)
   : s_(std::make_shared<state>(std::move(ch), std::move(on_frame),
                                std::move(on_close), std::move(label),
                                caller_limit, shm)) {
   auto& st = *s_;
   st.limits_ = limits;
+  if (shm == shm_mode::settled) {
+    st.shm_ = std::move(segment);
+    st.on_shm_.store(st.shm_ != nullptr);
+  }
   st.ring_bytes_ = shm_segment::ring_bytes_for(frame_bytes);
   st.wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (st.wake_fd_ < 0)
@@ -329,7 +334,7 @@ void frame_pump::state::settle() {
 }
 
 void frame_pump::state::run() {
-  if (mode_ != shm_mode::none) {
+  if (mode_ != shm_mode::none && mode_ != shm_mode::settled) {
     try {
       settle();
     } catch (const input_error& e) {

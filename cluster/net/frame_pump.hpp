@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cluster/net/data_frame.hpp"
+#include "cluster/net/shm_segment.hpp"
 
 namespace actorps {
 
@@ -27,8 +28,9 @@ class channel;
 /// ends must say none), `offer` / `no_offer` (this end dialed: it offers a
 /// segment, or says it wants TCP), `answer` / `decline` (this end
 /// accepted: it answers the offer, taking the segment if it can, or
-/// saying TCP).
-enum class shm_mode { none, offer, no_offer, answer, decline };
+/// saying TCP), `settled` (the dialing end settled before the pump started,
+/// cluster/net/data_link.cpp: the segment passed, or none for TCP).
+enum class shm_mode { none, offer, no_offer, answer, decline, settled };
 
 /// Moves the frames of one data channel in both directions on a thread of
 /// its own; its owner (a data link or data session) sends with send() and
@@ -53,11 +55,13 @@ public:
   /// largest frame expected, when this end offers shared memory: each ring
   /// holds two (shm_segment::ring_bytes_for; 0: 2 MiB). `limits`: the largest
   /// frame parts the peer may send (a frame announcing more closes the
-  /// connection, through the close handler).
+  /// connection, through the close handler). `segment`: with
+  /// shm_mode::settled, the segment the ends settled on (null: TCP).
   frame_pump(std::unique_ptr<channel> ch, frame_handler on_frame,
              close_handler on_close, std::string label,
              size_t caller_limit = SIZE_MAX, shm_mode shm = shm_mode::none,
-             size_t frame_bytes = 0, frame_limits limits = {});
+             size_t frame_bytes = 0, frame_limits limits = {},
+             std::unique_ptr<shm_segment> segment = nullptr);
 
   /// close(), then waits for the thread, unless called on the thread of a
   /// frame pump (this one's, from a handler, or another's): the thread then

@@ -85,6 +85,51 @@ std::vector<std::string> staleness_labels() {
   return result;
 }
 
+/// Per worker, how its data channels moved their frames: "shm" (all
+/// through shared memory), "tcp", "mixed", or "basp" (none reported).
+std::string links_of(const std::pair<uint32_t, uint32_t>& l) {
+  if (l.first > 0 && l.second == 0)
+    return "shm";
+  if (l.second > 0 && l.first == 0)
+    return "tcp";
+  if (l.first > 0)
+    return "mixed";
+  return "basp";
+}
+
+/// The data channels' transports, when workers ran in processes of their
+/// own: "data channels: 4 through shared memory, 0 over TCP (worker 0: shm,
+/// worker 1: shm)".
+void print_links(std::FILE* out, const train_report& r) {
+  uint32_t shm = 0, tcp = 0;
+  for (auto& l : r.worker_links) {
+    shm += l.first;
+    tcp += l.second;
+  }
+  if (shm + tcp == 0)
+    return;
+  std::string each;
+  for (size_t w = 0; w < r.worker_links.size(); ++w)
+    each += fmt::format("{}worker {}: {}", w > 0 ? ", " : "", w,
+                        links_of(r.worker_links[w]));
+  fmt::print(out,
+             "data channels: {} through shared memory, {} over TCP ({})\n",
+             shm, tcp, each);
+}
+
+nlohmann::json links_json(const train_report& r) {
+  uint32_t shm = 0, tcp = 0;
+  std::vector<std::string> each;
+  for (auto& l : r.worker_links) {
+    shm += l.first;
+    tcp += l.second;
+    each.push_back(links_of(l));
+  }
+  if (shm + tcp == 0)
+    return nullptr; // one process, or every data channel off
+  return {{"shm", shm}, {"tcp", tcp}, {"per_worker", each}};
+}
+
 } // namespace
 
 metrics_file::metrics_file(std::string path) : path_(std::move(path)) {
@@ -172,6 +217,7 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"bytes_pulled_per_step", double(r.bytes_pulled) / double(steps)},
               {"bytes_pushed_per_step", double(r.bytes_pushed) / double(steps)},
               {"pulls_ahead", r.pulls_ahead},
+              {"data_channels", links_json(r)},
               {"early_pieces", r.early_pieces},
               {"early_stages", r.early_stages},
               {"dense_equivalent_bytes_per_step", r.dense_equivalent_bytes},
@@ -288,6 +334,7 @@ void print_summary(std::FILE* out, const train_report& r) {
                "stream: {} parts; progressive (test, then train) over all: "
                "auc {:.4f}, log loss {:.4f}\n",
                r.epochs.size(), auc / weight, loss / weight);
+  print_links(out, r);
   if (r.pulls_ahead > 0 && r.prefetch)
     fmt::print(out,
                "prefetch: {} of {} dense pulls were sent right behind the "

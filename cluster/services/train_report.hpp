@@ -66,6 +66,10 @@ struct train_report {
   /// Whether those were sent right behind the push (cluster.prefetch)
   /// rather than before it (cluster.overlap).
   bool prefetch = false;
+  /// Between processes, per worker: its data channels through shared memory
+  /// and over TCP at its last step (both 0: none reported, e.g. in one
+  /// process, or all over BASP).
+  std::vector<std::pair<uint32_t, uint32_t>> worker_links;
   /// Pieces of pushes sent during backpropagation (layer pushes).
   uint64_t early_pieces = 0;
   /// Forward stages run while their step's later values were on their way

@@ -107,7 +107,7 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
       server_sys, host_port{"127.0.0.1", 0},
       caf::actor_cast<caf::strong_actor_ptr>(ps), server_sys.message_types(ps),
       "host probe", nullptr,
-      [&server_sys, ps, shm = cfg.shared_memory](std::unique_ptr<channel> ch,
+      [&server_sys, ps, shm = cfg.transport != "tcp"](std::unique_ptr<channel> ch,
                                                   const std::string& peer) {
         serve_data_channel(server_sys, ps, std::move(ch),
                            "host probe <- " + peer,
@@ -122,7 +122,7 @@ host_spec measure_host(const job_config& cfg, uint64_t floats) {
       try {
         handle = open_data_link(client_sys, handle, where, nullptr, nullptr,
                                 std::chrono::seconds(10), "host probe",
-                                data_link_options{cfg.shared_memory});
+                                data_link_options{parse_link_transport(cfg.transport)});
       } catch (const std::exception& e) {
         fail(e.what());
       }

@@ -118,7 +118,7 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   if (data_server)
     on_data = [&sys, data_server, label,
                opts = data_session_options{
-                 cfg.shared_memory, true, frame_limits_for(dense_bytes),
+                 cfg.transport != "tcp", true, frame_limits_for(dense_bytes),
                  size_t{cfg.ps} + 1,
                  std::chrono::milliseconds(cfg.data_idle_timeout_ms)}](
                 std::unique_ptr<channel> ch, const std::string& peer) {
@@ -183,8 +183,10 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
                std::move(hooks), ps);
 }
 
-int run_worker(const job_config& cfg, const cluster_spec& spec,
+int run_worker(const job_config& given, const cluster_spec& spec,
                uint32_t index) {
+  auto cfg = given; // prefetch "auto" is on between processes
+  resolve_prefetch(cfg, true);
   auto provider = open_dataset(cfg);
   auto net = make_model(cfg, provider->schema());
   auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
@@ -216,9 +218,13 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   // Pulls and pushes over a data channel to each ps, unless off or
   // refused (then over BASP, as everything else).
   auto tls = node_tls();
+  // With transport shm, a ps that declines shared memory stops the worker
+  // at start (input_error: exit 2); later, when the worker dials a
+  // restarted ps again, it is logged and the pulls and pushes go over BASP.
   auto over_data = [&sys, &spec, tls, index, layout, on = cfg.data_channel,
-                    shm = cfg.shared_memory,
-                    idle = cfg.data_idle_timeout_ms](ps_actor ps, uint32_t p) {
+                    transport = parse_link_transport(cfg.transport),
+                    idle = cfg.data_idle_timeout_ms](ps_actor ps, uint32_t p,
+                                                     bool at_start) {
     if (!on || !ps)
       return ps;
     node_identity expect{"ps", p};
@@ -226,8 +232,15 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
       return open_data_link(sys, ps, spec.ps.at(p), tls.get(),
                             tls ? &expect : nullptr, std::chrono::seconds(5),
                             fmt::format("worker {} -> ps {}", index, p),
-                            {shm, layout->ps_sizes.at(p) * sizeof(float),
+                            {transport,
+                             layout->ps_sizes.at(p) * sizeof(float),
                              std::chrono::milliseconds(idle / 2)});
+    } catch (const input_error& e) {
+      if (at_start)
+        throw;
+      log::error("worker", static_cast<int>(index),
+                 "{}; its pulls and pushes go over BASP", e.what());
+      return ps;
     } catch (const std::exception& e) {
       log::warn("worker", static_cast<int>(index),
                 "{}; its pulls and pushes go over BASP", e.what());
@@ -237,7 +250,7 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
   for (uint32_t p = 0; p < joined.size(); ++p) {
     auto& j = joined[p];
     opts.servers.push_back(
-      over_data(caf::actor_cast<ps_actor>(j.welcome.role_actor), p));
+      over_data(caf::actor_cast<ps_actor>(j.welcome.role_actor), p, true));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);
   }
   log::info("worker", static_cast<int>(index),
@@ -245,11 +258,15 @@ int run_worker(const job_config& cfg, const cluster_spec& spec,
             joined.size(),
             cfg.data_channel ? " (pulls and pushes over data channels)" : "",
             data->shard_rows());
+  opts.link_transports = [] {
+    auto c = data_link_census();
+    return std::make_pair(c.shm, c.tcp);
+  };
   opts.redial = [&sys, servers, me, over_data](uint32_t p) {
     auto j = join_members(sys, {servers.at(p)}, me, caf::actor{},
                           std::chrono::seconds(2));
     return std::make_pair(
-      over_data(caf::actor_cast<ps_actor>(j[0].welcome.role_actor), p),
+      over_data(caf::actor_cast<ps_actor>(j[0].welcome.role_actor), p, false),
       j[0].welcome.node.incarnation);
   };
   auto worker = spawn_worker(sys, std::move(opts));

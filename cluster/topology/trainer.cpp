@@ -186,6 +186,8 @@ public:
     r_.early_stages += s.early_stages;
     auto& rss = r_.worker_peak_rss_bytes.at(s.worker);
     rss = std::max(rss, s.peak_rss_bytes);
+    if (s.links_shm + s.links_tcp > 0)
+      r_.worker_links.at(s.worker) = {s.links_shm, s.links_tcp};
   }
 
 private:
@@ -281,6 +283,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   report.ps = cfg.ps;
   report.prefetch = cfg.prefetch;
   report.worker_peak_rss_bytes.assign(cfg.workers, 0);
+  report.worker_links.assign(cfg.workers, {0, 0});
   report.parameters = net->dense_parameters();
 
   caf::actor_system sys{sys_cfg};
@@ -413,6 +416,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
 train_report train(const job_config& given, const train_options& opts) {
   auto cfg = given; // with the defaults that depend on the job applied
   resolve_staleness_aware(cfg);
+  resolve_prefetch(cfg, false);
   system_config sys_cfg{cfg.threads};
   return train_on(cfg, opts, sys_cfg,
                   [&](caf::actor_system& sys, std::shared_ptr<const model> net,
@@ -423,8 +427,10 @@ train_report train(const job_config& given, const train_options& opts) {
 
 train_report train_chief(const job_config& given, const cluster_spec& spec,
                          const train_options& opts) {
-  auto cfg = given; // as train()
+  auto cfg = given; // as train(), with workers in processes of their own
   resolve_staleness_aware(cfg);
+  if (auto why = resolve_prefetch(cfg, true); !why.empty())
+    log::info("coordinator", -1, "{}", why);
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   return train_on(cfg, opts, sys_cfg,
                   [&](caf::actor_system& sys, std::shared_ptr<const model> net,

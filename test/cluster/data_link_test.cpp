@@ -320,38 +320,48 @@ TEST_CASE("a data frame of every kind whose meta is cut short or has bytes "
   CHECK(context_cut > 0);
 }
 
-TEST_CASE_METHOD(link_fixture,
-                 "pulls and pushes through a data link give what BASP gives",
-                 "[data]") {
-  auto [direct, derr] = pull(remote);
-  auto [linked, lerr] = pull(link);
+TEST_CASE("pulls and pushes through a data link give what BASP gives, "
+          "through shared memory and over TCP",
+          "[data]") {
+  auto transport = GENERATE(link_transport::automatic, link_transport::tcp);
+  auto before = data_link_census();
+  data_link_options opts;
+  opts.transport = transport;
+  link_fixture f{data_session_options{}, opts};
+  // Both ends in this process, on this host: auto settles on shared memory.
+  auto now = data_link_census();
+  bool shm = transport == link_transport::automatic;
+  CHECK(now.shm == before.shm + (shm ? 1 : 0));
+  CHECK(now.tcp == before.tcp + (shm ? 0 : 1));
+  auto [direct, derr] = f.pull(f.remote);
+  auto [linked, lerr] = f.pull(f.link);
   REQUIRE(!derr);
   REQUIRE(!lerr);
   CHECK(std::vector<float>(linked.values.values.begin(),
                            linked.values.values.end())
         == std::vector<float>(8, 0.5f));
   CHECK(linked.clock == direct.clock);
-  // A push through the link is applied (sgd at rate 1: 0.5 - 0.25).
-  caf::scoped_actor self{client_sys};
+  // A push through the f.link is applied (sgd at rate 1: 0.5 - 0.25).
+  caf::scoped_actor self{f.client_sys};
   push_request p;
   p.id = update_id{0, 0, 1};
   p.gradient.values.assign(8, 0.25f);
   uint64_t clock = 0;
-  self->request(link, 5s, push_atom_v, p)
+  self->request(f.link, 5s, push_atom_v, p)
     .receive([&](uint64_t c) { clock = c; }, [](caf::error&) {});
   CHECK(clock == 1);
-  auto [after, aerr] = pull(remote);
+  auto [after, aerr] = f.pull(f.remote);
   REQUIRE(!aerr);
   CHECK(std::vector<float>(after.values.values.begin(),
                            after.values.values.end())
         == std::vector<float>(8, 0.25f));
   // The same update again is a duplicate: not applied twice.
-  self->request(link, 5s, push_atom_v, p)
+  self->request(f.link, 5s, push_atom_v, p)
     .receive([&](uint64_t c) { clock = c; }, [](caf::error&) {});
   CHECK(clock == 1);
   // An error comes back as the same error.
-  auto [x, direct_err] = pull(remote, 5);
-  auto [y, link_err] = pull(link, 5);
+  auto [x, direct_err] = f.pull(f.remote, 5);
+  auto [y, link_err] = f.pull(f.link, 5);
   REQUIRE(direct_err);
   CHECK(link_err == direct_err);
   // A pull with table keys goes over BASP: the same answer.
@@ -362,9 +372,9 @@ TEST_CASE_METHOD(link_fixture,
   with_keys.tables.push_back(keys);
   caf::error direct_table_err;
   caf::error link_table_err;
-  self->request(remote, 5s, pull_atom_v, with_keys)
+  self->request(f.remote, 5s, pull_atom_v, with_keys)
     .receive([](pull_reply&) {}, [&](caf::error& e) { direct_table_err = e; });
-  self->request(link, 5s, pull_atom_v, with_keys)
+  self->request(f.link, 5s, pull_atom_v, with_keys)
     .receive([](pull_reply&) {}, [&](caf::error& e) { link_table_err = e; });
   REQUIRE(direct_table_err);
   CHECK(link_table_err == direct_table_err);
@@ -374,12 +384,38 @@ TEST_CASE_METHOD(link_fixture,
   wrong.gradient.values.assign(3, 1.0f);
   caf::error direct_push_err;
   caf::error link_push_err;
-  self->request(remote, 5s, push_atom_v, wrong)
+  self->request(f.remote, 5s, push_atom_v, wrong)
     .receive([](uint64_t) {}, [&](caf::error& e) { direct_push_err = e; });
-  self->request(link, 5s, push_atom_v, wrong)
+  self->request(f.link, 5s, push_atom_v, wrong)
     .receive([](uint64_t) {}, [&](caf::error& e) { link_push_err = e; });
   REQUIRE(direct_push_err);
   CHECK(link_push_err == direct_push_err);
+}
+
+TEST_CASE("a data link of transport shm is refused when the server "
+          "declines shared memory, naming why",
+          "[data]") {
+  data_session_options server;
+  server.shared_memory = false; // transport tcp at the server
+  link_fixture f{server, data_link_options{link_transport::tcp}};
+  data_link_options shm;
+  shm.transport = link_transport::shm;
+  auto before = data_link_census();
+  CHECK_THROWS_WITH(open_data_link(f.client_sys, f.remote, f.where(), nullptr,
+                                   nullptr, 5s, "worker 0 -> ps 0", shm),
+                    Catch::Contains("worker 0 -> ps 0: cluster.transport is "
+                                    "shm, but the frames cannot go through "
+                                    "shared memory: the peer declined"));
+  auto after = data_link_census();
+  CHECK(after.shm == before.shm);
+  CHECK(after.tcp == before.tcp);
+  // The server goes on serving the link it has.
+  auto [r, err] = f.pull(f.link);
+  CHECK(!err);
+  CHECK(r.values.values.size() == 8);
+  CHECK(parse_link_transport("shm") == link_transport::shm);
+  CHECK_THROWS_WITH(parse_link_transport("udp"),
+                    Catch::Contains("expected auto, tcp or shm"));
 }
 
 TEST_CASE_METHOD(link_fixture,

@@ -37,9 +37,10 @@ TEST_CASE("an empty config gives the documented defaults",
   CHECK_FALSE(cfg.layer_pushes);
   CHECK_FALSE(cfg.priority_pulls);
   CHECK_FALSE(cfg.prefetch);
+  CHECK_FALSE(cfg.prefetch_chosen); // "auto": resolve_prefetch decides
   CHECK(cfg.cpu_policy == "batch");
   CHECK(cfg.cpu_affinity == "auto");
-  CHECK(cfg.shared_memory);
+  CHECK(cfg.transport == "auto");
   // 0: two closures per worker between processes, one in one process.
   CHECK(cfg.closures_per_worker == 0);
   CHECK(cfg.partitioner.type == partitioner_config::kind::fixed_shards);
@@ -90,7 +91,7 @@ TEST_CASE("every field of a config is read into the job config",
                 "closures_per_worker": 3, "prefetch": true,
                 "priority_pulls": true,
                 "cpu_policy": "normal", "cpu_affinity": "none",
-                "shared_memory": false},
+                "transport": "tcp"},
     "optimizer": {"type": "momentum", "learning_rate": 0.5, "momentum": 0.5,
                   "nesterov": true},
     "table_optimizer": {"type": "ftrl", "learning_rate": 0.1, "l1": 0.01,
@@ -116,10 +117,11 @@ TEST_CASE("every field of a config is read into the job config",
   CHECK(cfg.layer_pushes);
   CHECK(cfg.priority_pulls);
   CHECK(cfg.prefetch);
+  CHECK(cfg.prefetch_chosen);
   CHECK(cfg.closures_per_worker == 3);
   CHECK(cfg.cpu_policy == "normal");
   CHECK(cfg.cpu_affinity == "none");
-  CHECK_FALSE(cfg.shared_memory);
+  CHECK(cfg.transport == "tcp");
   CHECK(cfg.optimizer.type == "momentum");
   CHECK(cfg.optimizer.learning_rate == 0.5f);
   CHECK(cfg.optimizer.params
@@ -211,13 +213,16 @@ TEST_CASE("malformed configs throw input_error naming the source and the "
      "cluster.prefetch", "needs training.mode \"async\""},
     {R"({"cluster": {"prefetch": true, "overlap": true}})",
      "cluster.prefetch", "choose one"},
-    {R"({"cluster": {"prefetch": 1}})", "cluster.prefetch", "true or false"},
+    {R"({"cluster": {"prefetch": 1}})", "cluster.prefetch",
+     "must be true, false or \"auto\""},
     {R"({"cluster": {"overlap": "yes"}})", "cluster.overlap",
      "true or false"},
     {R"({"cluster": {"data_channel": "on"}})", "cluster.data_channel",
      "true or false"},
-    {R"({"cluster": {"shared_memory": "auto"}})", "cluster.shared_memory",
-     "true or false"},
+    {R"({"cluster": {"transport": "udp"}})", "cluster.transport",
+     "\"auto\", \"tcp\" or \"shm\""},
+    {R"({"cluster": {"shared_memory": false}})", "cluster.shared_memory",
+     "unknown"},
     {R"({"cluster": {"cpu_policy": "fifo"}})", "cluster.cpu_policy",
      "must be \"batch\" or \"normal\""},
     {R"({"cluster": {"cpu_affinity": "cores"}})", "cluster.cpu_affinity",
@@ -429,4 +434,34 @@ TEST_CASE("staleness-aware steps are the default of async jobs of 32 workers "
   cfg.workers = 2;
   resolve_staleness_aware(cfg);
   CHECK(cfg.optimizer.staleness_aware);
+}
+
+TEST_CASE("prefetch is on by default between processes for async jobs, off "
+          "in one process, and a choice is kept",
+          "[core][config]") {
+  auto at = [](const char* text, bool between, const char* mode = "async") {
+    auto cfg = parse_job_config(text, "test.json");
+    cfg.mode = mode;
+    auto why = resolve_prefetch(cfg, between);
+    CHECK(cfg.prefetch_chosen);
+    return std::pair{cfg.prefetch, why};
+  };
+  auto [on, why_on] = at("{}", true);
+  CHECK(on);
+  CHECK_THAT(why_on, Catch::Contains("prefetch on (cluster.prefetch auto"));
+  CHECK_FALSE(at("{}", false).first);
+  CHECK(at("{}", false).second.empty());
+  auto [sync, why_sync] = at("{}", true, "sync");
+  CHECK_FALSE(sync);
+  CHECK_THAT(why_sync, Catch::Contains("not with mode sync"));
+  auto [ov, why_ov] = at(R"({"cluster": {"overlap": true}})", true);
+  CHECK_FALSE(ov);
+  CHECK_THAT(why_ov, Catch::Contains("overlap is on"));
+  CHECK_FALSE(at(R"({"cluster": {"layer_pushes": true}})", true).first);
+  // Chosen: kept either way, and nothing to say.
+  CHECK(at(R"({"cluster": {"prefetch": false}})", true)
+        == std::pair{false, std::string{}});
+  CHECK(at(R"({"cluster": {"prefetch": true}})", false)
+        == std::pair{true, std::string{}});
+  CHECK(at(R"({"cluster": {"prefetch": "auto"}})", true).first);
 }

@@ -257,7 +257,7 @@ int main(int argc, char** argv) {
     // more channels of the same worker until its first one is closed.
     // Links that never close their channels themselves (idle_close 0), as
     // a peer that keeps them open would.
-    data_link_options keep{false};
+    data_link_options keep{link_transport::tcp};
     auto link1 = open_data_link(sys, ps, where, tls.get(), &target, 10s,
                                 "probe 1", keep);
     ask<pull_reply>(self, "data-channel pull as another worker", link1,
