@@ -432,19 +432,7 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       auto found = find_group(st, g);
       if (!found)
         return found.error();
-      auto s = (*found)->stats;
-      for (auto& [shard, store] : (*found)->tables) {
-        auto c = store.counts();
-        s.table_rows += c.rows;
-        s.table_bytes += c.memory_bytes;
-        s.rows_admitted += c.admitted;
-        s.keys_rejected += c.pull_rejected;
-        s.gradients_dropped += c.gradients_dropped;
-        s.evicted_ttl += c.evicted_ttl;
-        s.evicted_l2 += c.evicted_l2;
-        s.evicted_budget += c.evicted_budget;
-        s.filter_bytes += c.filter_bytes;
-      }
+      auto s = replica_stats(**found);
       s.peak_rss_bytes = peak_rss_bytes();
       s.view = (*found)->view;
       s.primary = (*found)->primary;

@@ -176,9 +176,11 @@ struct ps_options {
   uint64_t staleness = 0;
   /// The rule applied to the rows of table shards.
   optimizer_config table_optimizer{"adagrad", 0.05f, {}};
-  /// Admission and eviction of every table shard (default: neither), and
-  /// the rows each push sweeps per shard for a time to live or an L2 norm.
-  table_policy tables;
+  /// Admission and eviction of the table shards (default: neither), each
+  /// by its variable's policy (table_policies::for_table, picked when the
+  /// shard is created), and the rows each push sweeps per shard for a time
+  /// to live or an L2 norm.
+  table_policies tables;
   uint64_t sweep_rows = 256;
   /// sync: how long a round waits for its last pushes; then it is closed
   /// with the pushes it has (their mean), so that an idle, lost or slow

@@ -11,13 +11,38 @@ namespace actorps {
 
 ps_replica::ps_replica(uint32_t g, const ps_options& opts,
                        std::shared_ptr<const update_rule> dense_rule)
-  : group(g), dense(std::move(dense_rule)), policy(opts.tables),
+  : group(g), dense(std::move(dense_rule)), policies(opts.tables),
     server(opts.index) {
-  if (policy.steps_to_live || policy.l2_threshold)
+  if (policies.any([](const table_policy& p) {
+        return p.steps_to_live || p.l2_threshold;
+      }))
     sweep_rows = opts.sweep_rows;
   auto n = std::max<uint32_t>(opts.workers, 1);
   worker_clock.assign(n, 0);
   pushed_this_round.assign(n, false);
+}
+
+ps_stats replica_stats(const ps_replica& r) {
+  auto s = r.stats;
+  std::vector<table_stats> shards;
+  for (auto& [shard, store] : r.tables) {
+    auto c = store.counts();
+    s.table_rows += c.rows;
+    s.table_bytes += c.memory_bytes;
+    s.rows_admitted += c.admitted;
+    s.keys_rejected += c.pull_rejected;
+    s.gradients_dropped += c.gradients_dropped;
+    s.evicted_ttl += c.evicted_ttl;
+    s.evicted_l2 += c.evicted_l2;
+    s.evicted_budget += c.evicted_budget;
+    s.filter_bytes += c.filter_bytes;
+    shards.push_back(table_stats{store.def().variable, c.rows, c.memory_bytes,
+                                 c.admitted, c.pull_rejected,
+                                 c.gradients_dropped, c.evicted_ttl,
+                                 c.evicted_l2, c.evicted_budget});
+  }
+  add_table_stats(s.tables, shards);
+  return s;
 }
 
 caf::error check_tables(ps_replica& r, const std::vector<table_rows>& tables,
@@ -103,7 +128,7 @@ void warn_near_budget(ps_replica& r, uint32_t shard) {
             "evicts one ({}); this server's other shards are not warned of",
             store.def().variable, shard, rows,
             100.0 * double(rows) / double(limit->second), limit->second,
-            double(rows) / double(clock), to_string(r.policy.evict));
+            double(rows) / double(clock), to_string(store.policy().evict));
 }
 
 } // namespace
@@ -129,7 +154,7 @@ void apply_update(ps_replica& r, const push_request& update, float scale,
     r.stats.keys_pushed += t.keys.keys.size();
   }
   // The first shard at 90% of its budget: one warning, with its growth.
-  if (r.policy.has_budget())
+  if (!r.row_limits.empty())
     for (auto& t : update.tables)
       warn_near_budget(r, t.shard);
   // Time to live and L2 norm: a bounded sweep per push and shard, so that
@@ -278,7 +303,7 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
     if (i == r.tables.end())
       return caf::make_error(errc::unknown_variable, "restore of table shard",
                              t.shard, "ps", ps_index);
-    table_store store{i->second.def(), table_rule, r.policy};
+    table_store store{i->second.def(), table_rule, i->second.policy()};
     table_store::contents c;
     c.keys = std::move(t.keys.keys);
     c.values.assign(t.values.values.begin(), t.values.values.end());
@@ -301,7 +326,7 @@ caf::error restore_replica(ps_replica& r, ps_snapshot& snap, bool replication,
   r.dense.set_steps(snap.optimizer_steps);
   // A table shard the snapshot does not mention starts empty again.
   for (auto& [shard, store] : r.tables)
-    store = table_store{store.def(), table_rule, r.policy};
+    store = table_store{store.def(), table_rule, store.policy()};
   for (auto& [shard, store] : fresh)
     r.tables.at(shard) = std::move(store);
   // Fresh stores track no changes: the next checkpoint gets every row.
@@ -360,13 +385,15 @@ create_in_replica(ps_replica& r, create_shard& req,
   def.vocabulary = req.vocabulary;
   def.init_scale = req.init_scale;
   def.seed = req.seed;
+  // The policy of this shard's table: its own, or the job-wide one.
+  auto& policy = r.policies.for_table(req.variable);
   try {
     auto dim = def.dim;
     r.tables.emplace(req.shard,
-                     table_store{std::move(def), table_rule, r.policy});
-    if (r.policy.has_budget())
+                     table_store{std::move(def), table_rule, policy});
+    if (policy.has_budget())
       r.row_limits[req.shard] = table_row_limit(
-        r.policy, dim, table_rule ? table_rule->slot_count() : 0);
+        policy, dim, table_rule ? table_rule->slot_count() : 0);
   } catch (const std::exception& e) {
     return caf::make_error(errc::shape_mismatch, "table shard", req.variable,
                            std::string{e.what()});

@@ -61,11 +61,13 @@ struct ps_replica {
   /// (save_and_mark); 0: not marked since the tables were created or
   /// replaced (a restore or an install), so no delta can be given.
   uint64_t marked = 0;
-  /// Every table shard's admission and eviction (ps_options::tables), and
-  /// the rows each push sweeps per shard (0: no sweeps).
-  table_policy policy;
+  /// The table shards' admission and eviction, by variable
+  /// (ps_options::tables; a shard keeps the policy it was created with:
+  /// table_store::policy()), and the rows each push sweeps per shard (0: no
+  /// table sweeps).
+  table_policies policies;
   uint64_t sweep_rows = 0;
-  /// With a budget: each table shard's row limit, and whether this replica
+  /// Each table shard with a budget: its row limit; and whether this replica
   /// warned that a shard is nearly full (once: the first shard at 90%).
   std::map<uint32_t, uint64_t> row_limits;
   bool budget_warned = false;
@@ -111,6 +113,10 @@ struct ps_replica {
            || applied.count(closure) > 0;
   }
 };
+
+/// The replica's counters with its table shards' counts added: summed into
+/// the table_* fields and by table (ps_stats::tables).
+ps_stats replica_stats(const ps_replica& r);
 
 /// Checks the table parts of a pull or push against `r`: every shard held,
 /// keys inside the vocabulary, and (`values`: a push) each shard once, keys

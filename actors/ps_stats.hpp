@@ -3,12 +3,66 @@
 // The counters one parameter server reports (stats requests): a message of
 // actors/messages.hpp, kept in a file of its own.
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "caf/meta/type_name.hpp"
 
 namespace actorps {
+
+/// One table's admission and eviction on one server (its shards there
+/// summed; core/table_store.hpp's table_counts), or over all servers.
+struct table_stats {
+  std::string variable;        ///< the table's name, as the model has it
+  uint64_t rows = 0;           ///< rows held now
+  uint64_t bytes = 0;          ///< memory of its shards now (approx.)
+  uint64_t admitted = 0;       ///< rows created
+  uint64_t rejected = 0;       ///< keys pulled before their admission
+  uint64_t gradients_dropped = 0;
+  uint64_t evicted_ttl = 0;
+  uint64_t evicted_l2 = 0;
+  uint64_t evicted_budget = 0;
+
+  /// Adds the counts of `x` (of the same table).
+  void add(const table_stats& x) {
+    rows += x.rows;
+    bytes += x.bytes;
+    admitted += x.admitted;
+    rejected += x.rejected;
+    gradients_dropped += x.gradients_dropped;
+    evicted_ttl += x.evicted_ttl;
+    evicted_l2 += x.evicted_l2;
+    evicted_budget += x.evicted_budget;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, table_stats& x) {
+  return f(caf::meta::type_name("actorps::table_stats"), x.variable, x.rows,
+           x.bytes, x.admitted, x.rejected, x.gradients_dropped,
+           x.evicted_ttl, x.evicted_l2, x.evicted_budget);
+}
+
+/// Adds each table of `from` to its entry of `into` (by variable; a table
+/// new to `into` is appended), keeping `into` in name order.
+inline void add_table_stats(std::vector<table_stats>& into,
+                            const std::vector<table_stats>& from) {
+  for (auto& t : from) {
+    auto i = std::lower_bound(into.begin(), into.end(), t.variable,
+                              [](const table_stats& a, const std::string& b) {
+                                return a.variable < b;
+                              });
+    if (i == into.end() || i->variable != t.variable) {
+      table_stats fresh;
+      fresh.variable = t.variable;
+      i = into.insert(i, std::move(fresh));
+    }
+    i->add(t);
+  }
+}
 
 /// ps -> anyone: counters of one parameter server.
 struct ps_stats {
@@ -35,6 +89,8 @@ struct ps_stats {
   uint64_t evicted_l2 = 0;
   uint64_t evicted_budget = 0;
   uint64_t filter_bytes = 0;
+  /// The same counts (and rows, bytes) by table, in name order.
+  std::vector<table_stats> tables;
   /// Pieces of pushes in pieces applied (cluster.layer_pushes; a push in
   /// pieces counts once in `pushes`, when complete).
   uint64_t pieces = 0;
@@ -58,7 +114,7 @@ typename Inspector::result_type inspect(Inspector& f, ps_stats& x) {
            x.table_rows, x.table_bytes, x.keys_pulled, x.keys_pushed,
            x.rows_admitted, x.keys_rejected, x.gradients_dropped,
            x.evicted_ttl, x.evicted_l2, x.evicted_budget, x.filter_bytes,
-           x.pieces, x.peak_rss_bytes, x.view, x.primary,
+           x.tables, x.pieces, x.peak_rss_bytes, x.view, x.primary,
            x.staleness_buckets); // metrics
 }
 

@@ -18,6 +18,7 @@
 #include "core/data_registry.hpp"
 #include "core/job_options.hpp"
 #include "core/stream_config.hpp"
+#include "core/table_overrides.hpp"
 #include "core/wire_format.hpp"
 #include "core/error.hpp"
 
@@ -137,6 +138,16 @@ public:
         out[kv.key()] = kv.value().get<double>();
       else
         fail(name(kv.key()), "must be a number or true/false");
+    }
+    return out;
+  }
+
+  /// The names of the fields, marked read (fields of free names).
+  std::vector<std::string> keys() {
+    std::vector<std::string> out;
+    for (auto& kv : obj_.items()) {
+      seen_.insert(kv.key());
+      out.push_back(kv.key());
     }
     return out;
   }
@@ -349,6 +360,33 @@ job_config parse_job_config(const std::string& text, const std::string& source) 
   {
     auto s = root.sub("tables");
     read_rows(s, cfg);
+    // Tables with a policy of their own: {"TABLE": {"FIELD": value}}, each
+    // field read as its row tables.FIELD (core/table_overrides.hpp).
+    auto per = s.sub("per_table");
+    for (auto& table : per.keys()) {
+      if (per.find(table) == nullptr)
+        continue;
+      auto t = per.sub(table);
+      cfg.table_overrides[table]; // named, even without a field of its own
+      for (auto& field : t.keys()) {
+        auto v = t.find(field);
+        if (v == nullptr)
+          continue;
+        auto* row = find_job_key("tables." + field);
+        if (row != nullptr && !row->words.empty() && !v->is_string())
+          t.fail(t.name(field), "must be a string");
+        if (row != nullptr && row->words.empty() && !v->is_number())
+          t.fail(t.name(field), "must be a number");
+        try {
+          set_table_override(cfg, table, field,
+                             v->is_string() ? v->get<std::string>()
+                                            : v->dump(),
+                             t.name(field));
+        } catch (const input_error& e) {
+          throw input_error(fmt::format("{}: {}", source, e.what()));
+        }
+      }
+    }
   }
   read_faults(root, cfg, source);
   } // root checks for unknown top-level fields here
@@ -530,6 +568,11 @@ void validate(const job_config& cfg) {
          "must be larger than cluster.heartbeat_interval_ms");
   if (cfg.epochs == 0)
     fail("training.epochs", "must be at least 1");
+  try {
+    check_table_overrides(cfg);
+  } catch (const input_error& e) {
+    throw input_error(fmt::format("{}: {}", cfg.source, e.what()));
+  }
 }
 
 table_policy table_policy_of(const job_config& cfg) {

@@ -104,7 +104,8 @@ struct job_config {
   /// of its server, or whose L2 norm is below table_l2_threshold, goes
   /// (swept table_sweep_rows rows per push and shard); a shard holds at
   /// most table_max_rows rows and table_max_bytes bytes, evicting by
-  /// table_evict ("lru" or "lfu") when full. 0 = none, for each.
+  /// table_evict ("lru" or "lfu") when full. 0 = none, for each. Tables
+  /// named in table_overrides change some of these for themselves.
   uint64_t table_admit_after = 0;
   std::string table_filter = "sketch";
   uint64_t table_filter_counters = uint64_t{1} << 20;
@@ -114,6 +115,14 @@ struct job_config {
   uint64_t table_max_bytes = 0;
   std::string table_evict = "lru";
   uint64_t table_sweep_rows = 256;
+  /// Tables with a policy of their own (config tables.per_table, flag
+  /// --table-policy; core/table_overrides.hpp): table (variable) name ->
+  /// field -> value as a flag writes it ({"embedding/user":
+  /// {"admit_after": "3"}}). A field is one of table_override_fields(),
+  /// the table_* field of the same name without "table_"; a field absent
+  /// keeps the job-wide value. Names are checked against the model at
+  /// start (check_table_policy()).
+  std::map<std::string, std::map<std::string, std::string>> table_overrides;
 
   // -- cluster ----------------------------------------------------------------
   uint32_t workers = 2;
@@ -301,8 +310,11 @@ job_config load_job_config(const std::string& path);
 /// layer sizes, ...). @throws input_error naming the field.
 void validate(const job_config& cfg);
 
-/// The admission and eviction policy of every table shard of `cfg` (the
-/// table_* fields; 0 = none).
+/// The job-wide admission and eviction policy of `cfg`'s table shards (the
+/// table_* fields; 0 = none), without table_overrides (for those:
+/// table_policies_of(), core/table_overrides.hpp).
+/// @throws input_error for a table_filter or table_evict that is not one of
+///         its words.
 table_policy table_policy_of(const job_config& cfg);
 
 /// Asynchronous jobs of at least this many workers take staleness-aware

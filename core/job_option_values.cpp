@@ -69,9 +69,14 @@ void set_from_flag(job_config& cfg, const job_option& row,
     row.set_flag(cfg, value);
     return;
   }
+  set_from_text(cfg, row, value, row.flag);
+}
+
+void set_from_text(job_config& cfg, const job_option& row,
+                   const std::string& value, const std::string& label) {
   auto check_word = [&] {
     if (auto why = word_problem(row, value); !why.empty())
-      throw input_error(fmt::format("{}: {}", row.flag, why));
+      throw input_error(fmt::format("{}: {}", label, why));
   };
   std::visit(
     [&](auto access) {
@@ -91,16 +96,16 @@ void set_from_flag(job_config& cfg, const job_option& row,
             out = value == "on";
           else
             throw input_error(fmt::format("{}: expected on or off, got \"{}\"",
-                                          row.flag, value));
+                                          label, value));
         } else if constexpr (std::is_same_v<value_type, std::string>) {
           check_word();
           out = value;
         } else if constexpr (std::is_same_v<value_type, float>) {
           out = static_cast<float>(
-            to_real(row.flag, value, row.min_real, row.max_real));
+            to_real(label, value, row.min_real, row.max_real));
         } else {
           out = static_cast<value_type>(
-            to_count(row.flag, value, row.min, row.max));
+            to_count(label, value, row.min, row.max));
         }
       }
     },
@@ -194,7 +199,7 @@ A unit test (test/core/job_options_test.cpp) fails when this file is not
 what the table generates. -->
 
 A job config is a JSON object of sections (model, data, cluster,
-optimizer, table_optimizer, partitioner, training, faults).
+optimizer, table_optimizer, partitioner, training, tables, faults).
 `configs/fashion_mnist.json` shows the fields most jobs set;
 `configs/movielens.json`, `a9a.json` and `synthetic_ctr.json` show the
 model- and dataset-specific ones. Every field is optional: a missing field,

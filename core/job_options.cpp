@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/partitioner.hpp"
 #include "core/placement.hpp"
+#include "core/table_overrides.hpp"
 
 namespace actorps {
 
@@ -174,6 +175,13 @@ std::vector<job_option> make_table() {
     whole("tables.sweep_rows", "", field<&job::table_sweep_rows>, 1, mebi,
           "rows each push sweeps per shard for steps_to_live and "
           "l2_threshold"),
+    by_hand("tables.per_table", "--table-policy", "TABLE.FIELD=V",
+            "object {\"TABLE\": {\"FIELD\": value}}", "{}",
+            &set_table_policy_flag,
+            "tables with a policy of their own, by variable name: any of "
+            "admit_after, filter, filter_counters, steps_to_live, "
+            "l2_threshold, max_rows, max_bytes, evict, each over the "
+            "job-wide value (the flag is repeatable)"),
     // -- cluster --------------------------------------------------------------
     whole("cluster.workers", "--workers", field<&job::workers>, 1, 1024,
           "number of workers (actorps simulate: up to 100000)"),

@@ -48,8 +48,9 @@ using option_field
 ///
 /// Options that do not fit a row of plain values are rows "read by hand"
 /// (std::monostate field): model.layers, optimizer.staleness_aware,
-/// table_optimizer.staleness_aware, cluster.variable_formats, cluster.tls and
-/// faults; parse_job_config reads them and their flags have a `set_flag`.
+/// table_optimizer.staleness_aware, cluster.variable_formats, cluster.tls,
+/// tables.per_table and faults; parse_job_config reads them and their flags
+/// have a `set_flag`.
 /// Flags that set no config key (--config, --restore, --metrics-port, ...)
 /// live in apps/cli.cpp; a model's, a dataset's and an update rule's own
 /// fields are checked by them (option_reader, core/rules/).
@@ -117,6 +118,13 @@ const job_option* find_job_key(const std::string& key);
 ///         words, not on or off; or as the row's set_flag.
 void set_from_flag(job_config& cfg, const job_option& row,
                    const std::string& value);
+
+/// Sets the row's field from `value`, written as its flag's value, without
+/// the row's set_flag (for a row read by hand: std::logic_error). Errors
+/// name `label` ("--admit-after", "tables.per_table.user.admit_after").
+/// @throws input_error "LABEL: ..." as set_from_flag.
+void set_from_text(job_config& cfg, const job_option& row,
+                   const std::string& value, const std::string& label);
 
 /// Why `value` is not one of the row's words ("\"cores\": must be \"auto\"
 /// or \"none\""), or "" if it is one (or the row takes any string).

@@ -2,7 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace actorps {
@@ -118,6 +120,35 @@ struct table_policy {
   /// Whether a filter is built (admit_after > 1).
   bool filters() const noexcept {
     return admit_after > 1;
+  }
+};
+
+/// The policies of a job's tables: one for every table, and tables of their
+/// own by variable name (as the model declares it, "embedding/user"), so
+/// that a table of ids mostly seen once can have admission and a time to
+/// live while a small category table keeps every row.
+struct table_policies {
+  /// Every table not in by_table.
+  table_policy defaults;
+  /// Tables with a policy of their own (each complete: the defaults with
+  /// the table's own fields over them; see table_policies_of()).
+  std::map<std::string, table_policy> by_table;
+
+  /// The policy of the table `variable`: its own, or the defaults.
+  const table_policy& for_table(const std::string& variable) const {
+    auto i = by_table.find(variable);
+    return i == by_table.end() ? defaults : i->second;
+  }
+
+  /// Whether any table's policy satisfies `pred` (the defaults included).
+  template <class Predicate>
+  bool any(Predicate pred) const {
+    if (pred(defaults))
+      return true;
+    for (auto& [name, policy] : by_table)
+      if (pred(policy))
+        return true;
+    return false;
   }
 };
 

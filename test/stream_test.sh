@@ -9,6 +9,9 @@
 #             checkpoint; --resume goes on at the next part, and the two
 #             runs together train every batch once
 #   launch    2 ps and 2 workers under launch
+#   per_table tables with policies of their own (--table-policy) under
+#             launch: each follows its own, the final JSON counts each; a
+#             table the model lacks is refused at start
 #   bad_input a malformed record skipped (named, counted) or, with
 #             data.on_bad_record fail, exit 2
 # usage: stream_test.sh ACTORPS SOURCE_DIR CASE
@@ -139,6 +142,40 @@ launch)
     || bad "launch: closures finished $n, expected $((3 * per_part))"
   grep -q 'its last part (data.stream_end_after) was read' "$tmp/out" \
     && ok "launch: ended after 3 parts" || bad "launch: no end line"
+  ;;
+per_table)
+  "$bin" stream-gen --out "$tmp/parts" --parts 2 --rows-per-part 5000 \
+    --new-id-rate 0.02 --drift 100 --seed 7 >"$tmp/gen" 2>&1 \
+    || { bad "stream-gen: $(tail -3 "$tmp/gen")"; exit 1; }
+  # Every table admits at the second pull, except C13 (at once); C1 (10^7
+  # ids) holds at most 50 rows a shard (2 shards). The flags reach the ps
+  # nodes as launch passes them on.
+  "$bin" launch "${common[@]}" --workers 1 --ps 2 --stream-end-after 2 \
+    --admit-after 2 --table-policy embedding/C13.admit_after=0 \
+    --table-policy embedding/C1.max_rows=50 --metrics-out "$tmp/m.jsonl" >"$tmp/out" 2>&1
+  rc=$?
+  [[ $rc -eq 0 ]] && ok "launch with per-table policies: exit 0" \
+    || bad "launch: exit $rc: $(grep -v '^\[launch\]' "$tmp/out" | tail -5)"
+  final=$(grep '"type":"final"' "$tmp/m.jsonl" 2>/dev/null)
+  count() { jq -r --arg t "embedding/$1" ".tables[\$t].$2 // \"none\"" <<<"$final"; }
+  c1=$(count C1 table_rows) c1_out=$(count C1 evicted_budget)
+  [[ $c1 =~ ^[0-9]+$ && $c1 -le 100 && $c1_out -gt 0 ]] \
+    && ok "C1 within its 2 x 50 rows: $c1 rows, $c1_out evicted for the budget" \
+    || bad "C1: $c1 rows, $c1_out evicted for the budget"
+  c2=$(count C2 table_rows) c2_wait=$(count C2 keys_rejected) c2_out=$(count C2 evicted_budget)
+  [[ $c2 =~ ^[0-9]+$ && $c2 -gt 100 && $c2_wait -gt 0 && $c2_out -eq 0 ]] \
+    && ok "C2 by the default: $c2 rows, $c2_wait keys pulled before their admission, none evicted" \
+    || bad "C2: $c2 rows, $c2_wait rejected, $c2_out evicted"
+  c13=$(count C13 table_rows) c13_wait=$(count C13 keys_rejected)
+  [[ $c13 =~ ^[0-9]+$ && $c13 -gt 0 && $c13_wait -eq 0 ]] \
+    && ok "C13 admits at once: $c13 rows, none pulled before its admission" \
+    || bad "C13: $c13 rows, $c13_wait rejected"
+  "$bin" train "${common[@]}" --stream-end-after 2 \
+    --table-policy embedding/user.admit_after=2 >"$tmp/out2" 2>"$tmp/err2"
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q 'has no table "embedding/user" (its tables: embedding/C1, ' "$tmp/err2" \
+    && ok "a table the model lacks: exit 2, $(tail -1 "$tmp/err2" | cut -c1-140)" \
+    || bad "unknown table: exit $rc: $(tail -2 "$tmp/err2")"
   ;;
 bad_input)
   "$bin" stream-gen --out "$tmp/parts" --parts 2 --rows-per-part 2000 --seed 6 >"$tmp/gen" 2>&1

@@ -11,6 +11,7 @@
 #include "cluster/job/ask.hpp"
 #include "core/error.hpp"
 #include "core/stream_ranges.hpp"
+#include "core/table_overrides.hpp"
 #include "core/table_store.hpp"
 #include "core/update_rule.hpp"
 #include "core/job_config.hpp"
@@ -133,48 +134,91 @@ ps_options ps_options_of(const job_config& cfg, uint32_t index) {
   opts.staleness = cfg.staleness;
   opts.round_timeout = std::chrono::milliseconds(cfg.sync_round_timeout_ms);
   opts.replication_lag = cfg.replication == "async" ? cfg.replication_lag : 0;
-  opts.tables = table_policy_of(cfg);
+  opts.tables = table_policies_of(cfg);
   opts.sweep_rows = cfg.table_sweep_rows;
   return opts;
 }
 
+namespace {
+
+/// "a, b, c" of up to `most` names, then "and N more".
+std::string some_names(const std::vector<std::string>& names, size_t most) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < most; ++i)
+    out += (i == 0 ? "" : ", ") + names[i];
+  if (names.size() > most)
+    out += fmt::format(" and {} more", names.size() - most);
+  return out;
+}
+
+} // namespace
+
 std::string check_table_policy(const job_config& cfg,
                                const placement& layout) {
+  std::vector<std::string> names; // the model's tables, in its order
+  for (auto v : layout.tables)
+    names.push_back(layout.variables[v].name);
+  for (auto& [table, fields] : cfg.table_overrides)
+    if (std::find(names.begin(), names.end(), table) == names.end())
+      throw input_error(fmt::format(
+        "{}: tables.per_table.{}: model {} has no table \"{}\" ({})",
+        cfg.source, table, cfg.model, table,
+        names.empty() ? std::string{"it has no tables"}
+                      : "its tables: " + some_names(names, names.size())));
   if (layout.tables.empty())
     return {};
-  auto policy = table_policy_of(cfg);
+  auto policies = table_policies_of(cfg);
   auto slots = make_update_rule(cfg.table_optimizer, "table_optimizer")
                  ->slot_count();
   for (auto v : layout.tables) {
     table_shard_def def;
     def.variable = layout.variables[v].name;
     def.dim = layout.variables[v].cols;
-    validate_table_policy(policy, def, slots);
+    validate_table_policy(policies.for_table(def.variable), def, slots);
   }
-  // The estimate: each server's table shards at their row limits.
+  // The estimate: each server's table shards with a budget at their row
+  // limits; those without one grow with the keys they see.
   std::vector<double> rows(cfg.ps, 0), bytes(cfg.ps, 0);
   double row_bytes_max = 0;
+  std::vector<std::string> unbounded;
+  bool admission = false;
+  for (auto v : layout.tables) {
+    auto& policy = policies.for_table(layout.variables[v].name);
+    admission = admission || policy.filters();
+    if (!policy.has_budget()) {
+      unbounded.push_back(layout.variables[v].name);
+      auto dim = layout.variables[v].cols;
+      row_bytes_max = std::max(row_bytes_max,
+                               double(table_row_bytes(policy, dim, slots)));
+    }
+  }
   for (auto& sh : layout.shards) {
     if (sh.kind != variable_kind::table)
       continue;
-    auto dim = layout.variables[sh.variable].cols;
-    auto per_row = double(table_row_bytes(policy, dim, slots));
-    row_bytes_max = std::max(row_bytes_max, per_row);
+    auto& policy = policies.for_table(layout.variables[sh.variable].name);
     if (!policy.has_budget())
       continue;
+    auto dim = layout.variables[sh.variable].cols;
     auto limit = double(table_row_limit(policy, dim, slots));
     rows[sh.ps] += limit;
-    bytes[sh.ps] += limit * per_row + double(table_filter_bytes(policy));
+    bytes[sh.ps] += limit * double(table_row_bytes(policy, dim, slots))
+                    + double(table_filter_bytes(policy));
   }
-  if (!policy.has_budget())
-    return fmt::format("tables without a budget: they grow with the keys "
-                       "seen{}, up to {:.0f} bytes a row",
-                       policy.filters() ? " often enough to be admitted" : "",
-                       row_bytes_max);
+  auto growing = fmt::format("they grow with the keys seen{}, up to {:.0f} "
+                             "bytes a row",
+                             admission ? " often enough to be admitted" : "",
+                             row_bytes_max);
+  if (unbounded.size() == layout.tables.size())
+    return "tables without a budget: " + growing;
   auto most = std::max_element(bytes.begin(), bytes.end()) - bytes.begin();
-  return fmt::format("tables within their budget: at most {:.0f} rows and "
-                     "{:.1f} MB of table shards on one server (ps {})",
-                     rows[most], bytes[most] / 1e6, most);
+  auto note = fmt::format("tables within their budget: at most {:.0f} rows "
+                          "and {:.1f} MB of table shards on one server (ps "
+                          "{})",
+                          rows[most], bytes[most] / 1e6, most);
+  if (!unbounded.empty())
+    note += fmt::format("; {} tables without a budget ({}): {}",
+                        unbounded.size(), some_names(unbounded, 4), growing);
+  return note;
 }
 
 placement job_placement(const job_config& cfg, const model& net) {

@@ -85,18 +85,21 @@ std::shared_ptr<const wire_format> push_format_of(const job_config& cfg,
 /// default.
 /// @throws input_error naming the setting if a format cannot carry what it
 ///         is given (a variable the model lacks, a topk count above a run).
-/// Checks the job's table policy (table_policy_of(cfg)) against each table
-/// of `layout` (its row size with the table rule's slots), before any
-/// server is asked to hold one.
-/// Returns what the tables may take, for the log: with a budget, the most
-/// rows and bytes per server; without, the bytes a row costs ("" for a job
-/// without tables).
-/// @throws input_error "table NAME: FIELD ..." (e.g. a max_bytes below one
-///         row).
+worker_options wire_options_of(const job_config& cfg, const placement& layout);
+
+/// Checks the job's table policies (table_policies_of(cfg): each table's
+/// own or the job-wide one) against each table of `layout` (its row size
+/// with the table rule's slots), before any server is asked to hold one.
+/// Returns what the tables may take, for the log: with budgets, the most
+/// rows and bytes of budgeted table shards on one server, and the tables
+/// without a budget; without any, the bytes a row costs at most ("" for a
+/// job without tables).
+/// @throws input_error "SOURCE: tables.per_table.NAME: model M has no table
+///         ..." (listing the model's tables) for an override of a table the
+///         model lacks; "table NAME: FIELD ..." for a policy a table cannot
+///         take (e.g. a max_bytes below one row).
 std::string check_table_policy(const job_config& cfg,
                                const placement& layout);
-
-worker_options wire_options_of(const job_config& cfg, const placement& layout);
 
 /// The pull format of job `cfg` (cluster.pull_format), null for fp32 and
 /// "auto" (as push_format_of).

@@ -21,7 +21,7 @@ struct placement;
 /// piece and offset, ps_snapshot's partials; 6: a data channel starts
 /// with the shared-memory offer, cluster/net/shm_offer.hpp; 8: delta
 /// checkpoints, save_atom with a base and a mark, table_snapshot's delta and
-/// removed; 9: step_result's links_shm and links_tcp).
+/// removed; 9: step_result's links_shm and links_tcp, ps_stats' tables).
 inline constexpr uint32_t protocol_version = 9;
 
 /// This binary's build: "actorps VERSION (git REVISION, CAF 0.17.6)". Two

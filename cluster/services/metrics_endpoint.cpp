@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -292,7 +293,8 @@ prometheus_callback::prometheus_callback()
                          "servers started rows admitted, keys pulled before "
                          "their admission (pulled_unadmitted), "
                          "gradients_dropped, evicted_ttl, evicted_l2, "
-                         "evicted_budget")
+                         "evicted_budget; of one table with the label "
+                         "table, of all without it")
                    .Register(telemetry::enable())),
     window_gauge_(prometheus::BuildGauge()
                     .Name("actorps_progressive_window")
@@ -332,26 +334,34 @@ void prometheus_callback::on_pause(fit_state& st) {
 
 void prometheus_callback::on_epoch_end(fit_state& st, epoch_metrics& m) {
   // The tables' rows and what admission and eviction did, summed over the
-  // servers (one stats round trip per epoch, or per part of a stream).
+  // servers (one stats round trip per epoch, or per part of a stream): the
+  // job's (label `what` only) and each table's (labels `table` and `what`).
   try {
     auto servers = st.cl->stats();
-    double rows = 0, bytes = 0;
-    double events[6] = {0, 0, 0, 0, 0, 0};
+    table_stats job;
+    std::vector<table_stats> tables;
     for (auto& s : servers) {
-      rows += double(s.table_rows);
-      bytes += double(s.table_bytes);
-      uint64_t now[] = {s.rows_admitted, s.keys_rejected, s.gradients_dropped,
-                        s.evicted_ttl,   s.evicted_l2,    s.evicted_budget};
-      for (size_t i = 0; i < 6; ++i)
-        events[i] += double(now[i]);
+      job.add(table_stats{"", s.table_rows, s.table_bytes, s.rows_admitted,
+                          s.keys_rejected, s.gradients_dropped, s.evicted_ttl,
+                          s.evicted_l2, s.evicted_budget});
+      add_table_stats(tables, s.tables);
     }
-    table_gauge_.Add({{"what", "rows"}}).Set(rows);
-    table_gauge_.Add({{"what", "bytes"}}).Set(bytes);
-    constexpr const char* names[] = {"admitted",          "pulled_unadmitted",
-                                     "gradients_dropped", "evicted_ttl",
-                                     "evicted_l2",        "evicted_budget"};
-    for (size_t i = 0; i < 6; ++i)
-      table_gauge_.Add({{"what", names[i]}}).Set(events[i]);
+    constexpr const char* names[] = {
+      "rows",        "bytes",      "admitted",      "pulled_unadmitted",
+      "gradients_dropped", "evicted_ttl", "evicted_l2", "evicted_budget"};
+    auto set = [&](std::map<std::string, std::string> labels,
+                   const table_stats& t) {
+      uint64_t now[] = {t.rows,        t.bytes,      t.admitted,
+                        t.rejected,    t.gradients_dropped,
+                        t.evicted_ttl, t.evicted_l2, t.evicted_budget};
+      for (size_t i = 0; i < 8; ++i) {
+        labels["what"] = names[i];
+        table_gauge_.Add(labels).Set(double(now[i]));
+      }
+    };
+    set({}, job);
+    for (auto& t : tables)
+      set({{"table", t.variable}}, t);
   } catch (const std::exception&) {
     // a lost server: its numbers come with the next epoch
   }

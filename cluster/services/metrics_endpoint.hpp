@@ -144,7 +144,8 @@ int metrics_port_of(int base, const cluster_spec& spec, const task_id& task);
 /// (the last epoch's train_loss and test metrics; a stream's
 /// progressive_loss and progressive_auc per part), and actorps_tables{what}
 /// (rows, bytes, admission and eviction counts over all servers, at each
-/// epoch's end). Enables telemetry.
+/// epoch's end; actorps_tables{table, what} the same of each table).
+/// Enables telemetry.
 class prometheus_callback : public fit_callback {
 public:
   prometheus_callback();

@@ -130,6 +130,22 @@ nlohmann::json links_json(const train_report& r) {
   return {{"shm", shm}, {"tcp", tcp}, {"per_worker", each}};
 }
 
+/// The final object's "tables": {"NAME": {"rows": ..., ...}}, the job-wide
+/// counts' fields of the same names for each table.
+nlohmann::json tables_json(const std::vector<table_stats>& tables) {
+  auto out = nlohmann::json::object();
+  for (auto& t : tables)
+    out[t.variable] = {{"table_rows", t.rows},
+                       {"table_bytes", t.bytes},
+                       {"rows_admitted", t.admitted},
+                       {"keys_rejected", t.rejected},
+                       {"gradients_dropped", t.gradients_dropped},
+                       {"evicted_ttl", t.evicted_ttl},
+                       {"evicted_l2", t.evicted_l2},
+                       {"evicted_budget", t.evicted_budget}};
+  return out;
+}
+
 } // namespace
 
 metrics_file::metrics_file(std::string path) : path_(std::move(path)) {
@@ -229,6 +245,7 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"evicted_ttl", r.evicted_ttl},
               {"evicted_l2", r.evicted_l2},
               {"evicted_budget", r.evicted_budget},
+              {"tables", tables_json(r.tables)},
               {"peak_rss_bytes",
                {{"coordinator", r.peak_rss_bytes},
                 {"ps", r.ps_peak_rss_bytes},

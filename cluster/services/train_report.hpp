@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/ps_stats.hpp"
 #include "cluster/services/fit.hpp"
 #include "core/metrics.hpp"
 
@@ -92,6 +93,9 @@ struct train_report {
   uint64_t evicted_ttl = 0;
   uint64_t evicted_l2 = 0;
   uint64_t evicted_budget = 0;
+  /// The same by table (and each table's rows and bytes at the end), in
+  /// name order; empty for a job without tables.
+  std::vector<table_stats> tables;
   /// Peak resident memory of this process (the coordinator; in one process
   /// every role), bytes.
   uint64_t peak_rss_bytes = 0;

@@ -150,6 +150,7 @@ void count_pushes(train_report& r, const job_config& cfg,
     r.evicted_ttl += s.evicted_ttl;
     r.evicted_l2 += s.evicted_l2;
     r.evicted_budget += s.evicted_budget;
+    add_table_stats(r.tables, s.tables);
     pushes_before += sync ? b.clock * cfg.workers : b.pushes;
     if (sync)
       continue;

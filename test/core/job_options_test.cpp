@@ -301,6 +301,10 @@ TEST_CASE("the flags of rows read by hand set what they say",
   CHECK(cfg.variable_formats.at("dense_0/kernel") == "topk:0.01");
   CHECK_THROWS_WITH(set("--variable-format", "dense_0/kernel"),
                     Catch::Contains("expected VARIABLE=FORMAT"));
+  set("--table-policy", "embedding/user.admit_after=3");
+  CHECK(cfg.table_overrides.at("embedding/user").at("admit_after") == "3");
+  CHECK_THROWS_WITH(set("--table-policy", "embedding/user"),
+                    Catch::Contains("expected TABLE.FIELD=VALUE"));
   set("--staleness-aware", "");
   CHECK(cfg.optimizer.staleness_aware);
   CHECK(cfg.table_optimizer.staleness_aware);
