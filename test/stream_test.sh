@@ -14,6 +14,14 @@
 #             table the model lacks is refused at start
 #   bad_input a malformed record skipped (named, counted) or, with
 #             data.on_bad_record fail, exit 2
+#   kill_ps, kill_ps_replica, kill_coordinator
+#             under launch, a node SIGKILLed mid-stream: ps1 (restored from
+#             the newest checkpoint, its updates since counted lost), ps0
+#             with --replicas 1 (its backup takes over, nothing lost), the
+#             coordinator (launch starts it again with --resume, and it goes
+#             on at the checkpoint's part and row); each ends with exit 0,
+#             every part trained and every batch's update applied once or
+#             counted lost
 # usage: stream_test.sh ACTORPS SOURCE_DIR CASE
 set -u
 bin=$1
@@ -26,6 +34,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A test killed by SIGTERM or SIGINT (a ctest timeout, ^C) exits through
+# cleanup too: the processes it started in the background go with it.
+trap 'exit 143' TERM INT
 [[ -n ${KEEP:-} ]] && trap - EXIT && echo "kept $tmp"
 passed=0
 failed=0
@@ -40,6 +51,57 @@ common=(--config "$src/configs/stream_ctr.json" --batch-size "$batch"
 
 # closures FILE: N of "closures: N scheduled, M finished" in FILE.
 finished() { grep -o 'closures: [0-9]* scheduled, [0-9]* finished' "$1" | grep -o '[0-9]* finished' | cut -d' ' -f1; }
+
+# The kill cases: 4 parts of 8,000 examples (16 batches each, the last of
+# 320), 2 ps and 2 workers under launch, a checkpoint every 12 steps and at
+# each part's end (steps 12, 16, 24, 32, 36, 48, ...).
+kill_rows=8000
+kill_per=$(((kill_rows + batch - 1) / batch))
+kill_total=$((4 * kill_per))
+kill_job=("${common[@]}" --workers 2 --ps 2 --stream-end-after 4
+          --checkpoint-dir "$tmp/ck" --checkpoint-every 12
+          --metrics-out "$tmp/m.jsonl")
+kill_stream() {
+  "$bin" stream-gen --out "$tmp/parts" --parts 4 --rows-per-part $kill_rows \
+    --new-id-rate 0.02 --drift 100 --seed 8 >"$tmp/gen" 2>&1 \
+    || { bad "stream-gen: $(tail -3 "$tmp/gen")"; exit 1; }
+}
+# run_launch ARGS...: `actorps launch ARGS` with its output in $tmp/out, in
+# the background so that a signal to this script reaches cleanup at once;
+# sets $rc to its exit status.
+run_launch() {
+  "$bin" launch "$@" >"$tmp/out" 2>&1 &
+  local launcher=$!
+  pids+=("$launcher")
+  wait "$launcher"
+  rc=$?
+}
+# final NAME: the number NAME of the metrics file's final object.
+final() { grep '"type":"final"' "$tmp/m.jsonl" 2>/dev/null | grep -o "\"$1\":[0-9]*" | cut -d: -f2; }
+# part_steps: "PART:STEPS ..." of the metrics file's parts, in order.
+part_steps() {
+  grep '"type":"epoch"' "$tmp/m.jsonl" 2>/dev/null | while read -r l; do
+    echo -n "$(grep -o '"epoch":[0-9]*' <<<"$l" | cut -d: -f2):$(grep -o '"steps":[0-9]*' <<<"$l" | cut -d: -f2) "
+  done
+}
+# kill_counts NAME PARTS: the job trained every batch once: closures = the
+# stream's batches, and each server applied each batch's update or counted
+# it lost (pushes + lost = 2 x batches), counted over the job; its stream
+# ended after part 4, with PARTS parts read by the last coordinator. Sets
+# $lost.
+kill_counts() {
+  local closures pushes steps
+  closures=$(final job_closures)
+  pushes=$(final job_pushes)
+  lost=$(final job_updates_lost)
+  [[ -n $closures && -n $pushes && -n $lost && $closures -eq $kill_total \
+     && $((pushes + lost)) -eq $((2 * kill_total)) ]] \
+    && ok "$1: every batch once: $closures closures = 4 parts x $kill_per; $pushes pushes + $lost lost = 2 x $closures" \
+    || bad "$1: closures '$closures' (want $kill_total), pushes '$pushes' + lost '$lost' (want $((2 * kill_total)))"
+  grep -q "its last part (data.stream_end_after) was read ($2 parts, $(($2 * kill_rows)) examples read)" "$tmp/out" \
+    && ok "$1: the stream ended after part 4, $2 parts read" \
+    || bad "$1: no end after $2 parts: $(grep -o 'the stream ended.*' "$tmp/out")"
+}
 
 case $case_name in
 train)
@@ -198,6 +260,120 @@ bad_input)
   rc=$?
   [[ $rc -eq 2 ]] && ok "a missing folder: exit 2, $(tail -1 "$tmp/err3" | cut -c1-120)" \
     || bad "missing folder: exit $rc: $(tail -2 "$tmp/err3")"
+  ;;
+kill_ps)
+  # ps1 SIGKILLs itself once 30 closures are done (launch's fault plan): its
+  # shards come back from checkpoint C (24, in part 2), its updates since C
+  # are counted lost, and the other server and the data go on.
+  kill_stream
+  run_launch "${kill_job[@]}" --fault kill:ps:1@30
+  [[ $rc -eq 0 ]] && ok "exit 0" || bad "exit $rc: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$tmp/out" | tail -8)"
+  grep -q '^\[launch\] ps1 killed by signal 9' "$tmp/out" \
+    && ok "ps1 SIGKILLed mid-stream" || bad "ps1 not killed: $(grep '^\[launch\]' "$tmp/out" | tail -3)"
+  c=$(grep -o 'shards placed on ps 1 restored from [^ ]*ckpt-[0-9]*' "$tmp/out" | head -1 | grep -o '[0-9]*$')
+  c=$((10#${c:-0}))
+  [[ $c -gt $kill_per && $c -le 30 ]] \
+    && ok "ps1 restored from the checkpoint at step $c (part 2, batch $((c - kill_per)))" \
+    || bad "ps1 restored from step $c: $(grep -E 'restored|ps 1' "$tmp/out" | head -5)"
+  kill_counts "ps1 killed" 4
+  [[ -n $lost && $lost -ge 1 && $lost -le 12 ]] \
+    && ok "$lost updates of ps1 since the checkpoint counted lost (at most one interval, 12)" \
+    || bad "updates lost: '$lost', want 1 to 12"
+  steps=$(part_steps)
+  [[ $steps == "1:$kill_per 2:$kill_per 3:$kill_per 4:$kill_per " ]] \
+    && ok "each part's batches once: $steps" || bad "parts and their steps: '$steps'"
+  ;;
+kill_ps_replica)
+  # With --replicas 1, ps0 SIGKILLs itself once 30 closures are done: the
+  # backup of its group takes over, launch restarts ps0, and no update is
+  # lost or restored from a checkpoint.
+  kill_stream
+  run_launch "${kill_job[@]}" --replicas 1 --fault kill:ps:0@30
+  [[ $rc -eq 0 ]] && ok "exit 0" || bad "exit $rc: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$tmp/out" | tail -8)"
+  grep -q '^\[launch\] ps0 killed by signal 9' "$tmp/out" \
+    && ok "ps0 SIGKILLed mid-stream" || bad "ps0 not killed: $(grep '^\[launch\]' "$tmp/out" | tail -3)"
+  grep -q 'group 0: .*took over' "$tmp/out" \
+    && ok "$(grep -o 'group 0: .*took over[^;]*' "$tmp/out" | head -1)" \
+    || bad "no takeover of group 0: $(grep -E 'group 0|lost' "$tmp/out" | head -5)"
+  ! grep -q 'restored from' "$tmp/out" && ok "nothing restored from a checkpoint" \
+    || bad "restored from a checkpoint: $(grep 'restored from' "$tmp/out" | head -2)"
+  kill_counts "ps0 killed with a replica" 4
+  [[ $lost == 0 ]] && ok "no update lost" || bad "updates lost: '$lost'"
+  steps=$(part_steps)
+  [[ $steps == "1:$kill_per 2:$kill_per 3:$kill_per 4:$kill_per " ]] \
+    && ok "each part's batches once: $steps" || bad "parts and their steps: '$steps'"
+  ;;
+kill_coordinator)
+  # The coordinator SIGKILLed from outside (by its pid, a child of launch)
+  # once a checkpoint of part 2 is written: launch starts it again with
+  # --resume; it restores the newest checkpoint G (E parts and S batches of
+  # the next done) into the running servers and goes on there.
+  kill_stream
+  "$bin" launch "${kill_job[@]}" >"$tmp/out" 2>&1 &
+  launcher=$!
+  pids+=("$launcher")
+  for _ in $(seq 1200); do
+    [[ -d $tmp/ck/ckpt-0000000024 ]] && break
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.05
+  done
+  chief=$(pgrep -P "$launcher" -f -- ' node --role coordinator' | head -1)
+  if [[ ! -d $tmp/ck/ckpt-0000000024 || -z $chief ]]; then
+    bad "no checkpoint at step 24 or no coordinator: $(tail -5 "$tmp/out")"
+  else
+    kill -KILL "$chief"
+    while kill -0 "$chief" 2>/dev/null; do sleep 0.02; done
+    # The newest checkpoint when it died: what --resume must go on from.
+    newest=$(ls "$tmp/ck" | grep -E '^ckpt-[0-9]+$' | sort | tail -1)
+  fi
+  for _ in $(seq 1200); do
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$launcher" 2>/dev/null && kill -KILL "$launcher"
+  wait "$launcher"
+  rc=$?
+  [[ $rc -eq 0 ]] && ok "exit 0" || bad "exit $rc: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$tmp/out" | tail -8)"
+  grep -q 'coordinator killed by signal 9 (SIGKILL); restarting' "$tmp/out" \
+    && ok "launch started the killed coordinator again" \
+    || bad "no restart: $(grep '^\[launch\]' "$tmp/out" | tail -3)"
+  line=$(grep -o 'resumed from [^ ]*: [0-9]* epochs and [0-9]* steps of the next done ([0-9]* steps in all)' "$tmp/out")
+  g=$(grep -o '([0-9]* steps in all)' <<<"$line" | grep -o '[0-9]*')
+  e=$(grep -o ': [0-9]* epochs' <<<"$line" | grep -o '[0-9]*')
+  s=$(grep -o 'and [0-9]* steps' <<<"$line" | grep -o '[0-9]*')
+  [[ -n $line && -n ${newest:-} && $line == *"/$newest:"* && $g -eq $((10#${newest#ckpt-})) ]] \
+    && ok "resumed from the newest checkpoint, $newest" \
+    || bad "resumed: '$line', newest checkpoint at the kill: '${newest:-}'"
+  [[ -n $g && $((e * kill_per + s)) -eq $g && $g -ge 24 ]] \
+    && ok "at part $((e + 1)), batch $s: $e parts x $kill_per + $s = step $g" \
+    || bad "position: $e parts and $s batches for step '$g'"
+  # The restarted coordinator's parts (its metrics file): the first is part
+  # e + 1 with the batches after s, the rest whole, to part 4.
+  want=""
+  for ((p = e + 1; p <= 4; p++)); do
+    want+="$p:$((p == e + 1 ? kill_per - s : kill_per)) "
+  done
+  steps=$(part_steps)
+  [[ -n $e && $steps == "$want" ]] && ok "the resumed run's parts: $steps" \
+    || bad "the resumed run's parts and steps: '$steps', want '$want'"
+  # The servers kept their shards over the kill, at the clock of the
+  # closures the first coordinator had finished; the restore takes them back
+  # to G, so those after G are trained again (their first updates undone).
+  clocks=$(grep -o 'ps[01] already holds its [0-9]* shards (clock [0-9]*): kept' "$tmp/out" \
+             | grep -o 'clock [0-9]*' | cut -d' ' -f2 | tr '\n' ' ')
+  kept=1
+  for k in $clocks; do [[ $k -ge ${g:-0} && $k -le $kill_total ]] || kept=0; done
+  [[ $(wc -w <<<"$clocks") -eq 2 && $kept -eq 1 ]] \
+    && ok "the servers kept their shards at clocks $clocks(>= $g); batches after step $g are trained again" \
+    || bad "servers' shards at the restart: clocks '$clocks', checkpoint step $g"
+  start=$(final start_step)
+  closures=$(final closures)
+  [[ $start == "$g" && -n $closures && $((start + closures)) -eq $kill_total ]] \
+    && ok "$start closures before the checkpoint + $closures after = $kill_total" \
+    || bad "start step '$start', closures of the resumed run '$closures', want $kill_total in all"
+  # The resumed coordinator reads the stream again from part e + 1 (the
+  # part it was in, or the next at a part's end): 4 - e parts.
+  kill_counts "coordinator killed" $((4 - ${e:-0}))
   ;;
 *)
   bad "unknown case $case_name"

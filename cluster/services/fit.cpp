@@ -71,33 +71,15 @@ std::chrono::milliseconds poll_interval(const fit_state& st,
   return std::max(result, std::chrono::milliseconds(1));
 }
 
-/// Adds the predictions a closure made before its update (progressive
-/// evaluation) to `acc`.
-void add_predictions(eval_accumulator& acc, const step_result& r) {
-  acc.scores.insert(acc.scores.end(), r.scores.begin(), r.scores.end());
-  acc.labels.insert(acc.labels.end(), r.labels.begin(), r.labels.end());
-  acc.loss_sum += r.loss * double(r.samples);
-  acc.count += r.samples;
-}
-
-/// Adds a closure's predictions to the open progressive window and closes
-/// it once it holds opts.progressive_window examples.
+/// Adds a closure's predictions to the open progressive window and, when
+/// that closes it, calls on_window.
 void add_to_window(fit_state& st, const fit_options& opts,
                    const step_result& r) {
-  auto& w = st.window;
-  add_predictions(w, r);
-  if (w.count < opts.progressive_window)
+  auto m = st.windows.add(r);
+  if (!m)
     return;
-  window_metrics m;
-  m.window = ++st.windows;
-  m.first_example = st.window_examples;
-  m.examples = w.count;
-  m.loss = w.mean_loss();
-  m.auc = roc_auc(w.scores, w.labels);
-  st.window_examples += w.count;
-  st.window = eval_accumulator{};
   for (auto& cb : opts.callbacks)
-    cb->on_window(st, m);
+    cb->on_window(st, *m);
 }
 
 /// Runs one chunk of closures: schedules them, calls on_wait and
@@ -269,6 +251,7 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
   st.closures_per_epoch = opts.steps_per_epoch * workers;
   st.progress = opts.start_at;
   st.progress.workers.resize(workers);
+  st.windows = progressive_windows{opts.progressive_window};
   if (st.progress.epoch >= opts.epochs)
     throw input_error(fmt::format("fit: {} epochs done already, {} asked for",
                                   st.progress.epoch, opts.epochs));
@@ -328,9 +311,8 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
     }
     if (opts.data && !progressive.scores.empty()) {
       // Test, then train: each example scored before its own update.
-      m.test.emplace_back("progressive_loss", progressive.mean_loss());
-      m.test.emplace_back("progressive_auc",
-                          roc_auc(progressive.scores, progressive.labels));
+      auto part = progressive_metrics(progressive);
+      m.test.insert(m.test.end(), part.begin(), part.end());
       m.test_loss = progressive.mean_loss();
     }
     m.train_loss /= double(std::max<uint64_t>(m.steps, 1));

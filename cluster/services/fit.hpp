@@ -14,6 +14,7 @@
 
 #include "actors/messages.hpp"
 #include "cluster/services/checkpointer.hpp"
+#include "cluster/services/progressive.hpp"
 #include "core/dataset.hpp"
 #include "core/metrics.hpp"
 #include "models/step_function.hpp"
@@ -39,17 +40,6 @@ struct epoch_metrics {
   double test_accuracy = 0;  ///< = test's "test_accuracy", in [0, 1]
   double samples_per_sec = 0; ///< training examples / training time
   double elapsed_s = 0;      ///< since fit_options::start
-};
-
-/// Progressive evaluation over a window of examples (fit_options::
-/// progressive_window): the predictions closures made before their own
-/// updates, in the order the coordinator handed out their examples.
-struct window_metrics {
-  uint64_t window = 0;        ///< 1-based, counted over this run
-  uint64_t first_example = 0; ///< examples before it in this run
-  uint64_t examples = 0;      ///< at least the window (whole batches)
-  double loss = 0;            ///< mean log loss (nats)
-  double auc = 0;             ///< roc_auc of the window's scores
 };
 
 /// The value of metric `name` of an epoch: "train_loss", "samples_per_sec",
@@ -92,11 +82,9 @@ struct fit_state {
   /// With a data plan: examples of closures that finished after one that
   /// was cancelled (a stop request); a resume trains them again.
   uint64_t retrain_after_resume = 0;
-  /// Progressive windows: the open window's predictions, the windows
-  /// closed and the examples in them.
-  eval_accumulator window;
-  uint64_t windows = 0;
-  uint64_t window_examples = 0;
+  /// Progressive windows (fit_options::progressive_window): the open
+  /// window's predictions, the windows closed and the examples in them.
+  progressive_windows windows;
 };
 
 /// A hook into fit (Keras' tf.keras.callbacks.Callback). Every member has an
