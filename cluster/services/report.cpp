@@ -304,7 +304,7 @@ void print_summary(std::FILE* out, const train_report& r) {
              "closures: {} scheduled, {} finished, {} re-executed; pushes: "
              "{} applied, {} discarded as duplicates{}{}\n",
              test, r.samples_per_sec, r.epochs.size(), r.workers, r.ps,
-             r.mean_staleness, r.max_staleness, r.pushes,
+             r.mean_staleness, r.max_staleness, r.staleness_pushes,
              100 * share(r, r.compute_s), 100 * share(r, r.pull_s),
              100 * share(r, r.push_s), 100 * share(r, wait_s(r)),
              describe_staleness(r.staleness_histogram), r.scheduled,

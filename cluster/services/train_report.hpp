@@ -29,6 +29,11 @@ struct train_report {
   /// Pushes of this run per staleness bucket, summed over the servers
   /// (core/staleness_histogram.hpp; staleness_buckets entries).
   std::vector<uint64_t> staleness_histogram;
+  /// The pushes mean_staleness and the histogram are over: those the
+  /// servers' processes of this run measured (fewer than `pushes` after a
+  /// server was restored: its count of pushes comes back with its
+  /// checkpoint, its staleness statistics start again).
+  uint64_t staleness_pushes = 0;
   // -- counts of this run --------------------------------------------------------
   // Every closure pushes once to every server, so pushes + updates_lost ==
   // ps x closures, for this run and for the whole job alike.

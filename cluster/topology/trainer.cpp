@@ -159,8 +159,12 @@ void count_pushes(train_report& r, const job_config& cfg,
     lost_before += lost_then;
     r.updates_lost += since(lost_now, lost_then);
   }
-  r.mean_staleness = r.pushes == 0 ? 0.0
-                                   : double(staleness_sum) / double(r.pushes);
+  r.staleness_pushes = 0;
+  for (auto n : r.staleness_histogram)
+    r.staleness_pushes += n;
+  r.mean_staleness = r.staleness_pushes == 0
+                       ? 0.0
+                       : double(staleness_sum) / double(r.staleness_pushes);
   r.start_step = start_step;
   r.job_closures = end_step;
   r.job_pushes = pushes_before + r.pushes;
