@@ -206,11 +206,12 @@ int run_launch(const std::vector<std::string>& args) {
   }
   // Without TLS a job secret keeps other users of this machine out: a
   // fresh one unless the config or the flags name one. One that is named
-  // is checked here, before any node starts.
+  // is checked here, before any node starts. Not with Slurm: the nodes of
+  // other hosts would not find a file of this one's $TMPDIR.
   std::unique_ptr<actorps::launch_secret> secret;
   if (auto file = actorps::secret_file_of(job.secret_file, job.tls)) {
     actorps::job_secret::load(*file);
-  } else if (job.tls.off) {
+  } else if (job.tls.off && cmd.launcher == "local") {
     secret = std::make_unique<actorps::launch_secret>();
     if (!cmd.train.quiet)
       fmt::print(stderr, "[launch] tls off: a new job secret in {} (mode "
@@ -218,6 +219,10 @@ int run_launch(const std::vector<std::string>& args) {
                          "holds it, so other users of this machine cannot "
                          "connect\n",
                  secret->file());
+  } else if (job.tls.off && !cmd.train.quiet) {
+    fmt::print(stderr, "[launch] tls off and no job secret: anyone who "
+                       "reaches the nodes' ports can join (--secret-file "
+                       "FILE on a shared file system keeps them out)\n");
   }
   // A port can be taken by another program before its node listens on it:
   // the node then fails at once, before the job has started, saying "cannot

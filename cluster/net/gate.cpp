@@ -323,8 +323,8 @@ void gate::run() {
         return;
       }
       if (s == channel::status::closed)
-        return reject(p, "closed before proving the job secret (it found "
-                         "this node's proof request unexpected?)");
+        return reject(p, "job secret wrong or missing: closed before "
+                         "proving it");
       if (s == channel::status::failed)
         return reject(p, p.ch->error());
       p.proof_got += n;
