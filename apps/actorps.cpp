@@ -34,6 +34,7 @@
 #include "cluster/launch/node_launcher.hpp"
 #include "cluster/spec/cluster_resolver.hpp"
 #include "cluster/job/stop_request.hpp"
+#include "cluster/net/job_secret.hpp"
 #include "cluster/net/tls.hpp"
 #include "cluster/topology/node.hpp"
 #include "core/cpu_affinity.hpp"
@@ -119,8 +120,11 @@ int run_node(const std::vector<std::string>& args) {
                          actorps::format_cpu_list(cmd.cpus), why);
   // TLS first: the node's first line says whether and how it authenticates
   // (the evaluator talks to no node).
-  if (task.type != "evaluator")
+  if (task.type != "evaluator") {
     actorps::open_node_tls(cmd.train.job.tls, {task.type, task.index});
+    actorps::open_node_secret(cmd.train.job.secret_file, cmd.train.job.tls,
+                              who, index);
+  }
   // Who is where, once per node, when a resolver worked it out.
   if (!cmd.resolver.empty() && !cmd.train.quiet)
     actorps::log::info(who, index, "cluster from {}: {}", cmd.resolver,
@@ -200,6 +204,26 @@ int run_launch(const std::vector<std::string>& args) {
                          "key is deleted; all removed at the end)\n",
                  certs->dir());
   }
+  // Without TLS a job secret keeps other users of this machine out: a
+  // fresh one unless the config or the flags name one. One that is named
+  // is checked here, before any node starts. Not with Slurm: the nodes of
+  // other hosts would not find a file of this one's $TMPDIR.
+  std::unique_ptr<actorps::launch_secret> secret;
+  if (auto file = actorps::secret_file_of(job.secret_file, job.tls)) {
+    actorps::job_secret::load(*file);
+  } else if (job.tls.off && cmd.launcher == "local") {
+    secret = std::make_unique<actorps::launch_secret>();
+    if (!cmd.train.quiet)
+      fmt::print(stderr, "[launch] tls off: a new job secret in {} (mode "
+                         "0600, removed at the end); every node proves it "
+                         "holds it, so other users of this machine cannot "
+                         "connect\n",
+                 secret->file());
+  } else if (job.tls.off && !cmd.train.quiet) {
+    fmt::print(stderr, "[launch] tls off and no job secret: anyone who "
+                       "reaches the nodes' ports can join (--secret-file "
+                       "FILE on a shared file system keeps them out)\n");
+  }
   // A port can be taken by another program before its node listens on it:
   // the node then fails at once, before the job has started, saying "cannot
   // listen on HOST:PORT: Address already in use". Every node is stopped and
@@ -228,6 +252,8 @@ int run_launch(const std::vector<std::string>& args) {
                       {"--tls", certs->dir_of(role == "coordinator"
                                                 ? std::string{"coordinator"}
                                                 : name)});
+      if (secret)
+        c.argv.insert(c.argv.end(), {"--secret-file", secret->file()});
       c.env = {{"ACTORPS_LAUNCHED", "1"}};
       // A worker or ps that dies is started again: a worker joins its
       // servers and the coordinator takes it back; a ps gets its shards back

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cluster/net/certs.hpp"
+#include "cluster/net/job_secret.hpp"
 #include "cluster/spec/cluster_spec.hpp"
 #include "core/error.hpp"
 #include "core/remove_after_exit.hpp"
@@ -18,8 +19,8 @@ namespace actorps {
 
 namespace {
 
-constexpr const char* certs_usage = R"(usage: actorps certs --cluster SPEC.json --out DIR [--days N]
-       actorps certs --ps N --workers M --out DIR [--days N]
+constexpr const char* certs_usage = R"(usage: actorps certs --cluster SPEC.json --out DIR [--days N] [--secret]
+       actorps certs --ps N --workers M --out DIR [--days N] [--secret]
 
 Makes the certificates of a cluster for mutual TLS between its nodes: a new
 CA (DIR/ca.pem, DIR/ca.key) and, for every node of the spec, a certificate
@@ -28,12 +29,16 @@ and key signed by it whose subject names the node's role and index
 and the matching .key files (mode 0600). Give every node the folder
 (`actorps node --tls DIR ...`) or just its three files (--tls-ca, --tls-cert,
 --tls-key). ca.key is needed only to add nodes later: keep it off the nodes.
+With --secret, also DIR/secret: 32 random bytes (mode 0600) that every node
+started with --tls DIR then proves it holds, on top of its certificate
+(give it to every node; see docs/guide/security.md).
 
   --cluster FILE   cluster spec (TF_CONFIG shape); its addresses do not matter
   --ps N           instead of --cluster: N parameter servers ...
   --workers M      ... and M workers
   --out DIR        where to write (created; must not hold a ca.pem yet)
   --days N         validity in days (default 365)
+  --secret         also write a job secret, DIR/secret
 )";
 
 uint32_t count_of(const std::string& flag, const std::string& value,
@@ -56,11 +61,16 @@ int run_certs(const std::vector<std::string>& args) {
   int days = 365;
   std::optional<uint32_t> ps;
   std::optional<uint32_t> workers;
+  bool secret = false;
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
     if (a == "-h" || a == "--help") {
       std::fputs(certs_usage, stdout);
       return 0;
+    }
+    if (a == "--secret") {
+      secret = true;
+      continue;
     }
     if (i + 1 >= args.size())
       throw input_error(fmt::format("{}: {} (see actorps certs --help)", a,
@@ -95,8 +105,13 @@ int run_certs(const std::vector<std::string>& args) {
     throw input_error("give --cluster SPEC.json, or --ps N and --workers M");
   }
   auto files = make_cluster_certs(out, nodes, days);
-  fmt::print("a new CA and {} node certificates, valid {} days:\n",
-             nodes.size(), days);
+  if (secret) {
+    auto file = (out.back() == '/' ? out : out + "/") + "secret";
+    job_secret::write_new(file);
+    files.push_back(file);
+  }
+  fmt::print("a new CA and {} node certificates, valid {} days{}:\n",
+             nodes.size(), days, secret ? ", and a job secret" : "");
   for (auto& f : files)
     fmt::print("  {}\n", f);
   return 0;
@@ -144,6 +159,29 @@ launch_certs::launch_certs(uint32_t ps, uint32_t workers) {
 }
 
 launch_certs::~launch_certs() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+launch_secret::launch_secret() {
+  auto* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")
+                      + "/actorps-secret-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) // mode 0700
+    throw runtime_failure(fmt::format("cannot create {}: {}", templ,
+                                      std::strerror(errno)));
+  dir_ = templ;
+  remove_after_exit({dir_});
+  try {
+    job_secret::write_new(file());
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+launch_secret::~launch_secret() {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }

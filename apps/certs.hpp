@@ -6,9 +6,10 @@
 
 namespace actorps {
 
-/// `actorps certs --cluster SPEC.json --out DIR [--days N]` (or `--ps N
-/// --workers M` instead of a spec): makes a cluster CA and a certificate and
-/// key per node (cluster/net/certs.hpp) and lists the files. Returns the exit
+/// `actorps certs --cluster SPEC.json --out DIR [--days N] [--secret]` (or
+/// `--ps N --workers M` instead of a spec): makes a cluster CA and a
+/// certificate and key per node (cluster/net/certs.hpp), with `--secret` also
+/// a job secret DIR/secret (cluster/net/job_secret.hpp), and lists the files. Returns the exit
 /// status. @throws input_error for bad flags or an unusable folder.
 int run_certs(const std::vector<std::string>& args);
 
@@ -34,6 +35,28 @@ public:
   /// certificates are made).
   std::string dir_of(const std::string& name) const {
     return dir_ + "/" + name;
+  }
+
+private:
+  std::string dir_;
+};
+
+/// The job secret of one `actorps launch --tls off`
+/// (cluster/net/job_secret.hpp): 32 fresh random bytes in a file of mode
+/// 0600 in a private temporary folder (0700), removed with this object (or,
+/// if launch is killed, once it has ended).
+class launch_secret {
+public:
+  /// @throws runtime_failure if the folder or the file cannot be made.
+  launch_secret();
+  ~launch_secret();
+
+  launch_secret(const launch_secret&) = delete;
+  launch_secret& operator=(const launch_secret&) = delete;
+
+  /// The file, for each node's `--secret-file`.
+  std::string file() const {
+    return dir_ + "/secret";
   }
 
 private:

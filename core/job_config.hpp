@@ -225,6 +225,10 @@ struct job_config {
   std::string cpu_affinity = "auto";
   /// TLS between nodes (not part of the job's fingerprint).
   tls_settings tls;
+  /// A file holding the job's secret (cluster/net/job_secret.hpp): every
+  /// peer of a node proves it holds the same one. "": DIR/secret of
+  /// tls.dir if that exists, else none. Not part of the job's fingerprint.
+  std::string secret_file;
 
   // -- update rules / partitioner ---------------------------------------------
   /// The rule the parameter servers apply to dense variables.

@@ -316,6 +316,11 @@ std::vector<job_option> make_table() {
       o.set_flag = &set_tls_file<&tls_settings::key>;
       return o;
     }(),
+    text("cluster.secret_file", "--secret-file", field<&job::secret_file>,
+         "FILE",
+         "the job's secret (32 bytes or more, mode 0600): every peer of a "
+         "node proves it holds the same one (\"\": DIR/secret of --tls DIR "
+         "if there; launch --tls off makes one)"),
     // -- optimizer, table_optimizer -------------------------------------------
     text("optimizer.type", "--optimizer", field<&job::optimizer, &rule::type>,
          "NAME",

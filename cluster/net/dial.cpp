@@ -97,7 +97,9 @@ std::unique_ptr<channel> open_channel(const host_port& peer,
                                       steady_clock::time_point deadline,
                                       const tls_context* tls,
                                       const node_identity* expect, char kind,
-                                      dial_result& out) {
+                                      dial_result& out,
+                                      const std::shared_ptr<const job_secret>&
+                                        secret) {
   int fd = tcp_connect(peer, deadline, out);
   if (fd < 0)
     return nullptr;
@@ -118,6 +120,7 @@ std::unique_ptr<channel> open_channel(const host_port& peer,
   };
   auto mine = make_preamble();
   mine[preamble_kind_at] = kind;
+  mine[preamble_secret_at] = secret ? 1 : 0;
   // -- TLS: the peer's certificate names the member this node wants --------
   for (;;) {
     auto s = ch.handshake();
@@ -161,19 +164,27 @@ std::unique_ptr<channel> open_channel(const host_port& peer,
   if (ch.write(mine.data(), mine.size()) != channel::status::done)
     return fail("could not send the preamble: " + ch.error(), true);
   std::array<char, preamble_size + 2 + max_reason_size> theirs{};
-  auto extra = ch.tls() ? ticket_size : 0;
+  auto extra = (ch.tls() ? ticket_size : 0)
+               + (secret ? secret_nonce_size : 0);
   size_t got = 0;
   std::string refusal;
   while (missing_bytes(theirs.data(), got, extra) > 0) {
     size_t n = 0;
     auto s = ch.read(theirs.data() + got,
                      missing_bytes(theirs.data(), got, extra), n);
-    if (s == channel::status::closed)
+    if (s == channel::status::closed) {
+      // A node of another version answers with its preamble and closes.
+      auto early = check_preamble(theirs.data(), std::min(got, preamble_size));
+      if (early.result == preamble_check::verdict::other_version)
+        return fail(fmt::format("protocol version: {} here, {} at the peer",
+                                protocol_version, early.version),
+                    false);
       return fail(got >= preamble_size && theirs[preamble_status_at] != 0
                     ? "refused this node (no reason given)"
                     : "closed the connection during the preamble (not an "
                       "actorps node?)",
                   false);
+    }
     if (s == channel::status::failed)
       return ch.tls() && !ch.transport_failure()
                ? fail("refused this node's certificate: " + ch.error(), false)
@@ -208,6 +219,45 @@ std::unique_ptr<channel> open_channel(const host_port& peer,
                 false);
   if (ch.tls())
     out.ticket.assign(theirs.data() + preamble_size, ticket_size);
+  // -- the job's secret: this end proves first, then checks the gate's -----
+  if (secret) {
+    if (theirs[preamble_secret_at] == 0)
+      return fail(secret_mismatch(false, true), false);
+    secret_transcript t;
+    std::memcpy(t.dialer_preamble.data(), mine.data(), preamble_size);
+    std::memcpy(t.gate_preamble.data(), theirs.data(), preamble_size);
+    std::memcpy(t.gate_nonce.data(), theirs.data() + extra - secret_nonce_size
+                                       + preamble_size,
+                secret_nonce_size);
+    std::string answer;
+    try {
+      answer = dialer_answer(*secret, t);
+    } catch (const std::exception& e) {
+      return fail(e.what(), true);
+    }
+    if (ch.write(answer.data(), answer.size()) != channel::status::done)
+      return fail("could not send the job secret's proof: " + ch.error(),
+                  true);
+    std::array<char, 3 + max_reason_size> verdict{};
+    got = 0;
+    while (auto missing = verdict_missing(verdict.data(), got)) {
+      size_t n = 0;
+      auto s = ch.read(verdict.data() + got, missing, n);
+      if (s == channel::status::closed || s == channel::status::failed)
+        return fail("job secret wrong or missing: the node closed the "
+                    "connection instead of judging this node's proof",
+                    false);
+      if (s != channel::status::done) {
+        if (!wait(s))
+          return fail("no answer to the job secret's proof", true);
+        continue;
+      }
+      got += n;
+    }
+    if (auto why = check_verdict(*secret, t, verdict.data(), got);
+        !why.empty())
+      return fail(why, false);
+  }
   set_nodelay(fd);
   out.error.clear();
   return owned;
@@ -217,10 +267,11 @@ std::unique_ptr<channel> open_channel(const host_port& peer,
 
 dial_result dial(caf::actor_system& sys, const host_port& peer,
                  std::chrono::milliseconds timeout, const tls_context* tls,
-                 const node_identity* expect) {
+                 const node_identity* expect,
+                 std::shared_ptr<const job_secret> secret) {
   dial_result out;
   auto deadline = steady_clock::now() + timeout;
-  auto ch = open_channel(peer, deadline, tls, expect, 0, out);
+  auto ch = open_channel(peer, deadline, tls, expect, 0, out, secret);
   if (!ch)
     return out;
   auto scribe = ch->release_to(sys, basp_limits{}, to_string(peer));

@@ -63,7 +63,6 @@ std::string cause_of(const std::string& why) {
   return why.substr(0, end);
 }
 
-
 uint32_t version_of(const char* p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; ++i)
@@ -78,8 +77,6 @@ std::string hex_prefix(const char* p, size_t n) {
   return out;
 }
 
-
-
 std::string peer_name(const sockaddr_storage& sa) {
   char host[NI_MAXHOST];
   char serv[NI_MAXSERV];
@@ -90,8 +87,6 @@ std::string peer_name(const sockaddr_storage& sa) {
     return "?";
   return fmt::format("{}:{}", host, serv);
 }
-
-
 
 } // namespace
 
@@ -160,9 +155,11 @@ preamble_check check_preamble(const char* bytes, size_t n) {
 gate::gate(caf::actor_system& sys, const host_port& where,
            caf::strong_actor_ptr whom, std::set<std::string> sigs,
            std::string label, std::shared_ptr<tls_context> tls,
-           data_handler on_data, limits_function limits)
+           data_handler on_data, limits_function limits,
+           std::shared_ptr<const job_secret> secret)
   : sys_(sys),
     tls_(std::move(tls)),
+    secret_(std::move(secret)),
     whom_(std::move(whom)),
     on_data_(std::move(on_data)),
     limits_(std::move(limits)),
@@ -245,6 +242,13 @@ void gate::run() {
     /// Whether the peer has sent anything (or closed): a silent one may be
     /// evicted when the gate is full.
     bool heard = false;
+    /// With a job secret, once the preamble is answered: what both ends
+    /// prove over, and the dialer's nonce and proof as they arrive.
+    std::optional<secret_transcript> transcript;
+    std::array<char, secret_nonce_size + secret_proof_size> proof{};
+    size_t proof_got = 0;
+    /// Held while the connection counts against its identity's BASP cap.
+    std::shared_ptr<void> counted;
   };
   std::vector<pending> waiting;
   auto basp = basp_broker(sys_);
@@ -290,6 +294,52 @@ void gate::run() {
     p.ch->write(msg.data(), msg.size());
     reject(p, why);
   };
+  // Hands `p` to its data handler or to CAF's BASP.
+  auto admit = [&](pending& p) {
+    set_nodelay(p.ch->fd());
+    if (p.buf[preamble_kind_at] == channel_data) {
+      log::debug("gate", -1, "{}: data channel from {}", label_, p.peer);
+      on_data_(std::move(p.ch), p.peer);
+      return;
+    }
+    auto limits = limits_ ? limits_(p.who) : basp_limits{};
+    auto scribe = p.ch->release_to(sys_, limits,
+                                   fmt::format("{} ({})", p.peer, label_),
+                                   std::move(p.counted));
+    caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port_,
+                   whom_, sigs_);
+    log::debug("gate", -1, "{}: admitted {}", label_, p.peer);
+    p.ch.reset();
+  };
+  // Reads the dialer's nonce and proof of the job's secret, and answers
+  // with this gate's proof (then admits it) or why not (then closes).
+  auto check_proof = [&](pending& p) {
+    while (p.proof_got < p.proof.size()) {
+      size_t n = 0;
+      auto s = p.ch->read(p.proof.data() + p.proof_got,
+                          p.proof.size() - p.proof_got, n);
+      if (s == channel::status::want_read || s == channel::status::want_write) {
+        p.events = s == channel::status::want_read ? POLLIN : POLLOUT;
+        return;
+      }
+      if (s == channel::status::closed)
+        return reject(p, "job secret wrong or missing: closed before "
+                         "proving it");
+      if (s == channel::status::failed)
+        return reject(p, p.ch->error());
+      p.proof_got += n;
+    }
+    std::string why;
+    auto verdict = gate_verdict(*secret_, *p.transcript, p.proof.data(),
+                                fmt::format("{} refuses this connection: ", me),
+                                why);
+    auto s = p.ch->write(verdict.data(), verdict.size());
+    if (why.empty() && s != channel::status::done)
+      why = "could not answer its proof: " + p.ch->error();
+    if (!why.empty())
+      return reject(p, why);
+    admit(p);
+  };
   // Moves `p` on as far as its socket allows.
   auto advance = [&](pending& p) {
     if (!p.tls_done && p.ch->tls()) {
@@ -325,6 +375,8 @@ void gate::run() {
                                      p.who->name(), p.who->role,
                                      tls_->identity().role));
     }
+    if (p.transcript)
+      return check_proof(p);
     for (;;) {
       size_t n = 0;
       auto s = p.ch->read(p.buf.data() + p.got,
@@ -374,9 +426,12 @@ void gate::run() {
       return refuse(p, fmt::format("it asked for channel kind {}, which this "
                                    "node does not know",
                                    static_cast<int>(kind)));
+    if (auto why = secret_mismatch(secret_ != nullptr,
+                                   p.buf[preamble_secret_at] != 0);
+        !why.empty())
+      return refuse(p, why);
     // A cap on the BASP connections of one identity: each is a socket and
     // CAF's buffers for as long as the peer keeps it open.
-    std::shared_ptr<void> counted;
     if (kind == channel_basp && p.who) {
       auto name = p.who->name();
       std::lock_guard<std::mutex> guard{census_->mtx};
@@ -388,7 +443,7 @@ void gate::run() {
       ++open;
       // Held by the connection's scribe (channel::release_to): counted
       // down when CAF lets the connection go.
-      counted = std::shared_ptr<void>(
+      p.counted = std::shared_ptr<void>(
         nullptr, [census = census_, name](void*) {
           std::lock_guard<std::mutex> guard{census->mtx};
           if (--census->open[name] == 0)
@@ -396,24 +451,33 @@ void gate::run() {
         });
     }
     std::string reply(answer.begin(), answer.end());
+    if (secret_) {
+      // The dialer proves first; this gate's proof follows only a right one.
+      p.transcript.emplace();
+      try {
+        p.transcript->gate_nonce = fresh_nonce();
+      } catch (const std::exception& e) {
+        return reject(p, e.what());
+      }
+      reply[preamble_secret_at] = 1;
+      std::memcpy(p.transcript->dialer_preamble.data(), p.buf.data(),
+                  preamble_size);
+      std::memcpy(p.transcript->gate_preamble.data(), reply.data(),
+                  preamble_size);
+    }
     if (tls_)
       reply += tls_->issue_ticket(*p.who);
+    if (p.transcript)
+      reply.append(reinterpret_cast<const char*>(
+                     p.transcript->gate_nonce.data()),
+                   secret_nonce_size);
     if (p.ch->write(reply.data(), reply.size()) != channel::status::done)
       return reject(p, "could not answer its preamble: " + p.ch->error());
-    set_nodelay(p.ch->fd());
-    if (kind == channel_data) {
-      log::debug("gate", -1, "{}: data channel from {}", label_, p.peer);
-      on_data_(std::move(p.ch), p.peer);
-      return;
+    if (p.transcript) {
+      p.events = POLLIN;
+      return; // its proof next, within the same deadline
     }
-    auto limits = limits_ ? limits_(p.who) : basp_limits{};
-    auto scribe = p.ch->release_to(sys_, limits,
-                                   fmt::format("{} ({})", p.peer, label_),
-                                   std::move(counted));
-    caf::anon_send(basp, caf::publish_atom::value, std::move(scribe), port_,
-                   whom_, sigs_);
-    log::debug("gate", -1, "{}: admitted {}", label_, p.peer);
-    p.ch.reset();
+    admit(p);
   };
   // Out of file descriptors (or memory), accept() fails while the listening
   // socket stays readable: it is left alone for a while instead of spinning.
@@ -460,10 +524,15 @@ void gate::run() {
         advance(p);
       }
       else if (now >= p.deadline)
-        reject(p, fmt::format("no {}preamble within {} s",
-                              p.ch->tls() && !p.tls_done ? "TLS handshake or "
-                                                          : "",
-                              preamble_timeout.count()));
+        reject(p, p.transcript
+                    ? fmt::format("job secret wrong or missing: no proof "
+                                  "within {} s",
+                                  preamble_timeout.count())
+                    : fmt::format("no {}preamble within {} s",
+                                  p.ch->tls() && !p.tls_done
+                                    ? "TLS handshake or "
+                                    : "",
+                                  preamble_timeout.count()));
     }
     waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
                                  [](const pending& p) { return !p.ch; }),
@@ -524,6 +593,5 @@ void gate::run() {
   }
   waiting.clear();
 }
-
 
 } // namespace actorps

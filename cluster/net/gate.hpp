@@ -12,7 +12,13 @@
 //
 // Preamble (16 bytes): "ACTORPS" and a 0 byte, the protocol version as a
 // little-endian uint32, a status byte (0: go on, 1: refused, followed by the
-// reason; see cluster/net/tls_channel.hpp), 3 bytes of 0.
+// reason; see cluster/net/tls_channel.hpp), the channel kind (a dialer's),
+// the job-secret flag (1: the sender holds the job's secret), 1 byte of 0.
+//
+// With a job secret (cluster/net/job_secret.hpp) both ends then prove they
+// hold it (challenge-response, HMAC-SHA256) before anything else; a gate
+// with one refuses a dialer without it, and one without refuses a dialer
+// that has one.
 //
 // With TLS (cluster/net/tls.hpp) the gate's port speaks TLS first: the TLS
 // handshake with mutual certificate verification, then the preamble inside
@@ -36,6 +42,7 @@
 #include "caf/fwd.hpp"
 
 #include "cluster/net/basp_guard.hpp"
+#include "cluster/net/job_secret.hpp"
 #include "cluster/spec/cluster_spec.hpp"
 #include "cluster/net/tls.hpp"
 
@@ -90,12 +97,15 @@ public:
   /// caf::actor_system::message_types gives it). `label` names the node in
   /// log lines ("ps 0"). With `tls`, connections must pass TLS (see
   /// above) and the gate issues tickets from `tls`; without, plain TCP.
+  /// With `secret` (by default the process's, node_secret()), every
+  /// dialer must prove it holds the same (cluster/net/job_secret.hpp).
   /// @throws runtime_failure naming the address if it cannot be resolved or
   ///         bound (e.g. the port is in use).
   gate(caf::actor_system& sys, const host_port& where,
        caf::strong_actor_ptr whom, std::set<std::string> sigs,
        std::string label, std::shared_ptr<tls_context> tls = nullptr,
-       data_handler on_data = {}, limits_function limits = {});
+       data_handler on_data = {}, limits_function limits = {},
+       std::shared_ptr<const job_secret> secret = node_secret());
 
   /// Stops listening (connections already handed to CAF stay open).
   ~gate();
@@ -108,8 +118,8 @@ public:
     return port_;
   }
 
-  /// Connections closed without reaching CAF (bad or missing preamble, or
-  /// another protocol version).
+  /// Connections closed without reaching CAF (bad or missing preamble,
+  /// another protocol version, a job secret wrong or missing, ...).
   uint64_t rejected() const {
     return rejected_.load();
   }
@@ -119,6 +129,7 @@ private:
 
   caf::actor_system& sys_;
   std::shared_ptr<tls_context> tls_;
+  std::shared_ptr<const job_secret> secret_;
   caf::strong_actor_ptr whom_;
   data_handler on_data_;
   limits_function limits_;
@@ -152,11 +163,14 @@ struct dial_result {
 
 /// Connects to the gate at `peer`: TCP connect, with `tls` the TLS handshake
 /// (the peer's certificate must name `expect`, if given), preamble both
-/// ways, then CAF's BASP handshake, all within `timeout`. A refusal by
-/// either side (certificate, role, protocol version) is not retryable.
+/// ways, with `secret` (by default the process's) the proofs of the job's
+/// secret both ways, then CAF's BASP handshake, all within `timeout`. A
+/// refusal by either side (certificate, role, protocol version, job secret)
+/// is not retryable.
 dial_result dial(caf::actor_system& sys, const host_port& peer,
                  std::chrono::milliseconds timeout,
                  const tls_context* tls = nullptr,
-                 const node_identity* expect = nullptr);
+                 const node_identity* expect = nullptr,
+                 std::shared_ptr<const job_secret> secret = node_secret());
 
 } // namespace actorps

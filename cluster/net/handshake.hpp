@@ -21,8 +21,10 @@ struct placement;
 /// piece and offset, ps_snapshot's partials; 6: a data channel starts
 /// with the shared-memory offer, cluster/net/shm_offer.hpp; 8: delta
 /// checkpoints, save_atom with a base and a mark, table_snapshot's delta and
-/// removed; 9: step_result's links_shm and links_tcp, ps_stats' tables).
-inline constexpr uint32_t protocol_version = 9;
+/// removed; 9: preamble byte 14, the job-secret flag, and the proofs after
+/// the preamble, cluster/net/job_secret.hpp; 10: step_result's links_shm and
+/// links_tcp, ps_stats' tables).
+inline constexpr uint32_t protocol_version = 10;
 
 /// This binary's build: "actorps VERSION (git REVISION, CAF 0.17.6)". Two
 /// nodes of one cluster run the same build.

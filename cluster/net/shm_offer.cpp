@@ -133,8 +133,8 @@ std::unique_ptr<shm_segment> offer_shm(channel& ch, size_t ring_bytes,
     segment->close_fd(); // the peer has opened it, or never will
   if (yes == 0) {
     if (segment)
-      why = "the peer declined shared memory: another host or network "
-            "namespace, or it is off there";
+      why = "the peer declined shared memory: another host, user or "
+            "network namespace, or it is off there";
     return nullptr;
   }
   return segment;

@@ -4,8 +4,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -75,6 +78,25 @@ void copy_out(const char* ring, size_t size, uint64_t pos, char* p,
   std::memcpy(p + first, ring, n - first);
 }
 
+/// The effective uid of process `pid`, from the Uid line of
+/// /proc/PID/status (real, effective, saved, file system): not the owner
+/// of /proc/PID, which is root for a process that is not dumpable (one
+/// that changed its uid, for one).
+std::optional<uid_t> process_uid(uint32_t pid) {
+  std::ifstream in{fmt::format("/proc/{}/status", pid)};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Uid:", 0) == 0) {
+      std::istringstream fields{line.substr(4)};
+      unsigned long real = 0;
+      unsigned long effective = 0;
+      if (fields >> real >> effective)
+        return static_cast<uid_t>(effective);
+      return std::nullopt;
+    }
+  return std::nullopt;
+}
+
 } // namespace
 
 size_t shm_segment::ring_bytes_for(uint64_t frame_bytes) {
@@ -120,6 +142,14 @@ std::unique_ptr<shm_segment> shm_segment::open(uint32_t pid, int32_t fd,
   }
   if (fd < 0)
     throw input_error(fmt::format("shared memory: descriptor {}", fd));
+  // Only a process of this one's user: anything else is declined before
+  // its file is touched (root could open another user's memfd).
+  if (auto uid = process_uid(pid); !uid || *uid != geteuid())
+    throw input_error(
+      uid ? fmt::format("shared memory: the peer runs as another user (uid "
+                        "{}, this node {})",
+                        *uid, geteuid())
+          : fmt::format("shared memory: no process {} here", pid));
   // A peer in another network namespace is on another host as far as the
   // job is concerned (scripts/netns-cluster.sh emulates hosts so, with
   // links of their own bandwidth): its frames go over the network.

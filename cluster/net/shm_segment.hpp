@@ -61,12 +61,13 @@ public:
 
   /// Opens the segment that process `pid` created as its descriptor `fd`
   /// (an offer's fields), as the accepting end (writes ring 1, reads ring
-  /// 0). Checks that the process is in this one's network namespace (one
-  /// in another is an emulated host, scripts/netns-cluster.sh), and the
-  /// file's name, seals, size, magic and `nonce`.
-  /// @throws input_error naming what does not fit (the peer is on another
-  ///         host, in another pid or network namespace, or sent a wrong
-  ///         offer), or
+  /// 0). Checks that the process runs as this one's user (its effective
+  /// uid), that it is in this one's network namespace (one in another is
+  /// an emulated host, scripts/netns-cluster.sh), and the file's name,
+  /// seals, size, magic and `nonce`.
+  /// @throws input_error naming what does not fit (the peer runs as another
+  ///         user, is on another host, in another pid or network
+  ///         namespace, or sent a wrong offer), or
   ///         runtime_failure (mmap failed).
   static std::unique_ptr<shm_segment> open(uint32_t pid, int32_t fd,
                                            size_t ring_bytes,

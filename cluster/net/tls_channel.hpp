@@ -119,7 +119,9 @@ private:
 // them says whether the sender goes on (0) or refuses the peer (1). A
 // refusal is followed by a 2-byte little-endian length and that many bytes
 // of text, the reason, and then the sender closes. With TLS, a gate that
-// admits a dialer follows its preamble with a 32-character ticket.
+// admits a dialer follows its preamble with a 32-character ticket, and with
+// a job secret with its nonce (byte 14 and the exchange after the
+// preamble: cluster/net/job_secret.hpp).
 
 /// Offset of the status byte in a preamble.
 inline constexpr size_t preamble_status_at = 12;

@@ -36,7 +36,7 @@ struct host_spec {
 /// costs from round trips over loopback between two actor systems of this
 /// process (a gate and a dial, as between nodes; pulls over the data
 /// channel when `cfg.data_channel`, through shared memory when
-/// `cfg.shared_memory`, as a launched worker's go): the pull of 1 float (4
+/// `cfg.transport`, as a launched worker's go): the pull of 1 float (4
 /// message ends: the fixed cost) and the pull of `floats` floats, at least
 /// 2^20 (the cost per byte), the fastest of 15 runs of 5; and the job's
 /// update rule over `floats` floats (the update per float), median of 7.

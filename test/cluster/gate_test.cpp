@@ -4,11 +4,15 @@
 // sending garbage, a peer of another version (after answering with its own
 // preamble) and a silent peer; dial() reaching the published actor through
 // CAF, dial() to a port where nothing listens, and a second gate on a port
-// in use. TLS between a gate and a dialer is in tls_test.cpp. Every wait is
-// bounded: a missing answer fails the test, it never hangs it.
+// in use; the job's secret: a right one admitted, a wrong, missing or extra
+// one refused on both sides (BASP and data channel), a raw peer that never
+// proves it closed, a gate whose proof is wrong refused by the dialer. TLS
+// between a gate and a dialer is in tls_test.cpp. Every wait is bounded: a
+// missing answer fails the test, it never hangs it.
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -30,7 +34,10 @@
 #include "caf/typed_event_based_actor.hpp"
 
 #include "cluster/net/gate.hpp"
+#include "cluster/net/gate_io.hpp"
 #include "cluster/net/handshake.hpp"
+#include "cluster/net/job_secret.hpp"
+#include "cluster/net/tls_channel.hpp"
 #include "cluster/topology/local_cluster.hpp"
 #include "core/error.hpp"
 
@@ -332,4 +339,193 @@ TEST_CASE_METHOD(gate_fixture,
   auto d = dial(client, at, 5s);
   CHECK(d.error == "");
   CHECK(d.actor != nullptr);
+}
+
+// -- the job's secret (cluster/net/job_secret.hpp) --------------------------------
+
+namespace {
+
+std::shared_ptr<const job_secret> secret_of(char c) {
+  return job_secret::of_bytes(std::string(32, c), std::string(1, c));
+}
+
+/// Asks the ping actor behind `d` for 41 + 1; its answer or -1.
+int32_t ping_through(caf::actor_system& client, const dial_result& d) {
+  caf::scoped_actor self{client};
+  int32_t answer = -1;
+  self->request(caf::actor_cast<ping_actor>(d.actor), 5s, caf::get_atom_v,
+                int32_t{41})
+    .receive([&](int32_t x) { answer = x; }, [&](caf::error&) {});
+  return answer;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(gate_fixture,
+                 "a dialer with the job's secret passes a gate that holds the "
+                 "same one and reaches its actor",
+                 "[gate][secret]") {
+  system_config client_cfg{1, network_options{}};
+  caf::actor_system client{client_cfg};
+  gate g{sys,     host_port{"127.0.0.1", 0}, whom(), sys.message_types(ping),
+         "test 0", nullptr, {}, {}, secret_of('a')};
+  auto d = dial(client, host_port{"127.0.0.1", g.port()}, 5s, nullptr,
+                nullptr, secret_of('a'));
+  CHECK(d.error == "");
+  REQUIRE(d.actor != nullptr);
+  CHECK(ping_through(client, d) == 42);
+  CHECK(g.rejected() == 0);
+}
+
+TEST_CASE_METHOD(gate_fixture,
+                 "a wrong, missing or extra job secret is refused with the "
+                 "reason on both sides, not retried, counted, and the gate "
+                 "goes on serving",
+                 "[gate][secret]") {
+  system_config client_cfg{1, network_options{}};
+  caf::actor_system client{client_cfg};
+  gate with{sys,     host_port{"127.0.0.1", 0}, whom(), sys.message_types(ping),
+            "test 0", nullptr, {}, {}, secret_of('a')};
+  gate without{sys, host_port{"127.0.0.1", 0}, whom(),
+               sys.message_types(ping), "test 1", nullptr, {}, {}, nullptr};
+  auto at = [](const gate& g) { return host_port{"127.0.0.1", g.port()}; };
+  struct row {
+    const char* what;
+    gate* target;
+    std::shared_ptr<const job_secret> secret;
+    const char* reason;
+  };
+  for (auto& r : {row{"wrong", &with, secret_of('b'),
+                      "the dialer's proof does not match this node's secret"},
+                  row{"missing", &with, nullptr,
+                      "this node requires the job's secret and the dialer "
+                      "has none"},
+                  row{"extra", &without, secret_of('a'),
+                      "the dialer holds a job secret and this node has none"}}) {
+    INFO(r.what);
+    auto before = r.target->rejected();
+    auto d = dial(client, at(*r.target), 5s, nullptr, nullptr, r.secret);
+    CHECK(d.actor == nullptr);
+    CHECK_THAT(d.error, Catch::Contains("refuses this connection: job secret "
+                                        "wrong or missing")
+                          && Catch::Contains(r.reason));
+    CHECK_FALSE(d.retryable);
+    CHECK(eventually([&] { return r.target->rejected() == before + 1; }));
+  }
+  // Both go on serving the peers they admit.
+  auto right = dial(client, at(with), 5s, nullptr, nullptr, secret_of('a'));
+  CHECK(right.error == "");
+  CHECK(ping_through(client, right) == 42);
+  auto plain = dial(client, at(without), 5s, nullptr, nullptr, nullptr);
+  CHECK(plain.error == "");
+  CHECK(ping_through(client, plain) == 42);
+}
+
+TEST_CASE_METHOD(gate_fixture,
+                 "a data channel proves the job's secret as BASP does",
+                 "[gate][secret]") {
+  std::atomic<int> channels{0};
+  gate::data_handler keep = [&](std::unique_ptr<channel>, const std::string&) {
+    ++channels;
+  };
+  gate g{sys,     host_port{"127.0.0.1", 0}, whom(), sys.message_types(ping),
+         "test 0", nullptr, keep, {}, secret_of('a')};
+  host_port at{"127.0.0.1", g.port()};
+  auto open = [&](std::shared_ptr<const job_secret> secret, dial_result& out) {
+    return detail::open_channel(at, std::chrono::steady_clock::now() + 5s,
+                                nullptr, nullptr, channel_data, out, secret);
+  };
+  dial_result right;
+  CHECK(open(secret_of('a'), right) != nullptr);
+  CHECK(right.error == "");
+  CHECK(eventually([&] { return channels == 1; }));
+  dial_result wrong;
+  CHECK(open(secret_of('b'), wrong) == nullptr);
+  CHECK_THAT(wrong.error, Catch::Contains("job secret wrong or missing"));
+  CHECK_FALSE(wrong.retryable);
+  dial_result missing;
+  CHECK(open(nullptr, missing) == nullptr);
+  CHECK_THAT(missing.error, Catch::Contains("requires the job's secret"));
+  CHECK(eventually([&] { return g.rejected() == 2; }));
+  CHECK(channels == 1);
+}
+
+TEST_CASE_METHOD(gate_fixture,
+                 "a raw peer without the secret reads the reason, and one that "
+                 "never proves it is closed within the preamble's 2 s",
+                 "[gate][secret]") {
+  gate g{sys,     host_port{"127.0.0.1", 0}, whom(), sys.message_types(ping),
+         "test 0", nullptr, {}, {}, secret_of('a')};
+  int fd = connect_to(g.port());
+  REQUIRE(fd >= 0);
+  CHECK(send_all(fd, preamble_of(protocol_version)));
+  std::string received;
+  CHECK(closed_within(fd, 5s, received));
+  close(fd);
+  REQUIRE(received.size() > preamble_size + 2);
+  CHECK(received[preamble_status_at] == 1);
+  std::string reason;
+  CHECK(parse_refusal(received.data() + preamble_size,
+                      received.size() - preamble_size, reason));
+  CHECK_THAT(reason, Catch::Contains("requires the job's secret"));
+  // Says it holds the secret, takes the nonce, proves nothing.
+  fd = connect_to(g.port());
+  REQUIRE(fd >= 0);
+  auto claims = preamble_of(protocol_version);
+  claims[preamble_secret_at] = 1;
+  CHECK(send_all(fd, claims));
+  received.clear();
+  CHECK(closed_within(fd, 5s, received));
+  close(fd);
+  REQUIRE(received.size() == preamble_size + secret_nonce_size);
+  CHECK(received[preamble_secret_at] == 1);
+  CHECK(eventually([&] { return g.rejected() == 2; }));
+}
+
+TEST_CASE("a dialer refuses a gate whose proof of the secret is wrong",
+          "[gate][secret]") {
+  // A fake gate: answers with the secret flag and a nonce, takes the
+  // dialer's proof and answers with a proof made of nothing.
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  socklen_t len = sizeof(sa);
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
+  size_t proof_bytes = 0;
+  std::thread fake([&] {
+    pollfd p{listener, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1)
+      return;
+    int fd = accept(listener, nullptr, nullptr);
+    timeval tv{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[64];
+    if (recv(fd, buf, preamble_size, MSG_WAITALL) == preamble_size) {
+      auto answer = preamble_of(protocol_version);
+      answer[preamble_secret_at] = 1;
+      answer += std::string(secret_nonce_size, '\x11');
+      send_all(fd, answer);
+      auto n = recv(fd, buf, sizeof(buf), MSG_WAITALL);
+      proof_bytes = n > 0 ? static_cast<size_t>(n) : 0;
+      send_all(fd, std::string(1, '\0') + std::string(32, '\x42'));
+    }
+    std::string rest;
+    closed_within(fd, 5s, rest);
+    close(fd);
+  });
+  system_config cfg{1, network_options{}};
+  caf::actor_system client{cfg};
+  auto d = dial(client, host_port{"127.0.0.1", ntohs(sa.sin_port)}, 5s,
+                nullptr, nullptr, secret_of('a'));
+  fake.join();
+  close(listener);
+  CHECK(proof_bytes == secret_nonce_size + secret_proof_size);
+  CHECK(d.actor == nullptr);
+  CHECK_THAT(d.error, Catch::Contains("job secret wrong or missing")
+                        && Catch::Contains("not a node of this job"));
+  CHECK_FALSE(d.retryable);
 }

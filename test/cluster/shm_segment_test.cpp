@@ -26,6 +26,7 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "caf/actor_system.hpp"
@@ -139,6 +140,51 @@ TEST_CASE("an end about to sleep is woken exactly when the other end wrote "
   CHECK_FALSE(a->writer_may_sleep()); // room now
   a->woke();
   b->woke();
+}
+
+TEST_CASE("a segment offered by a process of another user is declined "
+          "naming its uid, before its file is touched",
+          "[data][shm]") {
+  if (geteuid() != 0) {
+    WARN("not root: cannot start a process of another user; not checked");
+    return;
+  }
+  // A child that becomes nobody (65534) and waits; only async-signal-safe
+  // calls after fork.
+  int gate[2];
+  REQUIRE(pipe(gate) == 0);
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  auto child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    char c = 0;
+    if (setresgid(65534, 65534, 65534) != 0
+        || setresuid(65534, 65534, 65534) != 0)
+      _exit(3);
+    [[maybe_unused]] auto w = write(ready[1], &c, 1);
+    [[maybe_unused]] auto r = read(gate[0], &c, 1); // until the parent closes
+    _exit(0);
+  }
+  close(gate[0]);
+  close(ready[1]);
+  char c = 1;
+  CHECK(read(ready[0], &c, 1) == 1); // it runs as nobody now
+  close(ready[0]);
+  auto mine = shm_segment::create(8192); // the nonce of a real segment
+  CHECK_THROWS_WITH(shm_segment::open(static_cast<uint32_t>(child), 3, 8192,
+                                      mine->nonce()),
+                    Catch::Contains("the peer runs as another user (uid "
+                                    "65534"));
+  close(gate[1]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // A process of this user passes that check (and fails on the offer).
+  CHECK_THROWS_WITH(shm_segment::open(static_cast<uint32_t>(getpid()),
+                                      1 << 20, 8192, mine->nonce()),
+                    !Catch::Contains("another user"));
 }
 
 TEST_CASE("a segment that is not the one offered is refused with a reason",

@@ -65,6 +65,7 @@ const std::map<std::string, std::string> text_samples = {
   {"cluster.tls.ca", "ca.pem"},
   {"cluster.tls.cert", "ps0.pem"},
   {"cluster.tls.key", "ps0.key"},
+  {"cluster.secret_file", "job.secret"},
   {"optimizer.type", "adam"},
   {"table_optimizer.type", "sgd"},
   {"training.checkpoint_dir", "/tmp/checkpoints"},

@@ -7,6 +7,7 @@
 // usage: actorps_peer_probe [join] CONFIG TRAIN_LIMIT WORKERS PS CERT_DIR ROLE
 //        INDEX HOST:PORT TARGET_ROLE TARGET_INDEX
 //        actorps_peer_probe flood HOST:PORT SECONDS RATE [slow]
+//        actorps_peer_probe secret HOST:PORT [SECRET_FILE]
 // The job's fingerprint is made from CONFIG with TRAIN_LIMIT and the
 // cluster's size, as the nodes' (their spec has WORKERS workers, PS ps).
 // `join` only dials and says hello, and prints how long that took in ms;
@@ -14,6 +15,9 @@
 // kept open for 2 s (as a flooder reopening what the gate closes); with
 // `slow`, each sends the 5-byte header of a TLS handshake record announcing
 // 512 bytes and then nothing (a slow peer, not a silent one).
+// `secret` dials a node without TLS as a BASP peer, with the job secret of
+// SECRET_FILE or none (test/secret_test.sh), and prints "admitted" (exit 0)
+// or "refused: REASON" (exit 1).
 
 #include <chrono>
 #include <cstdio>
@@ -45,6 +49,7 @@
 #include "cluster/net/shm_offer.hpp"
 #include "cluster/net/gate.hpp"
 #include "cluster/net/gate_io.hpp"
+#include "cluster/net/job_secret.hpp"
 #include "cluster/net/tls_channel.hpp"
 #include "cluster/net/handshake.hpp"
 #include "cluster/topology/local_cluster.hpp"
@@ -152,9 +157,29 @@ int flood(const host_port& where, double seconds, double rate, bool slow) {
   return 0;
 }
 
+/// `secret HOST:PORT [SECRET_FILE]` (see above).
+int prove_secret(const host_port& where, const char* file) {
+  std::shared_ptr<const job_secret> secret;
+  try {
+    if (file != nullptr)
+      secret = job_secret::load(file);
+  } catch (const std::exception& e) {
+    std::printf("%s\n", e.what());
+    return 2;
+  }
+  dial_result out;
+  auto ch = detail::open_channel(where, std::chrono::steady_clock::now() + 10s,
+                                 nullptr, nullptr, channel_basp, out, secret);
+  std::printf("%s\n", ch ? "admitted" : ("refused: " + out.error).c_str());
+  return ch ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  if ((argc == 3 || argc == 4) && std::string{argv[1]} == "secret")
+    return prove_secret(parse_host_port(argv[2]),
+                        argc == 4 ? argv[3] : nullptr);
   if ((argc == 5 || argc == 6) && std::string{argv[1]} == "flood")
     return flood(parse_host_port(argv[2]), std::stod(argv[3]),
                  std::stod(argv[4]),
