@@ -117,17 +117,27 @@ int run_certs(const std::vector<std::string>& args) {
   return 0;
 }
 
-launch_certs::launch_certs(uint32_t ps, uint32_t workers) {
+namespace {
+
+/// A fresh folder of mode 0700 in $TMPDIR (or /tmp) named
+/// "actorps-STEM-XXXXXX", removed when launch exits, even killed (SIGKILL
+/// runs no destructor): the keys and secrets it will hold go with it.
+/// @throws runtime_failure if it cannot be made.
+std::string private_run_dir(const char* stem) {
   auto* tmp = std::getenv("TMPDIR");
   std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")
-                      + "/actorps-tls-XXXXXX";
+                      + "/actorps-" + stem + "-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) // mode 0700
     throw runtime_failure(fmt::format("cannot create {}: {}", templ,
                                       std::strerror(errno)));
-  dir_ = templ;
-  // The CA's and the nodes' private keys go too when launch is killed
-  // (SIGKILL runs no destructor).
-  remove_after_exit({dir_});
+  remove_after_exit({templ});
+  return templ;
+}
+
+} // namespace
+
+launch_certs::launch_certs(uint32_t ps, uint32_t workers)
+  : dir_(private_run_dir("tls")) {
   try {
     auto nodes = nodes_of(ps, workers);
     make_cluster_certs(dir_, nodes, 7);
@@ -163,15 +173,7 @@ launch_certs::~launch_certs() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-launch_secret::launch_secret() {
-  auto* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")
-                      + "/actorps-secret-XXXXXX";
-  if (mkdtemp(templ.data()) == nullptr) // mode 0700
-    throw runtime_failure(fmt::format("cannot create {}: {}", templ,
-                                      std::strerror(errno)));
-  dir_ = templ;
-  remove_after_exit({dir_});
+launch_secret::launch_secret() : dir_(private_run_dir("secret")) {
   try {
     job_secret::write_new(file());
   } catch (...) {
