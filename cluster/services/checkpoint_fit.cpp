@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include "cluster/net/handshake.hpp"
+#include "core/checkpoint_reshard.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
+#include "core/log.hpp"
 #include "core/placement.hpp"
 
 namespace actorps {
@@ -237,21 +239,57 @@ void check_checkpoint_variables(const checkpoint_state& st,
                                 const job_config& cfg, const placement& layout,
                                 const std::string& dir) {
   auto where = dir + "/manifest.json";
-  // Every shard names the ps that holds it: another number of ps is another
-  // placement, even where the shards' rows are the same.
-  if (st.ps_clocks.size() != cfg.ps)
-    throw input_error(fmt::format(
-      "{}: the checkpoint's variables are placed on {} ps and this job has {}; "
-      "--restore-variables-only restores each shard on its own ps: use --ps "
-      "{}",
-      where, st.ps_clocks.size(), cfg.ps, st.ps_clocks.size()));
   auto diffs = differences(st, cfg, layout,
                            {"model", "variables", "partitioning"});
   if (!diffs.empty())
     throw input_error(fmt::format("{}: {}; --restore-variables-only needs the "
                                   "same model, variables and partitioning",
                                   where, written_with(diffs)));
+  // Every shard names the ps that holds it: another number of ps is another
+  // placement, even where the shards' rows are the same (reshard_to_fit
+  // re-cuts a checkpoint of the same model and variables first).
+  if (st.ps_clocks.size() != cfg.ps)
+    throw input_error(fmt::format(
+      "{}: the checkpoint's variables are placed on {} ps and this job has {}; "
+      "--restore-variables-only restores each shard on its own ps: use --ps "
+      "{}",
+      where, st.ps_clocks.size(), cfg.ps, st.ps_clocks.size()));
   check_shards(st, layout, where);
+}
+
+bool reshard_to_fit(checkpoint_state& st, const job_config& cfg,
+                    const placement& layout, const std::string& dir,
+                    bool variables_only) {
+  if (st.ps_clocks.empty() || checkpoint_fits_placement(st, layout))
+    return false;
+  std::vector<std::string> same{"model", "variables"};
+  if (!variables_only)
+    same.insert(same.end(), {"optimizer", "consistency", "data"});
+  if (!differences(st, cfg, layout, same).empty())
+    return false;
+  auto mine = checkpoint_job_fields(make_fingerprint(cfg, layout));
+  if (!variables_only) {
+    // The same workers, on the checkpoint's number of ps.
+    auto i = st.job.find("cluster");
+    auto cluster = fmt::format("{} workers, {} ps", cfg.workers,
+                               st.ps_clocks.size());
+    if (i == st.job.end() || i->second != cluster)
+      return false;
+  }
+  resharded_checkpoint out;
+  try {
+    out = reshard_checkpoint(st, layout);
+  } catch (const input_error& e) {
+    throw input_error(fmt::format("{}/manifest.json: {}", dir, e.what()));
+  }
+  log::info("coordinator", -1,
+            "restoring a checkpoint of {} ps onto {}: re-sharded {} dense and "
+            "{} table shards",
+            st.ps_clocks.size(), cfg.ps, out.dense_shards, out.table_shards);
+  st = std::move(out.state);
+  st.job["partitioning"] = mine.at("partitioning");
+  st.job["cluster"] = mine.at("cluster");
+  return true;
 }
 
 } // namespace actorps

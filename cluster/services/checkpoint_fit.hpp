@@ -48,4 +48,23 @@ void check_checkpoint_variables(const checkpoint_state& st,
                                 const job_config& cfg, const placement& layout,
                                 const std::string& dir);
 
+/// Re-cuts checkpoint `st`, read from `dir`, for the job `cfg` placed as
+/// `layout` (reshard_checkpoint, core/checkpoint_reshard.hpp) when its shards
+/// are laid out otherwise (another number of ps, or another partitioning of
+/// the same variables) and everything else a restore needs is the same: the
+/// model and variables; unless `variables_only`, also the optimizer, the
+/// consistency mode, the data and the number of workers. Then the
+/// checkpoint's "partitioning" and "cluster" fields become the job's, and
+/// one line is logged: "restoring a checkpoint of 2 ps onto 3: re-sharded 5
+/// dense and 3 table shards".
+/// @returns whether `st` was re-cut. It is left as it is when it fits the
+///          layout already or differs in another field, for
+///          check_checkpoint or check_checkpoint_variables to refuse.
+/// @throws input_error "DIR/manifest.json: re-sharding: WHAT" if its shards
+///         cannot be re-cut (reshard_checkpoint's errors); `st` is then
+///         unchanged.
+bool reshard_to_fit(checkpoint_state& st, const job_config& cfg,
+                    const placement& layout, const std::string& dir,
+                    bool variables_only);
+
 } // namespace actorps

@@ -13,6 +13,7 @@
 #include "cluster/net/handshake.hpp"
 #include "cluster/job/cluster.hpp"
 #include "cluster/job/job_setup.hpp"
+#include "core/checkpoint_reshard.hpp"
 #include "core/error.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
@@ -248,7 +249,12 @@ std::string restore_ps_from_latest(caf::actor_system& sys,
               index);
     return dir;
   }
-  restore_ps(sys, ps, index, snapshot_for(layout, read_checkpoint(dir), index));
+  // The job's first checkpoint may still be the one it was restored from,
+  // written with another number of ps.
+  auto st = read_checkpoint(dir);
+  if (!checkpoint_fits_placement(st, layout))
+    st = reshard_checkpoint(st, layout).state;
+  restore_ps(sys, ps, index, snapshot_for(layout, st, index));
   log::info("coordinator", -1, "the shards placed on ps {} restored from {}",
             index, dir);
   return dir;

@@ -80,9 +80,11 @@ checkpoint_to_restore(const job_config& cfg, const train_options& opts,
   if (restore_dir.empty())
     return std::nullopt;
   auto restored = read_checkpoint(restore_dir);
+  auto layout = job_placement(cfg, net);
+  reshard_to_fit(restored, cfg, layout, restore_dir,
+                 opts.restore_variables_only);
   if (opts.restore_variables_only) {
-    check_checkpoint_variables(restored, cfg, job_placement(cfg, net),
-                               restore_dir);
+    check_checkpoint_variables(restored, cfg, layout, restore_dir);
     // The new run counts from step 0: its checkpoints would sort before the
     // other run's, be pruned first, and a --resume would take the other's.
     auto other = cfg.checkpoint_dir.empty()
@@ -97,7 +99,7 @@ checkpoint_to_restore(const job_config& cfg, const train_options& opts,
         cfg.checkpoint_dir, other));
     return restored;
   }
-  check_checkpoint(restored, cfg, job_placement(cfg, net), restore_dir);
+  check_checkpoint(restored, cfg, layout, restore_dir);
   if (restored.epoch >= cfg.epochs && cfg.stream_dir.empty())
     throw input_error(fmt::format("{}: the checkpoint has {} epochs done; "
                                   "ask for more with --epochs",
