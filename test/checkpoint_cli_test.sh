@@ -153,13 +153,15 @@ rm "$tmp/nomanifest/manifest.json"
 expect_refused "no manifest" "manifest.json" "$tmp/nomanifest"
 expect_refused "another model" "written with another model: init seed 42 in the checkpoint; init seed 7 in this job$" "$last" --seed 7
 expect_refused "another optimizer" "written with another optimizer: adam" "$last" --optimizer sgd
-expect_refused "another number of ps" "2 ps in the checkpoint; 3 ps in this job; its variables are placed on 2 ps: restore it with --ps 2" "$last" --ps 3
-# A variables-only restore needs the same model and ps, and a directory of
-# its own for its checkpoints.
+# Another number of ps alone re-shards (test/reshard_cli_test.sh); with
+# another optimizer it is refused, both named.
+expect_refused "another number of ps and optimizer" "another cluster (2 ps in the checkpoint; 3 ps in this job) and another optimizer (adam" "$last" --ps 3 --optimizer sgd
+# A variables-only restore needs the same model (another number of ps is
+# re-sharded), and a directory of its own for its checkpoints.
 expect_refused "another model for its variables" "another model: .*needs the same model, variables and partitioning" \
   "$last" --seed 7 --restore-variables-only
-expect_refused "another number of ps for its variables" "placed on 2 ps and this job has 3" \
-  "$last" --ps 3 --restore-variables-only
+expect_refused "another number of ps and model for its variables" "another model: .*needs the same model" \
+  "$last" --ps 3 --seed 7 --restore-variables-only
 expect_refused "a variables-only run among other checkpoints" "$ck already holds checkpoints of another run" \
   "$last" --restore-variables-only --checkpoint-dir "$ck"
 "$bin" train "${job[@]}" --checkpoint-dir "$ck" --resume --restore-variables-only >/dev/null 2>"$tmp/err"

@@ -215,7 +215,10 @@ void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
                                  || d.field == "partitioning";
                         });
     std::string hint;
-    if (st.ps_clocks.size() != cfg.ps && !st.ps_clocks.empty())
+    // (With other differences, the number of ps is not the way out:
+    // reshard_to_fit re-cuts a checkpoint that differs only in it.)
+    if (st.ps_clocks.size() != cfg.ps && !st.ps_clocks.empty()
+        && diffs.size() == 1)
       hint = fmt::format("; its variables are placed on {} ps: restore it "
                          "with --ps {}",
                          st.ps_clocks.size(), st.ps_clocks.size());

@@ -160,6 +160,14 @@ ps_snapshot snapshot_for(const placement& layout, const checkpoint_state& st,
   snap.clock = st.ps_clocks.at(p);
   snap.optimizer_steps = st.optimizer_steps.at(p);
   snap.values.values.resize(layout.ps_sizes[p]);
+  // The dense rule's slots: a server without a dense shard keeps them too,
+  // empty, and refuses a snapshot without them.
+  size_t dense_slots = 0;
+  for (auto& c : st.shards)
+    if (!c.table)
+      dense_slots = std::max(dense_slots, c.slots.size());
+  snap.slots.assign(dense_slots,
+                    float_buffer{float_vector(layout.ps_sizes[p])});
   for (auto& s : layout.shards_of(p)) {
     auto& c = shard_in(st, layout, s);
     if (s.kind == variable_kind::table) {
