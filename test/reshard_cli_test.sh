@@ -3,7 +3,8 @@
 # re-sharding) as a user runs it: a9a (a dense bias with Adam's two slots, a
 # table with FTRL's two slots and per-row steps) trained with --ps 2 and
 # continued from its checkpoints with --ps 3 (a full checkpoint and a chain
-# of deltas), and trained with --ps 3 and resumed with --ps 1. One worker
+# of deltas, in one process and with launch), and trained with --ps 3 and
+# resumed with --ps 1 and restored with --ps 2. One worker
 # makes training deterministic, so a restore that brings back every value,
 # slot and step exactly goes on as the original did: each epoch's test loss
 # after the restore equals the original's (bit for bit today; 1e-9 asked).
@@ -95,6 +96,18 @@ if "$bin" train "${job[@]}" --ps 1 --epochs 4 --resume \
   ok "the re-sharded job's own checkpoints are of 1 ps and resume as they are"
 else
   bad "resuming the re-sharded job: $(tail -3 "$tmp/err")"
+fi
+
+# A job of processes re-shards in its coordinator the same way (launch
+# prints the coordinator's lines, log included, on its stdout).
+if "$bin" launch "${job[@]}" --ps 3 --restore "$tmp/ck2/ckpt-0000000050" \
+     >"$tmp/err" 2>&1 \
+   && grep -q "restoring a checkpoint of 2 ps onto 3: re-sharded" "$tmp/err" \
+   && grep -q "resumed from .*: 1 epochs and 0 steps" "$tmp/err" \
+   && grep -q "epoch   3/3" "$tmp/err"; then
+  ok "launch --ps 3 from a checkpoint of 2 ps"
+else
+  bad "launch --ps 3 from a checkpoint of 2 ps: $(tail -3 "$tmp/err")"
 fi
 
 # A variables-only restore re-shards too.
