@@ -161,3 +161,61 @@ TEST_CASE("a variables-only restore takes other data, optimizer, mode and "
            "placed on 2 ps and this job has 3; --restore-variables-only "
            "restores each shard on its own ps: use --ps 2");
 }
+
+TEST_CASE("a checkpoint of another number of ps is re-cut for the job when "
+          "nothing else differs, and left for the check to refuse otherwise",
+          "[checkpoint_fit]") {
+  job_config cfg; // 2 ps
+  cfg.optimizer.type = "adam";
+  auto three = cfg;
+  three.ps = 3;
+  auto layout = layout_of(three, images());
+  SECTION("only the number of ps differs: re-cut, then accepted") {
+    auto st = written_by(cfg);
+    REQUIRE(reshard_to_fit(st, three, layout, "ck/ckpt-0000000200", false));
+    CHECK(st.ps_clocks.size() == 3);
+    CHECK(st.shards.size() == layout.shards.size());
+    CHECK(refusal(st, three).empty());
+    // Already of the job's placement: nothing to do.
+    CHECK_FALSE(reshard_to_fit(st, three, layout, "ck/ckpt-0000000200",
+                               false));
+  }
+  SECTION("and another optimizer: left as it is, refused naming both") {
+    auto other = three;
+    other.optimizer.type = "sgd";
+    auto st = written_by(cfg);
+    CHECK_FALSE(reshard_to_fit(st, other, layout_of(other, images()),
+                               "ck/ckpt-0000000200", false));
+    CHECK(st.ps_clocks.size() == 2);
+    auto text = refusal(st, other);
+    CHECK(has(text, "another cluster (2 ps in the checkpoint; 3 ps in this "
+                    "job) and another optimizer"));
+    CHECK_FALSE(has(text, "restore it with --ps"));
+    // A variables-only restore takes another optimizer: re-cut.
+    CHECK(reshard_to_fit(st, other, layout_of(other, images()),
+                         "ck/ckpt-0000000200", true));
+    CHECK(variables_refusal(st, other).empty());
+  }
+  SECTION("and another number of workers: left as it is") {
+    auto other = three;
+    other.workers = 3;
+    auto st = written_by(cfg);
+    CHECK_FALSE(reshard_to_fit(st, other, layout_of(other, images()),
+                               "ck/ckpt-0000000200", false));
+  }
+  SECTION("another model: left as it is") {
+    auto other = three;
+    other.init_seed = 7;
+    auto st = written_by(cfg);
+    CHECK_FALSE(reshard_to_fit(st, other, layout_of(other, images()),
+                               "ck/ckpt-0000000200", true));
+  }
+  SECTION("shards that cannot be re-cut: refused naming the manifest") {
+    auto st = written_by(cfg);
+    st.shards.pop_back();
+    CHECK_THROWS_WITH(reshard_to_fit(st, three, layout, "ck/ckpt-0000000200",
+                                     false),
+                      Catch::Matchers::StartsWith(
+                        "ck/ckpt-0000000200/manifest.json: re-sharding: "));
+  }
+}

@@ -52,6 +52,26 @@ TEST_CASE("a variables-only snapshot holds the checkpoint's values with the "
   CHECK(same.optimizer_steps == 200);
 }
 
+TEST_CASE("a snapshot for a server without a dense shard carries the dense "
+          "rule's slots, empty",
+          "[checkpointer]") {
+  job_config cfg; // 2 ps
+  cfg.model = "sparse_logistic_regression";
+  cfg.dataset = "a9a";
+  cfg.optimizer.type = "adam";
+  auto st = written_by(cfg, sparse());
+  auto layout = layout_of(cfg, sparse());
+  // The one bias is on one server; the other has no dense region.
+  uint32_t empty = layout.ps_sizes[0] == 0 ? 0 : 1;
+  REQUIRE(layout.ps_sizes[empty] == 0);
+  REQUIRE(layout.ps_sizes[1 - empty] == 1);
+  auto snap = snapshot_for(layout, st, empty);
+  REQUIRE(snap.slots.size() == 2);
+  CHECK(snap.slots[0].values.empty());
+  CHECK(snap.slots[1].values.empty());
+  CHECK(snapshot_for(layout, st, 1 - empty).slots.at(1).values.size() == 1);
+}
+
 TEST_CASE("a variables-only snapshot keeps a table's rows and starts their "
           "slots and step counts afresh",
           "[checkpointer]") {
