@@ -38,7 +38,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 /// The file: a header page (magic, ring size, nonce, the two rings'
 /// controls), then ring 0's bytes, then ring 1's.
-constexpr char magic[8] = {'A', 'P', 'S', 'S', 'H', 'M', '0', '1'};
+constexpr char segment_magic[8] = {'A', 'P', 'S', 'S', 'H', 'M', '0', '1'};
 constexpr size_t header_bytes = 4096;
 constexpr size_t nonce_at = 16;
 constexpr size_t control_at = 64;
@@ -200,7 +200,7 @@ std::unique_ptr<shm_segment> shm_segment::open(uint32_t pid, int32_t fd,
     throw;
   }
   ::close(file);
-  if (std::memcmp(s->base_, magic, sizeof(magic)) != 0
+  if (std::memcmp(s->base_, segment_magic, sizeof(segment_magic)) != 0
       || std::memcmp(s->base_ + nonce_at, nonce.data(), nonce.size()) != 0)
     throw input_error(fmt::format("shared memory: {}: not the segment "
                                   "offered (magic or nonce differ)",
@@ -227,7 +227,7 @@ void shm_segment::map(int fd, size_t ring_bytes, bool creator) {
     new (c1) control{};
     std::memcpy(base_ + nonce_at, nonce_.data(), nonce_.size());
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::memcpy(base_, magic, sizeof(magic));
+    std::memcpy(base_, segment_magic, sizeof(segment_magic));
   }
   auto* d0 = base_ + header_bytes;
   auto* d1 = d0 + ring_bytes;
