@@ -344,6 +344,21 @@ evaluator)
   else
     bad "evaluator: exit $erc, $evals evaluations, steps increasing $increasing, last epoch $last_epoch, accuracy $eval_acc vs the job's $train_acc: $(tail -3 "$tmp/eval.err")"
   fi
+  # An evaluator of another number of ps re-cuts the checkpoints it reads
+  # (offline re-sharding) and gives the same numbers: the job's last
+  # checkpoint, evaluated as if by a job of 3 ps.
+  spec3='{"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"],
+         "ps": ["127.0.0.1:4", "127.0.0.1:5", "127.0.0.1:6"]}, "task": {"type": "evaluator", "index": 0}}'
+  TF_CONFIG=$spec3 timeout 120 "$bin" node "${fashion[@]}" --epochs 3 --checkpoint-dir "$ck" \
+    --metrics-out "$tmp/eval3.jsonl" >"$tmp/eval3.out" 2>"$tmp/eval3.err"
+  rc=$?
+  acc3=$(jq -s '[.[] | select(.type == "evaluation")] | last | .test_accuracy' "$tmp/eval3.jsonl" 2>/dev/null)
+  if [[ $rc -eq 0 ]] && grep -q 'a checkpoint of 2 ps onto 3: re-sharded' "$tmp/eval3.err" \
+     && awk -v a="$acc3" -v b="$train_acc" 'BEGIN { d = a - b; exit !(d < 1e-6 && d > -1e-6) }'; then
+    ok "evaluator on 3 ps: $(grep -o 'a checkpoint of 2 ps onto 3: re-sharded.*' "$tmp/eval3.err" | head -1); test_accuracy $acc3, the job's"
+  else
+    bad "evaluator on 3 ps: exit $rc, accuracy '$acc3' vs the job's $train_acc: $(tail -3 "$tmp/eval3.err")"
+  fi
   # A job without a checkpoint folder has nothing to watch.
   TF_CONFIG=$spec "$bin" node "${fashion[@]}" >"$tmp/out" 2>&1
   rc=$?

@@ -168,6 +168,9 @@ int run_evaluator(const job_config& cfg, const evaluator_options& opts) {
     metric_list m;
     try {
       st = read_checkpoint(dir);
+      // A checkpoint of another number of ps is re-cut for this layout
+      // (core/checkpoint_reshard.hpp), as a restore does.
+      reshard_to_fit(st, cfg, layout, dir, true);
       check_checkpoint_variables(st, cfg, layout, dir);
       m = evaluate_checkpoint(st, layout, *net, cfg, *test, opts.threads);
     } catch (const input_error& e) {
