@@ -100,12 +100,18 @@ std::string links_of(const std::pair<uint32_t, uint32_t>& l) {
 /// The data channels' transports, when workers ran in processes of their
 /// own: "data channels: 4 through shared memory, 0 over TCP (worker 0: shm,
 /// worker 1: shm)".
-void print_links(std::FILE* out, const train_report& r) {
-  uint32_t shm = 0, tcp = 0;
+/// The workers' data channels through shared memory and over TCP, summed.
+std::pair<uint32_t, uint32_t> link_totals(const train_report& r) {
+  std::pair<uint32_t, uint32_t> sum{0, 0};
   for (auto& l : r.worker_links) {
-    shm += l.first;
-    tcp += l.second;
+    sum.first += l.first;
+    sum.second += l.second;
   }
+  return sum;
+}
+
+void print_links(std::FILE* out, const train_report& r) {
+  auto [shm, tcp] = link_totals(r);
   if (shm + tcp == 0)
     return;
   std::string each;
@@ -118,15 +124,12 @@ void print_links(std::FILE* out, const train_report& r) {
 }
 
 nlohmann::json links_json(const train_report& r) {
-  uint32_t shm = 0, tcp = 0;
-  std::vector<std::string> each;
-  for (auto& l : r.worker_links) {
-    shm += l.first;
-    tcp += l.second;
-    each.push_back(links_of(l));
-  }
+  auto [shm, tcp] = link_totals(r);
   if (shm + tcp == 0)
     return nullptr; // one process, or every data channel off
+  std::vector<std::string> each;
+  for (auto& l : r.worker_links)
+    each.push_back(links_of(l));
   return {{"shm", shm}, {"tcp", tcp}, {"per_worker", each}};
 }
 
