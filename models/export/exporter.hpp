@@ -42,6 +42,15 @@ struct export_result {
   uint32_t table_files = 0;
 };
 
+/// Checks, before a job starts, that the model `cfg` describes can be
+/// exported (it gives predictions and has an ONNX graph).
+/// @throws input_error naming model.type otherwise.
+void check_exportable(const job_config& cfg, const data_schema& schema);
+
+/// When checkpoint directory `dir` was written (its manifest.json's
+/// modification time; now if it has none), UTC "YYYY-MM-DDTHH:MM:SSZ".
+std::string checkpoint_time_of(const std::string& dir);
+
 /// Exports the checkpoint in `checkpoint_dir` (read and verified with
 /// read_checkpoint: a delta's chain is replayed, so the export holds the
 /// state the servers had) as MODEL_DIR/VERSION, VERSION its global step:
