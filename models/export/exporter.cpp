@@ -182,14 +182,22 @@ export_result export_state(const checkpoint_state& st,
   m.created = utc_text(std::time(nullptr));
   m.onnx_opset = export_detail::onnx_opset;
 
-  // Which tables go into the ONNX file: fixed vocabularies, in variable
-  // order, while they fit the limit. Their rows are all the vocabulary's:
-  // a key the checkpoint lacks gets its initial row, as the evaluator
-  // gives it (cluster/topology/evaluator.cpp).
+  // Which tables go into the ONNX file: fixed vocabularies, smallest
+  // first, while they fit the limit together. Their rows are all the
+  // vocabulary's: a key the checkpoint lacks gets its initial row, as the
+  // evaluator gives it (cluster/topology/evaluator.cpp).
   auto tables = graph.tables(*net, schema);
   std::vector<std::vector<float>> full_rows(tables.size());
   uint64_t budget = opts.table_limit_bytes;
-  for (size_t i = 0; i < tables.size(); ++i) {
+  // Smallest first: as many tables as fit go where any ONNX runtime can
+  // look their keys up.
+  std::vector<size_t> by_size(tables.size());
+  std::iota(by_size.begin(), by_size.end(), size_t{0});
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    return tables[a].vocabulary * tables[a].dim
+           < tables[b].vocabulary * tables[b].dim;
+  });
+  for (auto i : by_size) {
     auto& t = tables[i];
     auto& g = gathered[t.variable];
     if (!g.keys.empty() && t.vocabulary > 0 && g.keys.back() >= t.vocabulary)

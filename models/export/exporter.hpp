@@ -17,7 +17,7 @@ struct job_config;
 struct export_options {
   /// Tables of a fixed vocabulary go into the ONNX file, all their rows
   /// (vocabulary x dim x 4 bytes) as an initializer behind Gather, while
-  /// their bytes together fit this limit (tables in variable order);
+  /// their bytes together fit this limit (smallest tables first);
   /// tables above it, and tables of unbounded keys, go into table shard
   /// files. 0: every table in files.
   uint64_t table_limit_bytes = uint64_t{64} << 20;
