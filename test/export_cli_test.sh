@@ -61,4 +61,27 @@ after=$(ls -A "$work/m")
 # Exports while training need checkpoints.
 expect 2 "export_dir.*checkpoint_dir" -- \
   "$actorps" train "${a9a[@]}" --export-dir "$work/m2"
+# A job exporting as it checkpoints, its checkpoints deltas of a full one:
+# the export of a delta is made from its whole chain, the same files
+# (manifest aside: times) as `actorps export` of that checkpoint gives.
+ctr=(--config configs/synthetic_ctr.json --epochs 1 --train-limit 6000)
+"$actorps" train "${ctr[@]}" --quiet --no-progress --checkpoint-every 3 \
+  --checkpoint-dir "$work/ctr-ckpt" --export-dir "$work/ctr-m" \
+  --export-every 2 >"$work/ctr.log" 2>&1 || fail "training synthetic_ctr"
+versions=$(ls "$work/ctr-m" | sort -n | tr '\n' ' ')
+echo "exports while training: $versions"
+[[ $(wc -w <<<"$versions") -ge 2 ]] || fail "fewer than 2 exports: $versions"
+last=$(ls "$work/ctr-m" | sort -n | tail -1)
+ckpt=$work/ctr-ckpt/$(printf 'ckpt-%010d' "$last")
+grep -q '"kind": *"delta"' "$ckpt/manifest.json" \
+  || fail "$ckpt is not a delta checkpoint"
+expect 0 "exported" -- "$actorps" export "${ctr[@]}" --checkpoint "$ckpt" \
+  --out "$work/ctr-again"
+for f in "$work/ctr-m/$last"/*; do
+  name=$(basename "$f")
+  [[ $name == manifest.json ]] && continue
+  cmp -s "$f" "$work/ctr-again/$last/$name" \
+    || fail "$name of the export while training differs from actorps export's"
+done
+echo "ok: export $last (a delta's chain) equals actorps export of $ckpt"
 exit $failed
