@@ -27,12 +27,13 @@ std::vector<uint64_t> export_versions(const std::string& model_dir) {
                                     "{}",
                                     model_dir, ec.message()));
     auto name = it->path().filename().string();
-    if (name.empty() || name.size() > 19
+    if (name.empty() || name.size() > 19 || (name[0] == '0' && name.size() > 1)
         || !std::all_of(name.begin(), name.end(),
                         [](char c) { return c >= '0' && c <= '9'; }))
       continue;
     std::error_code dir_ec;
-    if (!it->is_directory(dir_ec))
+    if (!it->is_directory(dir_ec)
+        || !fs::exists(it->path() / "manifest.json", dir_ec))
       continue;
     out.push_back(std::stoull(name));
   }

@@ -41,12 +41,15 @@ servable_loader double_loader(std::chrono::milliseconds delay = {}) {
 
 } // namespace
 
-TEST_CASE("the versions of a model folder are its numbered subfolders, temporary ones left out", "[serve]") {
+TEST_CASE("the versions of a model folder are its numbered subfolders with a manifest, temporary ones left out", "[serve]") {
   temp_model_dir dir;
   test::add_version(dir.path, 12);
   test::add_version(dir.path, 3);
   std::filesystem::create_directories(dir.path + "/.tmp-40");
   std::filesystem::create_directories(dir.path + "/notes");
+  std::filesystem::create_directories(dir.path + "/013");
+  std::ofstream{dir.path + "/013/manifest.json"} << "{}";
+  std::filesystem::create_directories(dir.path + "/14"); // no manifest
   std::ofstream{dir.path + "/99"} << "a file, not a version";
   CHECK(export_versions(dir.path) == std::vector<uint64_t>{3, 12});
   CHECK_THROWS_WITH(export_versions(dir.path + "/missing"),
