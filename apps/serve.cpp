@@ -170,7 +170,7 @@ serve_command parse_serve_args(const std::vector<std::string>& args,
       if (!c.model_dir.empty())
         throw input_error(fmt::format("unknown argument {} (one MODEL_DIR; "
                                       "see actorps serve --help)",
-                                      quoted(a)));
+                                      actorps::quoted(a)));
       c.model_dir = a;
       continue;
     }
@@ -181,7 +181,7 @@ serve_command parse_serve_args(const std::vector<std::string>& args,
     if (!flag)
       throw input_error(fmt::format("unknown flag {} (see actorps serve "
                                     "--help)",
-                                    quoted(a)));
+                                    actorps::quoted(a)));
     std::string value;
     if (flag->value) {
       if (i + 1 >= args.size())

@@ -164,15 +164,41 @@ void prediction_server::routes() {
     }
     return model;
   };
+  // The body is read here, not by cpp-httplib before the handler: it
+  // would parse a body sent as application/x-www-form-urlencoded (curl -d's
+  // default type) as a form and refuse one over 8 KiB with 413.
   srv.Post(R"(/v1/models/([^/:]+)(?:/versions/([0-9]+))?:predict)",
            [this, resolve](const httplib::Request& req,
-                           httplib::Response& res) {
+                           httplib::Response& res,
+                           const httplib::ContentReader& content) {
+             if (req.is_multipart_form_data()) {
+               answer_error(res, 400, "a predict body is JSON, not "
+                                      "multipart form data");
+               return;
+             }
+             std::string body;
+             bool read = content([&body](const char* data, size_t n) {
+               body.append(data, n);
+               return true;
+             });
+             if (!read) {
+               if (res.status == 413)
+                 answer_error(res, 413,
+                              fmt::format("the request body is larger than "
+                                          "{} bytes (--max-body-bytes)",
+                                          opts_.max_body_bytes));
+               else
+                 answer_error(res, 400, "the request body could not be "
+                                        "read (cut short, or not sent "
+                                        "within the read timeout)");
+               return;
+             }
              auto start = std::chrono::steady_clock::now();
              auto model = resolve(req, res);
              if (!model)
                return;
              try {
-               auto batch = parse_predict_request(req.body, model->schema(),
+               auto batch = parse_predict_request(body, model->schema(),
                                                   opts_.limits);
                auto a = batcher_->predict(model, std::move(batch));
                res.set_content(predictions_json(a.predictions.data(),
