@@ -41,6 +41,10 @@ bad() { echo "FAILED: $*"; failed=1; }
 serve() {
   local dir=$1
   shift
+  # Emptied here, not by the child's redirection: the loop below could read
+  # the port of the server before.
+  : >"$tmp/serve.out"
+  : >"$tmp/serve.err"
   "$bin" serve "$dir" --port 0 "$@" >"$tmp/serve.out" 2>"$tmp/serve.err" &
   serve_pid=$!
   pids+=("$serve_pid")

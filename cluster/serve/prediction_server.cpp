@@ -108,12 +108,20 @@ prediction_server::prediction_server(const model_watcher& models,
   srv.set_read_timeout(opts_.read_timeout);
   srv.set_write_timeout(opts_.write_timeout);
   srv.set_keep_alive_timeout(opts_.keep_alive.count());
+  // A kept-alive connection holds a thread of the pool: after this many
+  // requests it is closed ("Connection: close"; the client reconnects and
+  // queues behind the others), so that more clients than threads take
+  // turns instead of waiting for one to leave (cpp-httplib's default, 5,
+  // costs a reconnection every 5 requests).
+  srv.set_keep_alive_max_count(opts_.keep_alive_requests);
   srv.set_tcp_nodelay(true);
   // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, with which
   // a second server could bind the same port and take half the requests.
-  srv.set_socket_options([](int sock) {
+  int listening = -1;
+  srv.set_socket_options([&listening](int sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listening = sock;
   });
   routes();
   int bound = opts_.port == 0
@@ -124,6 +132,14 @@ prediction_server::prediction_server(const model_watcher& models,
                                   "port in use, or the address not this "
                                   "machine's?)",
                                   opts_.host, opts_.port));
+  // Debian's cpp-httplib listens with a backlog of 5: clients that
+  // reconnect together (kept-alive connections closed after the same
+  // number of requests) overflow it, and each dropped connection waits
+  // for its SYN's retransmission, 1 s. Linux takes a second listen() on a
+  // listening socket as a new backlog.
+  if (listening >= 0)
+    ::listen(listening, 1024);
+  srv.set_socket_options([](int) {}); // (it held a reference to `listening`)
   port_ = static_cast<uint16_t>(bound);
   thread_ = std::thread{[this] { server_->listen_after_bind(); }};
 }

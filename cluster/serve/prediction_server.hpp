@@ -48,13 +48,16 @@ struct serve_options {
   batching_options batching;
   /// Threads answering HTTP connections (each holds one connection while
   /// it is open, up to keep_alive_s idle).
-  uint32_t http_threads = 16;
+  uint32_t http_threads = 32;
   /// A client that sends nothing for this long while a request is due is
   /// dropped; an answer that cannot be written for this long is abandoned.
   std::chrono::seconds read_timeout{5};
   std::chrono::seconds write_timeout{5};
   /// An idle kept-alive connection is closed after this.
   std::chrono::seconds keep_alive{5};
+  /// A kept-alive connection is closed after this many requests, so that
+  /// connections beyond http_threads take turns.
+  uint32_t keep_alive_requests = 100;
   /// PEM certificate and key: HTTPS; empty: HTTP.
   std::string tls_cert;
   std::string tls_key;
