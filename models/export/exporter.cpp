@@ -151,12 +151,9 @@ export_result export_state(const checkpoint_state& st,
                            const std::string& model_dir,
                            const export_options& opts) {
   auto what = fmt::format("checkpoint {}", checkpoint_name);
+  check_exportable(cfg, schema);
   auto net = make_model(cfg, schema);
   auto width = net->prediction_width();
-  if (width == 0)
-    throw input_error(fmt::format("model.type: \"{}\" gives no predictions "
-                                  "and cannot be exported",
-                                  cfg.model));
   auto& graph = export_detail::graph_of(cfg.model);
   auto vars = net->variables();
   std::vector<float> dense;
@@ -185,14 +182,22 @@ export_result export_state(const checkpoint_state& st,
   m.created = utc_text(std::time(nullptr));
   m.onnx_opset = export_detail::onnx_opset;
 
-  // Which tables go into the ONNX file: fixed vocabularies, in variable
-  // order, while they fit the limit. Their rows are all the vocabulary's:
-  // a key the checkpoint lacks gets its initial row, as the evaluator
-  // gives it (cluster/topology/evaluator.cpp).
+  // Which tables go into the ONNX file: fixed vocabularies, smallest
+  // first, while they fit the limit together. Their rows are all the
+  // vocabulary's: a key the checkpoint lacks gets its initial row, as the
+  // evaluator gives it (cluster/topology/evaluator.cpp).
   auto tables = graph.tables(*net, schema);
   std::vector<std::vector<float>> full_rows(tables.size());
   uint64_t budget = opts.table_limit_bytes;
-  for (size_t i = 0; i < tables.size(); ++i) {
+  // Smallest first: as many tables as fit go where any ONNX runtime can
+  // look their keys up.
+  std::vector<size_t> by_size(tables.size());
+  std::iota(by_size.begin(), by_size.end(), size_t{0});
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
+    return tables[a].vocabulary * tables[a].dim
+           < tables[b].vocabulary * tables[b].dim;
+  });
+  for (auto i : by_size) {
     auto& t = tables[i];
     auto& g = gathered[t.variable];
     if (!g.keys.empty() && t.vocabulary > 0 && g.keys.back() >= t.vocabulary)
@@ -331,18 +336,31 @@ export_result export_state(const checkpoint_state& st,
   return result;
 }
 
+void check_exportable(const job_config& cfg, const data_schema& schema) {
+  auto net = make_model(cfg, schema);
+  if (net->prediction_width() == 0)
+    throw input_error(fmt::format("model.type: \"{}\" gives no predictions "
+                                  "and cannot be exported",
+                                  cfg.model));
+  (void) export_detail::graph_of(cfg.model);
+}
+
+std::string checkpoint_time_of(const std::string& dir) {
+  struct stat info;
+  auto manifest = detail::join_path(dir, "manifest.json");
+  return utc_text(::stat(manifest.c_str(), &info) == 0 ? info.st_mtime
+                                                       : std::time(nullptr));
+}
+
 export_result export_checkpoint(const std::string& checkpoint_dir,
                                 const job_config& cfg,
                                 const data_schema& schema,
                                 const std::string& model_dir,
                                 const export_options& opts) {
   auto st = read_checkpoint(checkpoint_dir);
-  struct stat info;
-  auto manifest = detail::join_path(checkpoint_dir, "manifest.json");
-  auto when = ::stat(manifest.c_str(), &info) == 0 ? info.st_mtime
-                                                   : std::time(nullptr);
-  return export_state(st, detail::base_name(checkpoint_dir), utc_text(when),
-                      cfg, schema, model_dir, opts);
+  return export_state(st, detail::base_name(checkpoint_dir),
+                      checkpoint_time_of(checkpoint_dir), cfg, schema,
+                      model_dir, opts);
 }
 
 } // namespace actorps

@@ -17,7 +17,7 @@ struct job_config;
 struct export_options {
   /// Tables of a fixed vocabulary go into the ONNX file, all their rows
   /// (vocabulary x dim x 4 bytes) as an initializer behind Gather, while
-  /// their bytes together fit this limit (tables in variable order);
+  /// their bytes together fit this limit (smallest tables first);
   /// tables above it, and tables of unbounded keys, go into table shard
   /// files. 0: every table in files.
   uint64_t table_limit_bytes = uint64_t{64} << 20;
@@ -41,6 +41,15 @@ struct export_result {
   /// Table shard files written.
   uint32_t table_files = 0;
 };
+
+/// Checks, before a job starts, that the model `cfg` describes can be
+/// exported (it gives predictions and has an ONNX graph).
+/// @throws input_error naming model.type otherwise.
+void check_exportable(const job_config& cfg, const data_schema& schema);
+
+/// When checkpoint directory `dir` was written (its manifest.json's
+/// modification time; now if it has none), UTC "YYYY-MM-DDTHH:MM:SSZ".
+std::string checkpoint_time_of(const std::string& dir);
 
 /// Exports the checkpoint in `checkpoint_dir` (read and verified with
 /// read_checkpoint: a delta's chain is replayed, so the export holds the

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -382,4 +383,31 @@ TEST_CASE("the latest export version is the highest complete numbered "
     std::ofstream{dir.file(name) + "/manifest.json"} << "{}";
   // 30 has no manifest, 0100 a leading zero.
   CHECK(latest_export_version(dir.path().string()) == uint64_t{12});
+}
+
+TEST_CASE("a servable answers from several threads at once as from one") {
+  auto c = export_cases()[2]; // embedding_mlp: tables in files and inside
+  test::temp_dir dir{"export_threads"};
+  auto cfg = config_of(c);
+  auto net = make_model(cfg, c.schema);
+  auto layout = job_placement(cfg, *net);
+  auto ckpt = write_checkpoint(dir.file("ckpt"),
+                               export_checkpoint_state(*net, layout, 9), 1);
+  auto r = export_checkpoint(ckpt, cfg, c.schema, dir.file("m"));
+  auto served = servable::load(r.dir);
+  auto data = export_data(c.schema, 10);
+  auto expected = served->predict(data.examples);
+  servable_counters counters;
+  std::vector<std::vector<float>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i)
+        got[t] = served->predict(data.examples, &counters);
+    });
+  for (auto& th : threads)
+    th.join();
+  for (auto& g : got)
+    CHECK(g == expected);
+  CHECK(counters.examples == 4 * 50 * data.rows());
 }
