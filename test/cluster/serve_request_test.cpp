@@ -78,6 +78,7 @@ TEST_CASE("every documented request shape becomes the batch it describes", "[ser
 TEST_CASE("a bad request is refused with its status and a message naming the problem", "[serve]") {
   const std::vector<bad_case> cases = {
     {"malformed JSON", R"({"instances": [[1, 2, 3])", true, 400, "malformed JSON"},
+    {"a number beyond a double", R"({"instances": [[1, 2, 1E16666]]})", true, 400, "malformed JSON: number overflow"},
     {"not UTF-8", "{\"instances\": [\"\xff\"]}", true, 400, "malformed JSON"},
     {"not an object", "[1, 2, 3]", true, 400, "expected an object"},
     {"no instances", R"({"signature_name": "serving_default"})", true, 400, "no \"instances\""},
