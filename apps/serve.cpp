@@ -153,7 +153,7 @@ See docs/guide/serving.md and docs/reference/serving.md.
       help += fmt::format(" (default {})", f.shown(defaults));
     out += fmt::format("{:<24}{}\n", head, help);
   }
-  out += "  -h, --help              this text\n";
+  out += fmt::format("{:<24}{}\n", "  -h, --help", "this text");
   return out;
 }
 

@@ -62,13 +62,19 @@ model_watcher::model_watcher(std::string model_dir, servable_loader load,
   if (poll.count() > 0)
     thread_ = std::thread{[this, poll] {
       std::unique_lock<std::mutex> guard{stop_mtx_};
+      std::string last_error;
       while (!stop_cv_.wait_for(guard, poll, [this] { return stop_; })) {
         guard.unlock();
         try {
           poll_once();
+          last_error.clear();
         } catch (const std::exception& e) {
-          // The folder went away or became unreadable: keep serving.
-          log::warn("serve", -1, "{}", e.what());
+          // The folder went away or became unreadable: keep serving, and
+          // say so once (not at every poll).
+          if (last_error != e.what())
+            log::warn("serve", -1, "{}; the version serving goes on",
+                      e.what());
+          last_error = e.what();
         }
         guard.lock();
       }
