@@ -15,6 +15,9 @@
 #              and bad requests answered with 4xx JSON errors
 #   tls        --tls-dir with `actorps certs`' certificates: HTTPS, and
 #              --tls-mutual refusing a client without a certificate
+#   stream     a streaming job exporting each part (--export-dir) while
+#              serve answers a steady load: 0 failed requests, the served
+#              version advancing to the job's last
 # No assertion is timed: every wait polls until a condition holds or the
 # process it waits for has ended.
 #
@@ -231,6 +234,78 @@ tls)
   [[ $out == *'"status":"ok"'* ]] && ok "mutual: a client with the cluster's certificate: $out" || bad "mutual with a certificate: $out"
   "$bin" serve "$tmp/m" --tls-dir "$tmp/nothing" >/dev/null 2>"$tmp/e"; rc=$?
   [[ $rc == 2 ]] && grep -q "cannot serve HTTPS" "$tmp/e" && ok "missing certificates: exit 2" || bad "missing certificates: $rc $(cat "$tmp/e")"
+  ;;
+stream)
+  # A streaming job that exports each part as it trains it, while serve
+  # answers a steady load: the parts arrive one by one (made by stream-gen
+  # elsewhere, moved in with their .done markers), each checkpoint is
+  # exported (--export-dir, --export-every 1), serve picks each new version
+  # up; 0 failed requests, the served version advances to the job's last.
+  [[ -x $load ]] || { echo "no load generator (actorps-serve-load)"; exit 77; }
+  parts=6
+  "$bin" stream-gen --out "$tmp/made" --parts $parts --rows-per-part 3000 \
+    --new-id-rate 0.02 --drift 1000 --seed 11 >/dev/null 2>&1 || { bad "stream-gen failed"; exit 1; }
+  mkdir -p "$tmp/s"
+  move_part() {
+    local n
+    n=$(printf 'part-%08d.csv' "$1")
+    mv "$tmp/made/$n" "$tmp/s/$n" && mv "$tmp/made/$n.done" "$tmp/s/$n.done"
+  }
+  move_part 0
+  "$bin" train --config "$src/configs/stream_ctr.json" --data-stream "$tmp/s" \
+    --stream-end-after $parts --checkpoint-dir "$tmp/ck" --export-dir "$tmp/m" \
+    --export-every 1 --quiet --no-progress >"$tmp/train.out" 2>&1 &
+  train_pid=$!
+  pids+=("$train_pid")
+  until compgen -G "$tmp/m/[0-9]*/manifest.json" >/dev/null; do
+    kill -0 "$train_pid" 2>/dev/null || { bad "the job ended before its first export: $(tail -3 "$tmp/train.out")"; exit 1; }
+    sleep 0.1
+  done
+  serve "$tmp/m" --poll-ms 100 || { bad "serve did not start"; exit 1; }
+  first=$(curl -s "http://127.0.0.1:$port/v1/models/stream_ctr" | jq -r '.model_version_status[0].version')
+  # Four instances from the stream's first rows: 13 dense features, 26 keys.
+  python3 - "$tmp/s/part-00000000.csv" >"$tmp/body.json" <<'EOF2'
+import csv, json, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head, data = rows[0], rows[1:5]
+inst = []
+for r in data:
+    x = {"dense": [float(v) for v in r[1:14]]}
+    for name, v in zip(head[14:], r[14:]):
+        x[name] = int(v)
+    inst.append(x)
+print(json.dumps({"instances": inst}))
+EOF2
+  "$load" --port "$port" --model stream_ctr --body "$tmp/body.json" --connections 2 \
+    --seconds 6 --watch-versions >"$tmp/load.out" 2>&1 &
+  load_pid=$!
+  pids+=("$load_pid")
+  # The rest of the stream, a part every 0.8 s (pacing, not an assertion).
+  for ((k = 1; k < parts; k++)); do
+    sleep 0.8
+    move_part "$k"
+  done
+  wait "$train_pid"
+  rc=$?
+  [[ $rc == 0 ]] && ok "the streaming job: $(grep -o 'stream: [0-9]* parts.*' "$tmp/train.out")" \
+    || bad "the streaming job: exit $rc: $(tail -3 "$tmp/train.out")"
+  last=$(ls "$tmp/m" | grep -E '^[0-9]+$' | sort -n | tail -1)
+  exports=$(ls "$tmp/m" | grep -cE '^[0-9]+$')
+  wait "$load_pid"
+  lrc=$?
+  cat "$tmp/load.out"
+  seen=$(sed -nE 's/.*versions seen ([0-9,]+).*/\1/p' "$tmp/load.out")
+  nseen=$(tr ',' '\n' <<<"$seen" | grep -c .)
+  until [[ $(curl -s "http://127.0.0.1:$port/v1/models/stream_ctr" | jq -r '.model_version_status[0].version') == "$last" ]]; do
+    kill -0 "$serve_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  now=$(curl -s "http://127.0.0.1:$port/v1/models/stream_ctr" | jq -r '.model_version_status[0].version')
+  [[ $lrc == 0 ]] && ok "0 failed requests while the job exported $exports versions" \
+    || bad "load generator exit $lrc"
+  [[ $nseen -ge 2 && $now == "$last" && $exports -ge $parts ]] \
+    && ok "answers came from $nseen versions ($seen), from $first to the job's last, $last, now serving" \
+    || bad "versions seen '$seen', serving $now, the job's last $last, $exports exports"
   ;;
 *)
   echo "unknown case $case"
