@@ -48,7 +48,8 @@ worker_options worker_options_of(uint32_t index, uint32_t incarnation,
 
 local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                              std::shared_ptr<const model> net,
-                             const dataset_fn& fn)
+                             const dataset_fn& fn,
+                             std::shared_ptr<range_reader> ranges)
   : sys_(sys),
     faults_(std::make_shared<local_faults>(cfg.faults, cfg.ps, cfg.workers)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
@@ -58,6 +59,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     data.push_back(fn(input_context{cfg.workers, w}));
   auto faults = faults_;
   auto wire = wire_options_of(cfg, *layout_);
+  if (ranges)
+    wire.ranges = std::move(ranges);
   for (uint32_t p = 0; p < cfg.ps; ++p)
     servers_.push_back(
       faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p))));

@@ -38,8 +38,12 @@ class local_cluster : public cluster {
 public:
   /// @throws input_error from fn (e.g. a batch larger than a shard);
   ///         runtime_failure if a parameter server refuses a shard.
+  /// `ranges`: the reader of the examples closures carry (dynamic data
+  /// shards, dataset_ranges), shared by every worker; null: none (a
+  /// stream's comes from cfg).
   local_cluster(caf::actor_system& sys, const job_config& cfg,
-                std::shared_ptr<const model> net, const dataset_fn& fn);
+                std::shared_ptr<const model> net, const dataset_fn& fn,
+                std::shared_ptr<range_reader> ranges = nullptr);
 
   /// Stops every actor of the cluster.
   ~local_cluster() override;

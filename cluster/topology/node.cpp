@@ -27,6 +27,7 @@
 #include "cluster/net/tls.hpp"
 #include "core/data_registry.hpp"
 #include "core/dataset.hpp"
+#include "core/stream_ranges.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "models/registry.hpp"
@@ -190,8 +191,19 @@ int run_worker(const job_config& given, const cluster_spec& spec,
   auto provider = open_dataset(cfg);
   auto net = make_model(cfg, provider->schema());
   auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
-  auto data = provider->train_source(input_context{cfg.workers, index},
-                                     cfg.batch_size, cfg.shuffle_seed);
+  // Dynamic data shards: every closure carries its examples, read from the
+  // whole training split (this process holds all of it, not a slice).
+  auto dynamic = cfg.stream_dir.empty() && cfg.sharding == "dynamic";
+  std::shared_ptr<range_reader> ranges;
+  std::shared_ptr<batch_source> data;
+  if (dynamic) {
+    ranges = dynamic_ranges(cfg, *provider);
+    data = std::make_shared<ranges_only_source>(provider->schema(),
+                                                cfg.batch_size);
+  } else {
+    data = provider->train_source(input_context{cfg.workers, index},
+                                  cfg.batch_size, cfg.shuffle_seed);
+  }
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   caf::actor_system sys{sys_cfg};
   auto me = make_handshake(cfg, *layout, "worker", index);
@@ -201,6 +213,8 @@ int run_worker(const job_config& given, const cluster_spec& spec,
   auto joined = join_members(sys, servers, me, caf::actor{},
                              std::chrono::milliseconds(cfg.connect_timeout_ms));
   auto opts = wire_options_of(cfg, *layout);
+  if (ranges)
+    opts.ranges = ranges;
   opts.index = index;
   opts.net = net;
   // A step error (fault injection) needs a failing model around the real one.
@@ -253,11 +267,14 @@ int run_worker(const job_config& given, const cluster_spec& spec,
       over_data(caf::actor_cast<ps_actor>(j.welcome.role_actor), p, true));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);
   }
-  log::info("worker", static_cast<int>(index),
-            "joined {} ps{}; {} training examples in this worker's slice",
+  log::info("worker", static_cast<int>(index), "joined {} ps{}; {}",
             joined.size(),
             cfg.data_channel ? " (pulls and pushes over data channels)" : "",
-            data->shard_rows());
+            dynamic ? fmt::format("the whole training split in memory, "
+                                  "examples handed out by the coordinator")
+                    : fmt::format("{} training examples in this worker's "
+                                  "slice",
+                                  data->shard_rows()));
   opts.link_transports = [] {
     auto c = data_link_census();
     return std::make_pair(c.shm, c.tcp);
