@@ -37,8 +37,11 @@ namespace actorps {
 namespace {
 
 /// Waits until `node` stops. After a stop request (SIGTERM: Slurm sends it
-/// to every task of a step at once) the node keeps serving, so that the
-/// coordinator can finish, checkpoint and end the job, but at most `grace`.
+/// to every task of a step at once) a worker leaves the job gracefully
+/// (node_actor's leave_atom: it finishes its closures, the coordinator lets
+/// it go, it exits 0); a ps, or a worker the coordinator did not let go,
+/// keeps serving, so that the coordinator can finish, checkpoint and end
+/// the job, but at most `grace`.
 /// Returns whether the node stopped by itself (false: the grace ran out).
 bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
                    const std::string& role, int index,
@@ -55,6 +58,16 @@ bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
                     if (!asked && stop_requested()) {
                       asked = true;
                       deadline = clock::now() + grace;
+                      // A worker leaves at once, gracefully (nothing is
+                      // re-executed; the job goes on without it).
+                      if (role == "worker") {
+                        bool left = false;
+                        self->request(node, grace, leave_atom_v)
+                          .receive([&](uint32_t) { left = true; },
+                                   [&](caf::error&) {});
+                        if (left)
+                          return; // the node stops itself with status 0
+                      }
                       log::info(role, index,
                                 "stop requested (SIGTERM or SIGUSR1): serving until the "
                                 "coordinator ends the job, at most {} ms",

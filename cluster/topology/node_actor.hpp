@@ -59,7 +59,17 @@ using node_actor = caf::typed_actor<
   caf::reacts_to<chaos_atom, double, double, uint64_t>,
   // Internal: fires once `join_timeout` after the start; stops the node with
   // status 1 if no coordinator has joined by then.
-  caf::reacts_to<caf::tick_atom>>;
+  caf::reacts_to<caf::tick_atom>,
+  // A graceful leave of a worker (its process got SIGTERM), from this
+  // process only: asks the coordinator that joined to let this worker go
+  // (it gets no new closure and finishes the ones it holds); once it has,
+  // replies with the closures finished meanwhile and stops the node with
+  // status 0.
+  // Errors: errc::no_workers if this node is no worker, no coordinator
+  // joined, or the coordinator refused or did not answer within
+  // `join_timeout` (the node then serves on); errc::not_authorized from
+  // another process.
+  caf::replies_to<leave_atom>::with<uint32_t>>;
 
 /// The exit status of a node the coordinator stopped at the end of a failed
 /// job: the node did nothing wrong, and `actorps launch` does not start it
