@@ -17,10 +17,13 @@ namespace actorps {
 ///   cfg.checkpoint_dir; needs no address and talks to no node.
 /// With opts.metrics_port set, each node serves Prometheus metrics on
 /// metrics_port_of(opts.metrics_port, spec, task).
-/// A ps or worker stops with status 1 when no coordinator joins within
-/// cfg.connect_timeout_ms, or after the coordinator is lost and does not come
-/// back within that time.
-/// @return the process exit status: 0 after a clean shutdown, 1 otherwise.
+/// A ps or worker stops with status exit_retryable (128) when no coordinator
+/// joins within cfg.connect_timeout_ms, or after the coordinator is lost and
+/// does not come back within that time; a worker that got SIGTERM leaves
+/// the job gracefully and exits 0.
+/// @return the process exit status (core/exit_codes.hpp): 0 after a clean
+///         shutdown or a graceful leave, exit_job_failed when the
+///         coordinator ended a failed job, exit_retryable as above.
 /// @throws input_error for unusable input (data, a task the spec does not
 ///         have, a metrics port in use); runtime_failure if the address
 ///         cannot be bound or the parameter servers cannot be joined.

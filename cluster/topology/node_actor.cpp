@@ -255,7 +255,7 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
         return;
       log::error(role, index, "no coordinator joined within {} s",
                  st.opts.join_timeout.count() / 1000.0);
-      stop(self, 1);
+      stop(self, exit_retryable); // another attempt may find one
     },
     [=](leave_atom) -> caf::result<uint32_t> {
       auto& st = self->state;

@@ -14,6 +14,7 @@
 #include "caf/typed_actor.hpp"
 
 #include "actors/messages.hpp"
+#include "core/exit_codes.hpp"
 
 namespace actorps {
 
@@ -71,10 +72,10 @@ using node_actor = caf::typed_actor<
   // another process.
   caf::replies_to<leave_atom>::with<uint32_t>>;
 
-/// The exit status of a node the coordinator stopped at the end of a failed
-/// job: the node did nothing wrong, and `actorps launch` does not start it
-/// again (it restarts nodes that die, i.e. exit 1 or by a signal).
-inline constexpr int exit_job_failed = 3;
+// exit_job_failed (3), the status of a node the coordinator stopped at the
+// end of a failed job, lives in core/exit_codes.hpp with the other codes:
+// `actorps launch` does not start such a node again (it restarts nodes that
+// die: another non-zero status, or a signal).
 
 /// What a node actor is spawned with.
 struct node_options {

@@ -123,7 +123,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
           names += fmt::format("{}{} at {} ({})", names.empty() ? "" : ", ",
                                members[i].name(),
                                to_string(members[i].address), last_error[i]);
-      throw runtime_failure(fmt::format("could not reach within {} s: {}",
+      throw transient_failure(fmt::format("could not reach within {} s: {}",
                                         timeout.count() / 1000.0, names));
     }
     if (!logged_wait && backoff >= std::chrono::milliseconds(800)) {
@@ -329,6 +329,25 @@ void remote_cluster::inject(const fault_spec& f) {
   // Sent by an actor of this process, not anonymously: a node handles a
   // fault only from the coordinator that joined it (node_actor.hpp).
   caf::scoped_actor self{sys_};
+  if (f.action == fault_spec::kind::join) {
+    log::warn("coordinator", -1, "fault {}: a worker joins a job of "
+              "processes as a process of its own (actorps node --role "
+              "worker --join ADDRESS); nothing done",
+              to_string(f));
+    return;
+  }
+  if (f.action == fault_spec::kind::leave) {
+    // As a SIGTERM of its process would: it finishes its closures, leaves
+    // and exits 0 (the watcher tells its node).
+    log::warn("coordinator", -1, "fault injection: {}", to_string(f));
+    self->request(watcher_, std::chrono::minutes(1), leave_atom_v, f.index)
+      .receive([](uint32_t) {},
+               [&](caf::error& err) {
+                 log::warn("coordinator", -1, "{}: {}", to_string(f),
+                           sys_.render(err));
+               });
+    return;
+  }
   std::lock_guard<std::mutex> guard{table_->mtx};
   if (f.action == fault_spec::kind::drop
       || f.action == fault_spec::kind::delay) {

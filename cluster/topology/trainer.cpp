@@ -195,10 +195,14 @@ public:
     r_.pulls_ahead += s.pulls_ahead;
     r_.early_pieces += s.early_pieces;
     r_.early_stages += s.early_stages;
-    auto& rss = r_.worker_peak_rss_bytes.at(s.worker);
+    if (s.worker >= r_.worker_peak_rss_bytes.size()) { // joined later
+      r_.worker_peak_rss_bytes.resize(s.worker + 1, 0);
+      r_.worker_links.resize(s.worker + 1, {0, 0});
+    }
+    auto& rss = r_.worker_peak_rss_bytes[s.worker];
     rss = std::max(rss, s.peak_rss_bytes);
     if (s.links_shm + s.links_tcp > 0)
-      r_.worker_links.at(s.worker) = {s.links_shm, s.links_tcp};
+      r_.worker_links[s.worker] = {s.links_shm, s.links_tcp};
   }
 
 private:
