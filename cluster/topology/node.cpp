@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -248,20 +249,33 @@ int run_worker(const job_config& given, const cluster_spec& spec,
   // With transport shm, a ps that declines shared memory stops the worker
   // at start (input_error: exit 2); later, when the worker dials a
   // restarted ps again, it is logged and the pulls and pushes go over BASP.
-  auto over_data = [&sys, &spec, tls, index, layout, on = cfg.data_channel,
+  // Every link opened, stopped when the worker ends: a link lives as long
+  // as its server, so a worker that left a running job would not exit.
+  struct opened_links {
+    std::mutex mtx;
+    std::vector<ps_actor> all;
+  };
+  auto links = std::make_shared<opened_links>();
+  auto over_data = [&sys, &spec, tls, index, layout, links,
+                    on = cfg.data_channel,
                     transport = parse_link_transport(cfg.transport),
                     idle = cfg.data_idle_timeout_ms](ps_actor ps, uint32_t p,
                                                      bool at_start) {
     if (!on || !ps)
       return ps;
     node_identity expect{"ps", p};
+    auto keep = [&](ps_actor link) {
+      std::lock_guard<std::mutex> guard{links->mtx};
+      links->all.push_back(link);
+      return link;
+    };
     try {
-      return open_data_link(sys, ps, spec.ps.at(p), tls.get(),
+      return keep(open_data_link(sys, ps, spec.ps.at(p), tls.get(),
                             tls ? &expect : nullptr, std::chrono::seconds(5),
                             fmt::format("worker {} -> ps {}", index, p),
                             {transport,
                              layout->ps_sizes.at(p) * sizeof(float),
-                             std::chrono::milliseconds(idle / 2)});
+                             std::chrono::milliseconds(idle / 2)}));
     } catch (const input_error& e) {
       if (at_start)
         throw;
@@ -300,9 +314,14 @@ int run_worker(const job_config& given, const cluster_spec& spec,
       j[0].welcome.node.incarnation);
   };
   auto worker = spawn_worker(sys, std::move(opts));
-  return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
-               spec.worker[index], std::make_shared<peer_registry>(),
-               dense_bytes_of(*layout), std::move(hooks));
+  auto status = serve(sys, cfg, std::move(me),
+                      caf::actor_cast<caf::actor>(worker), spec.worker[index],
+                      std::make_shared<peer_registry>(),
+                      dense_bytes_of(*layout), std::move(hooks));
+  std::lock_guard<std::mutex> guard{links->mtx};
+  for (auto& link : links->all)
+    caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
+  return status;
 }
 
 } // namespace
