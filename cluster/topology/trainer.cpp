@@ -259,8 +259,11 @@ private:
   bool cancelled_ = false;
 };
 
+/// `workers_here`: the workers run in this process (train), not in
+/// processes of their own (train_chief: they read their examples there).
 train_report train_on(const job_config& cfg, const train_options& opts,
-                      system_config& sys_cfg, const cluster_factory& make) {
+                      system_config& sys_cfg, const cluster_factory& make,
+                      bool workers_here) {
   validate(cfg);
   auto start = steady_clock::now();
   metrics_file metrics{opts.metrics_out};
@@ -293,7 +296,10 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   std::shared_ptr<dataset_plan> shards;
   std::shared_ptr<range_reader> ranges;
   if (!streaming && cfg.sharding == "dynamic") {
-    ranges = dynamic_ranges(cfg, *data);
+    // The coordinator of a cluster of processes needs the number of rows,
+    // not the rows.
+    if (workers_here)
+      ranges = dynamic_ranges(cfg, *data);
     shards = std::make_shared<dataset_plan>(
       data->train_rows(), cfg.batch_size,
       cfg.steps_per_epoch > 0 ? closures_per_epoch : 0);
@@ -468,7 +474,8 @@ train_report train(const job_config& given, const train_options& opts) {
                     -> std::unique_ptr<cluster> {
                     return std::make_unique<local_cluster>(sys, cfg, net, fn,
                                                            std::move(ranges));
-                  });
+                  },
+                  true);
 }
 
 train_report train_chief(const job_config& given, const cluster_spec& spec,
@@ -485,7 +492,8 @@ train_report train_chief(const job_config& given, const cluster_spec& spec,
                     return std::make_unique<remote_cluster>(
                       sys, cfg, spec, net,
                       std::chrono::milliseconds(cfg.connect_timeout_ms));
-                  });
+                  },
+                  false);
 }
 
 std::shared_ptr<range_reader> dynamic_ranges(const job_config& cfg,
