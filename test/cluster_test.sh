@@ -549,10 +549,11 @@ case_bad_input() {
     --cluster "$tmp/s2.json" --role ps --index 0
   expect_node_error "--workers against the spec" 2 '--workers: 3' "${short[@]}" \
     --cluster "$spec" --role ps --index 0 --workers 3
-  # Unreachable nodes: the coordinator names each one after its timeout.
+  # Unreachable nodes: the coordinator names each one after its timeout
+  # (exit 128: another attempt may reach them).
   sed -e 's/"connect_timeout_ms": [0-9]*/"connect_timeout_ms": 1500/' \
     "$tmp/job.json" >"$tmp/quick.json"
-  expect_node_error "unreachable nodes" 1 'could not reach within 1.5 s: ps0 at 127.0.0.1:[0-9]* (Connection refused), worker0 at' \
+  expect_node_error "unreachable nodes" 128 'could not reach within 1.5 s: ps0 at 127.0.0.1:[0-9]* (Connection refused), worker0 at' \
     "${short[@]}" --config "$tmp/quick.json" --cluster "$spec" --role coordinator
   # A port in use: the second ps cannot listen.
   start_node ps0 "${short[@]}" --cluster "$spec" --role ps --index 0
