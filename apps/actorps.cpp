@@ -277,6 +277,7 @@ int run_launch(const std::vector<std::string>& args) {
           // A variables-only start is not repeated: the restarted
           // coordinator resumes the new run from its own checkpoints.
           if (c.argv[k].rfind("--restore=", 0) == 0 || c.argv[k] == "--resume"
+              || c.argv[k] == "--resume-if-any"
               || c.argv[k] == "--restore-variables-only")
             continue;
           c.restart_argv.push_back(c.argv[k]);

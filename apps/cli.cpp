@@ -37,6 +37,10 @@ const std::vector<run_flag>& run_flags() {
     {"--restore", "DIR", "continue from the checkpoint in DIR"},
     {"--resume", "",
      "continue from the newest checkpoint in --checkpoint-dir"},
+    {"--resume-if-any", "",
+     "as --resume, but start afresh when --checkpoint-dir holds no "
+     "checkpoint yet (pods and requeued jobs that run one command every "
+     "time)"},
     {"--restore-variables-only", "",
      "with --restore: start a new run from the checkpoint's variables only "
      "(dense values, table rows): epoch 1, step 0, fresh data positions, and "
@@ -166,6 +170,8 @@ void set_run_flag(train_command& cmd, const std::string& flag,
     opts.restore_dir = value;
   else if (flag == "--resume")
     opts.resume = true;
+  else if (flag == "--resume-if-any")
+    opts.resume = opts.resume_if_any = true;
   else if (flag == "--restore-variables-only")
     opts.restore_variables_only = true;
   else if (flag == "--no-progress")
@@ -242,9 +248,13 @@ flags; the spec decides the numbers of workers and ps.
                          ($TF_CONFIG, as Kubeflow's TFJob sets it) or slurm
                          (the srun step this task is in: task 0 the
                          coordinator, the next --ps tasks ps, the rest
-                         workers; see docs/guide/slurm.md)
+                         workers; see docs/guide/slurm.md) or jobset (a
+                         Kubernetes JobSet: Indexed Jobs coordinator, ps,
+                         worker; --ps and --workers pods; see
+                         docs/guide/kubernetes.md)
   --port-base P          slurm: port of a host's first task, the next tasks
-                         there get the next ports (default 8888)
+                         there get the next ports; jobset: every pod's port
+                         (default 8888)
   --cpu-set LIST         run this node's threads on these CPUs only, e.g.
                          0-3,8 (sched_setaffinity; `launch` passes each ps
                          and worker its share under --cpu-affinity auto)
@@ -360,7 +370,8 @@ std::string resolve_node_spec(node_command& cmd, const std::string& file,
   bool assigns = resolver != nullptr && resolver->assigns_roles;
   if (port_base && !assigns)
     throw input_error("--port-base: only with a resolver that assigns ports "
-                      "(--cluster-resolver slurm); other specs name theirs");
+                      "(--cluster-resolver slurm or jobset); other specs name "
+                      "theirs");
   if (assigns && (!role.empty() || index))
     throw input_error(fmt::format("{}: not with --cluster-resolver {}, which "
                                   "gives every task its role",
@@ -376,6 +387,7 @@ std::string resolve_node_spec(node_command& cmd, const std::string& file,
   }
   resolver_options ro;
   ro.ps = cmd.train.job.ps;
+  ro.workers = cmd.train.job.workers;
   ro.port_base = port_base.value_or(ro.port_base);
   cmd.spec = resolver->resolve(ro);
   return "the cluster of --cluster-resolver " + cmd.resolver;

@@ -29,6 +29,9 @@ if [[ ${1:-} != --build ]]; then
   # cluster in network namespaces joined by veth pairs and a bridge (not in
   # a minimal Debian image; setpriv and unshare come with util-linux).
   packages+=(iproute2)
+  # python3-yaml: test/tools/k8s_pods.py reads the Kubernetes manifests of
+  # deploy/k8s/ to start their pods here (test/k8s_test.sh).
+  packages+=(python3 python3-yaml)
 fi
 if [[ ${1:-} == --fuzz ]]; then
   # clang 14 with its runtime libraries (libFuzzer, the sanitizers).

@@ -120,6 +120,10 @@ rule 'build/actorps launch --launcher slurm *' slurm alloc 5 first "$epoch"
 rule '#!/bin/bash*' check 'bash -n "$CMD_FILE"' \
   "an sbatch script for a cluster of 2 hosts (--nodes=2) and 30 epochs; test/slurm_test.sh runs what it does (srun with the resolver, SIGTERM with a checkpoint, exit 75, scontrol requeue, --resume) on a one-node cluster; checked: it parses (bash -n)"
 
+current_doc=docs/guide/kubernetes.md
+k8s="no Kubernetes here: the ctests k8s.tfjob and k8s.jobset start the pods of deploy/k8s/'s manifests on this machine (test/k8s_test.sh)"
+rule 'kubectl *' skip "$k8s"
+
 current_doc=docs/fuzzing.md
 campaign="a fuzzing campaign: a clang build of build-fuzz/ with sanitizers (many minutes on 2 cores), then minutes per target; the ctests fuzz.replay.* run every target on its corpus"
 rule 'apt-get install clang libclang-rt-14-dev*' check \

@@ -137,6 +137,10 @@ struct train_options {
   std::string restore_dir;
   /// Continue from the newest checkpoint in cfg.checkpoint_dir.
   bool resume = false;
+  /// With resume: start afresh when cfg.checkpoint_dir holds no checkpoint
+  /// yet (a pod or a requeued job that runs the same command every time)
+  /// instead of refusing.
+  bool resume_if_any = false;
   /// With restore_dir: start a new run from the checkpoint's variables only
   /// (dense values and table rows), as a TensorFlow user fine-tunes: epoch 0,
   /// step 0, fresh data positions, the optimizer's slots and step counts at

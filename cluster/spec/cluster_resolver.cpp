@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "cluster/spec/jobset_resolver.hpp"
 #include "cluster/spec/slurm_resolver.hpp"
 
 namespace actorps {
@@ -20,6 +21,11 @@ cluster_spec resolve_slurm(const resolver_options& opts) {
   return resolve_slurm_cluster(so, process_environment(), slurm_hostnames);
 }
 
+cluster_spec resolve_jobset(const resolver_options& opts) {
+  return jobset_cluster_spec(read_jobset_pod(process_environment()), opts.ps,
+                             opts.workers, opts.port_base);
+}
+
 constexpr cluster_resolver registry[] = {
   {"tf_config", "the TF_CONFIG environment variable (JSON), as Kubeflow's "
                 "TFJob sets it",
@@ -27,6 +33,10 @@ constexpr cluster_resolver registry[] = {
   {"slurm", "the Slurm job step this task runs in (srun): task 0 is the "
             "coordinator, the next --ps tasks ps, the rest workers",
    true, resolve_slurm},
+  {"jobset", "a Kubernetes JobSet of Indexed Jobs named coordinator, ps, "
+             "worker (and evaluator): --ps and --workers pods, each "
+             "listening on --port-base at its JobSet host name",
+   true, resolve_jobset},
 };
 
 std::string join(const std::vector<host_port>& xs) {

@@ -2,7 +2,7 @@
 
 // How a node learns its cluster: a registry of resolvers, after TensorFlow's
 // tf.distribute.cluster_resolver (TFConfigClusterResolver,
-// SlurmClusterResolver). `actorps node --cluster-resolver NAME` picks one;
+// SlurmClusterResolver), and Kubernetes' JobSet. `actorps node --cluster-resolver NAME` picks one;
 // a program on the library can call them the same way.
 
 #include <cstdint>
@@ -18,14 +18,17 @@ struct resolver_options {
   /// Number of parameter servers, for resolvers that assign roles to tasks
   /// (slurm); >= 1.
   uint32_t ps = 1;
-  /// A host's first port, for resolvers that assign ports (slurm).
+  /// Number of workers, for resolvers that count roles from flags (jobset).
+  uint32_t workers = 1;
+  /// A host's first port, for resolvers that assign ports (slurm; jobset:
+  /// every pod's port).
   uint16_t port_base = 8888;
 };
 
 /// One way to learn the cluster. Adding one: an entry in
 /// cluster/spec/cluster_resolver.cpp.
 struct cluster_resolver {
-  /// The name `--cluster-resolver` takes ("tf_config", "slurm").
+  /// The name `--cluster-resolver` takes ("tf_config", "slurm", "jobset").
   const char* name;
   /// One line for --help.
   const char* description;

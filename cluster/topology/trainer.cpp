@@ -77,7 +77,10 @@ checkpoint_to_restore(const job_config& cfg, const train_options& opts,
   restore_dir = opts.restore_dir;
   if (opts.resume) {
     restore_dir = latest_checkpoint(cfg.checkpoint_dir);
-    if (restore_dir.empty())
+    if (restore_dir.empty() && opts.resume_if_any)
+      log::info("coordinator", -1, "--resume-if-any: no checkpoint in {} "
+                "yet: starting afresh", cfg.checkpoint_dir);
+    else if (restore_dir.empty())
       throw input_error(fmt::format("--resume: no checkpoint in {}",
                                     cfg.checkpoint_dir));
   }

@@ -247,9 +247,12 @@ TEST_CASE("host names expand the same with scontrol or without it",
   CHECK_THROWS_AS(slurm_hostnames("n[3-1]"), input_error);
 }
 
-TEST_CASE("the resolver registry names tf_config first and slurm", "[slurm]") {
+TEST_CASE("the resolver registry names tf_config first, slurm and jobset",
+          "[slurm]") {
   CHECK(cluster_resolver_names()
-        == std::vector<std::string>{"tf_config", "slurm"});
+        == std::vector<std::string>{"tf_config", "slurm", "jobset"});
+  REQUIRE(find_cluster_resolver("jobset") != nullptr);
+  CHECK(find_cluster_resolver("jobset")->assigns_roles);
   REQUIRE(find_cluster_resolver("slurm") != nullptr);
   CHECK(find_cluster_resolver("slurm")->assigns_roles);
   CHECK_FALSE(find_cluster_resolver("tf_config")->assigns_roles);
