@@ -136,7 +136,7 @@ int run_node(const std::vector<std::string>& args) {
   // exit_stopped; a ps or worker serves until the coordinator ends the job.
   actorps::stop_on_signals();
   return actorps::run_node(cmd.train.job, cmd.spec, *cmd.spec.task,
-                           cmd.train.options);
+                           cmd.train.options, cmd.join);
 }
 
 /// The path of this executable, for starting the nodes.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <thread>
+#include <optional>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -31,6 +33,7 @@
 #include "core/stream_ranges.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/seconds.hpp"
 #include "models/registry.hpp"
 
 namespace actorps {
@@ -162,6 +165,83 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   return by_itself ? opts.exit_status->load() : exit_stopped;
 }
 
+/// A worker that joins a running job (`--join`): nobody dials it, so it
+/// has no gate; it dials the coordinator's join desk at `where` (with TLS
+/// the desk's certificate must name the chief), enlists with its handshake,
+/// its node actor and `role_actor`, and then serves the closures the
+/// coordinator sends over that connection until the coordinator ends the
+/// job or it leaves (see wait_for_node).
+/// @throws input_error naming `where` when there is no job there (nothing
+///         listens within a few seconds) or it refuses this worker (another
+///         job, a certificate of another node, an index in service): a
+///         command to fix, not to retry.
+int join_running_job(caf::actor_system& sys, const job_config& cfg,
+                     handshake me, caf::actor role_actor,
+                     const host_port& where) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto index = static_cast<int>(me.index);
+  node_options opts;
+  opts.self = me;
+  opts.role_actor = caf::actor_cast<caf::strong_actor_ptr>(role_actor);
+  opts.join_timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
+  opts.exit_status = std::make_shared<std::atomic<int>>(1);
+  opts.peers = std::make_shared<peer_registry>();
+  auto node = spawn_node(sys, opts);
+  auto stop_all = [&] {
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(role_actor, caf::exit_reason::user_shutdown);
+  };
+  auto tls = node_tls();
+  node_identity expect{"chief", 0};
+  auto name = to_string(where);
+  dial_result r;
+  auto deadline = clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    r = dial(sys, where, std::chrono::seconds(2), tls.get(),
+             tls ? &expect : nullptr);
+    if (r.actor)
+      break;
+    if (!r.retryable || clock::now() >= deadline) {
+      stop_all();
+      throw input_error(fmt::format("--join {}: {}{}", name,
+                                    r.retryable ? "no running job there: "
+                                                : "",
+                                    r.error));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto hello = me;
+  hello.ticket = r.ticket; // binds the hello to this TLS connection
+  caf::scoped_actor self{sys};
+  caf::actor chief;
+  caf::error failure;
+  self
+    ->request(caf::actor_cast<caf::actor>(r.actor), std::chrono::seconds(30),
+              enlist_atom_v, hello, caf::actor_cast<caf::actor>(node),
+              role_actor)
+    .receive([&](caf::actor& watcher) { chief = std::move(watcher); },
+             [&](caf::error& err) { failure = std::move(err); });
+  if (failure || !chief) {
+    stop_all();
+    auto& ctx = failure.context();
+    throw input_error(fmt::format(
+      "--join {}: the coordinator refused worker {}: {}", name, index,
+      ctx.match_elements<std::string>() ? ctx.get_as<std::string>(0)
+                                        : sys.render(failure)));
+  }
+  self->send(node, enlist_atom_v, chief);
+  log::info("worker", index,
+            "joined the running job through the coordinator at {} ({:.2f} s "
+            "after the start of this process's join)",
+            name, seconds(clock::now() - t0));
+  auto by_itself = wait_for_node(
+    sys, caf::actor_cast<caf::actor>(node), "worker", index,
+    std::chrono::milliseconds(cfg.connect_timeout_ms));
+  stop_all();
+  return by_itself ? opts.exit_status->load() : exit_stopped;
+}
+
 int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
   // A ps needs the placement, so the model, so the data's schema (for
   // MovieLens the vocabularies, read from the export; no examples are kept).
@@ -199,7 +279,7 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
 }
 
 int run_worker(const job_config& given, const cluster_spec& spec,
-               uint32_t index) {
+               uint32_t index, const std::optional<host_port>& join) {
   auto cfg = given; // prefetch "auto" is on between processes
   resolve_prefetch(cfg, true);
   auto provider = open_dataset(cfg);
@@ -314,10 +394,15 @@ int run_worker(const job_config& given, const cluster_spec& spec,
       j[0].welcome.node.incarnation);
   };
   auto worker = spawn_worker(sys, std::move(opts));
-  auto status = serve(sys, cfg, std::move(me),
-                      caf::actor_cast<caf::actor>(worker), spec.worker[index],
-                      std::make_shared<peer_registry>(),
-                      dense_bytes_of(*layout), std::move(hooks));
+  int status = 0;
+  if (join)
+    status = join_running_job(sys, cfg, std::move(me),
+                              caf::actor_cast<caf::actor>(worker), *join);
+  else
+    status = serve(sys, cfg, std::move(me),
+                   caf::actor_cast<caf::actor>(worker), spec.worker[index],
+                   std::make_shared<peer_registry>(), dense_bytes_of(*layout),
+                   std::move(hooks));
   std::lock_guard<std::mutex> guard{links->mtx};
   for (auto& link : links->all)
     caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
@@ -327,7 +412,8 @@ int run_worker(const job_config& given, const cluster_spec& spec,
 } // namespace
 
 int run_node(const job_config& cfg, const cluster_spec& spec,
-             const task_id& task, const train_options& opts) {
+             const task_id& task, const train_options& opts,
+             const std::optional<host_port>& join) {
   if (cfg.workers != spec.worker.size() || cfg.ps != spec.ps.size())
     throw input_error(fmt::format(
       "the cluster spec has {} workers and {} ps, the job config {} and {}",
@@ -369,7 +455,7 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
   if (task.type == "ps")
     return run_ps(cfg, spec, task.index);
   if (task.type == "worker")
-    return run_worker(cfg, spec, task.index);
+    return run_worker(cfg, spec, task.index, join);
   throw input_error(fmt::format("task.type: \"{}\" nodes are not supported "
                                 "(chief, worker, ps, evaluator)",
                                 task.type));

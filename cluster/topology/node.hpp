@@ -1,5 +1,7 @@
 #pragma once
 
+#include <optional>
+
 #include "cluster/spec/cluster_spec.hpp"
 #include "cluster/topology/trainer.hpp"
 #include "core/job_config.hpp"
@@ -27,7 +29,12 @@ namespace actorps {
 /// @throws input_error for unusable input (data, a task the spec does not
 ///         have, a metrics port in use); runtime_failure if the address
 ///         cannot be bound or the parameter servers cannot be joined.
+/// With `join` (a worker only, `--join`): the worker joins the running job
+/// whose coordinator's join desk listens there, instead of waiting at its
+/// own address to be dialed (its index is past the spec's workers);
+/// input_error (exit 2) when there is no job there or it refuses.
 int run_node(const job_config& cfg, const cluster_spec& spec,
-             const task_id& task, const train_options& opts);
+             const task_id& task, const train_options& opts,
+             const std::optional<host_port>& join = std::nullopt);
 
 } // namespace actorps

@@ -257,6 +257,24 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
                  st.opts.join_timeout.count() / 1000.0);
       stop(self, exit_retryable); // another attempt may find one
     },
+    [=](enlist_atom, caf::actor& chief) {
+      auto& st = self->state;
+      auto& sender = self->current_sender();
+      if (!sender || sender->node() != self->node() || !chief) {
+        log::warn(role, index, "refused an enlist from {}: only this process "
+                  "may say which coordinator it joined",
+                  sender_of(self));
+        return;
+      }
+      if (st.chief)
+        self->demonitor(st.chief);
+      st.chief = chief.address();
+      st.chief_actor = chief;
+      st.joined = true;
+      self->monitor(chief);
+      if (auto& peers = st.opts.peers)
+        peers->admit(chief.node(), peer_identity{"chief", 0, 0});
+    },
     [=](leave_atom) -> caf::result<uint32_t> {
       auto& st = self->state;
       auto& sender = self->current_sender();

@@ -70,7 +70,12 @@ using node_actor = caf::typed_actor<
   // joined, or the coordinator refused or did not answer within
   // `join_timeout` (the node then serves on); errc::not_authorized from
   // another process.
-  caf::replies_to<leave_atom>::with<uint32_t>>;
+  caf::replies_to<leave_atom>::with<uint32_t>,
+  // A worker that joined a running job through the coordinator's join desk
+  // (it dialed the coordinator; nobody dials it): `chief` (the watcher the
+  // desk answered with) is this node's coordinator from now on, as if it
+  // had said hello. From this process only; logged and dropped otherwise.
+  caf::reacts_to<enlist_atom, caf::actor>>;
 
 // exit_job_failed (3), the status of a node the coordinator stopped at the
 // end of a failed job, lives in core/exit_codes.hpp with the other codes:

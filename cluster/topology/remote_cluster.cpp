@@ -17,6 +17,7 @@
 
 #include "cluster/topology/node_actor.hpp"
 #include "cluster/topology/remote_watcher.hpp"
+#include "cluster/net/authorization.hpp"
 #include "cluster/net/gate.hpp"
 #include "cluster/net/tls.hpp"
 #include "cluster/services/checkpointer.hpp"
@@ -286,10 +287,38 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued,
                                                        base + 1);
+  // Workers may join a job whose examples the coordinator hands out: its
+  // join desk listens at the coordinator's address (only then: a job of
+  // static slices binds nothing new). Not fatal if it cannot.
+  if (cfg.sharding == "dynamic" && cfg.stream_dir.empty()
+      && !spec.chief.empty()) {
+    desk_ = spawn_join_desk(sys, mine, watcher_);
+    uint64_t dense_bytes = 0;
+    for (auto n : layout_->ps_sizes)
+      dense_bytes += n * sizeof(float);
+    try {
+      door_ = std::make_unique<gate>(
+        sys, spec.chief[0], caf::actor_cast<caf::strong_actor_ptr>(desk_),
+        std::set<std::string>{}, "coordinator", node_tls(),
+        gate::data_handler{},
+        [dense_bytes](const std::optional<node_identity>& peer) {
+          return basp_limits_for(peer, dense_bytes);
+        });
+      log::info("coordinator", -1, "workers may join this job at {} "
+                "(actorps node --role worker --join {})",
+                to_string(spec.chief[0]), to_string(spec.chief[0]));
+    } catch (const std::exception& e) {
+      log::warn("coordinator", -1, "no worker can join this job: {}",
+                e.what());
+    }
+  }
 }
 
 remote_cluster::~remote_cluster() {
   int status = std::uncaught_exceptions() > 0 ? 1 : 0;
+  door_.reset(); // no more joins
+  if (desk_)
+    caf::anon_send_exit(desk_, caf::exit_reason::user_shutdown);
   coordinator_.reset();
   caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
   caf::anon_send(watcher_, shutdown_atom_v);
@@ -306,12 +335,14 @@ remote_cluster::~remote_cluster() {
   caf::scoped_actor self{sys_};
   for (bool servers : {false, true}) {
     size_t told = 0;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (i < members_.size() && (members_[i].role == "ps") == servers
-          && nodes[i]) { // a worker that left is gone
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      // Past the members: workers that joined the running job.
+      bool ps = i < members_.size() && members_[i].role == "ps";
+      if (ps == servers && nodes[i]) { // a worker that left is gone
         self->send(nodes[i], shutdown_atom_v, static_cast<int32_t>(status));
         ++told;
       }
+    }
     size_t answered = 0;
     bool waiting = true;
     self->receive_while([&] { return waiting && answered < told; })(

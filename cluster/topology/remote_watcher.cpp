@@ -11,6 +11,8 @@
 #include "caf/stateful_actor.hpp"
 
 #include "actors/dispatcher_actor.hpp"
+#include "cluster/net/handshake.hpp"
+#include "cluster/net/tls.hpp"
 #include "cluster/topology/remote_cluster.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -196,6 +198,55 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
                          slot);
     },
     [=](rejoin_atom, uint64_t slot) { try_rejoin(slot); },
+    [=](enlist_atom, handshake& peer, caf::actor& node,
+        caf::actor& worker) -> caf::result<caf::actor> {
+      auto& st = self->state;
+      auto& sender = self->current_sender();
+      if (!sender || sender->node() != self->node())
+        return caf::make_error(errc::handshake_refused,
+                               "a join goes through the join desk");
+      if (st.closing || !st.dispatcher)
+        return caf::make_error(errc::handshake_refused,
+                               "the job is ending");
+      for (auto& n : st.nodes)
+        if (n.role == "worker" && n.index == peer.index && !n.lost)
+          return caf::make_error(errc::handshake_refused,
+                                 fmt::format("worker {} is in the job",
+                                             peer.index));
+      auto slot = st.nodes.size();
+      watched_node n;
+      n.node = node;
+      n.name = "worker" + std::to_string(peer.index);
+      n.role = "worker";
+      n.index = peer.index;
+      n.last_answer = steady_clock::now();
+      self->monitor(node);
+      st.nodes.push_back(std::move(n));
+      {
+        std::lock_guard<std::mutex> guard{table->mtx};
+        table->nodes.resize(slot);
+        table->incarnations.resize(slot);
+        table->nodes.push_back(node);
+        table->incarnations.push_back(peer.incarnation);
+      }
+      auto rp = self->make_response_promise<caf::actor>();
+      self
+        ->request(st.dispatcher, std::chrono::seconds(10), enlist_atom_v,
+                  peer.index, caf::actor_cast<worker_actor>(worker))
+        .then(
+          [=](uint32_t in_service) mutable {
+            log::info("coordinator", -1, "worker{} joined the running job; "
+                      "{} worker(s) in service",
+                      peer.index, in_service);
+            rp.deliver(caf::actor{self});
+          },
+          [=](caf::error& err) mutable {
+            self->state.nodes[slot].lost = true;
+            rp.deliver(caf::make_error(errc::handshake_refused,
+                                       self->system().render(err)));
+          });
+      return rp;
+    },
     [=](leave_atom, uint32_t index) -> caf::result<uint32_t> {
       auto& st = self->state;
       auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
@@ -250,7 +301,44 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
   };
 }
 
+/// See spawn_join_desk.
+caf::behavior join_desk(caf::event_based_actor* self, handshake mine,
+                        caf::actor watcher) {
+  return {
+    [=](enlist_atom, handshake& peer, caf::actor& node,
+        caf::actor& worker) -> caf::result<caf::actor> {
+      auto refuse = [&](const std::string& why) {
+        log::warn("coordinator", -1, "refused {} {} joining the job: {}",
+                  peer.role, peer.index, why);
+        return caf::make_error(errc::handshake_refused, why);
+      };
+      if (peer.role != "worker")
+        return refuse("only a worker joins a running job");
+      if (!node || !worker)
+        return refuse("a join names the worker's node and worker actors");
+      if (auto tls = node_tls())
+        if (auto why = tls->redeem(peer.ticket,
+                                   node_identity{peer.role, peer.index});
+            !why.empty())
+          return refuse(why);
+      if (auto diffs = handshake_differences(mine, peer); !diffs.empty())
+        return refuse(join_lines(diffs));
+      auto rp = self->make_response_promise<caf::actor>();
+      self->request(watcher, std::chrono::seconds(30), enlist_atom_v, peer,
+                    node, worker)
+        .then([=](caf::actor& w) mutable { rp.deliver(w); },
+              [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+  };
+}
+
 } // namespace
+
+caf::actor spawn_join_desk(caf::actor_system& sys, handshake mine,
+                           caf::actor watcher) {
+  return sys.spawn(join_desk, std::move(mine), std::move(watcher));
+}
 
 caf::actor spawn_remote_watcher(caf::actor_system& sys,
                                 std::chrono::milliseconds interval,

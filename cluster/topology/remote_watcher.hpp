@@ -48,12 +48,31 @@ struct node_table;
 /// Messages: (caf::actor node, std::string name, std::string role, uint32_t
 /// index) watches a joined node; (dispatcher_actor) is the dispatcher to
 /// tell; (leave_atom, uint32_t index) -> uint32_t as above;
-/// (shutdown_atom) stops reacting to losses (the job ends).
+/// (enlist_atom, handshake, caf::actor node, caf::actor worker) ->
+/// caf::actor: a worker that joins the running job, from the join desk
+/// (this process only; see spawn_join_desk): watched, added to the node
+/// table and enlisted with the dispatcher; replies with the watcher, the
+/// worker node's coordinator from then on (errc::handshake_refused if that
+/// index is in the job); (shutdown_atom) stops reacting to losses (the job
+/// ends).
 caf::actor spawn_remote_watcher(caf::actor_system& sys,
                                 std::chrono::milliseconds interval,
                                 std::chrono::milliseconds timeout,
                                 std::vector<cluster_member> members,
                                 handshake mine,
                                 std::shared_ptr<node_table> table);
+
+/// The coordinator's join desk: the actor its gate publishes at the
+/// coordinator's address (the spec's chief) for workers that join a running
+/// job (`actorps node --role worker --join ADDRESS`). It checks a joiner as
+/// a node checks a coordinator's hello: with TLS the hello's ticket must be
+/// the one the gate issued for a certificate naming that worker; the job
+/// (fingerprint, protocol, build) must be `mine`'s; only a worker joins.
+/// Then it asks `watcher` to take the worker.
+/// Message: (enlist_atom, handshake, caf::actor node, caf::actor worker) ->
+/// caf::actor (the watcher). Errors: errc::handshake_refused with the
+/// reason.
+caf::actor spawn_join_desk(caf::actor_system& sys, handshake mine,
+                           caf::actor watcher);
 
 } // namespace actorps
