@@ -2,7 +2,7 @@
 # Workers joining and leaving a running job with dynamic data shards, and the
 # exit code of each failure class (docs/reference/exit-codes.md).
 # usage: elastic_test.sh ACTORPS_BINARY SOURCE_DIR CASE
-# CASE: events | leave | exit_codes
+# CASE: events | leave | join | exit_codes
 set -u
 bin=$1
 src=$2
@@ -138,6 +138,81 @@ case_leave() {
     ok "worker1 left on SIGTERM (gone within $((i / 10)).$((i % 10)) s, exit 0), the job exit 0: $line"
   else
     bad "leave: job exit $status, worker1 gone: $gone, re-executed '$reexec': $(grep -E 'worker1|left|lost|closures|data:|exited' "$tmp/l.log" | tail -12)"
+  fi
+}
+
+case_join() {
+  # Under launch (2 ps, 2 workers, certificates for 3): worker 2 joins the
+  # running job with `actorps node --join` at the coordinator's address,
+  # takes closures, and ends with the job (exit 0); each example once per
+  # epoch. Bad joins are refused with exit 2 while the job goes on.
+  "$bin" certs --ps 2 --workers 3 --out "$tmp/certs" >/dev/null 2>&1
+  "$bin" certs --ps 2 --workers 3 --out "$tmp/other" >/dev/null 2>&1
+  local job=("${short[@]}" --train-limit 12800 --epochs 40 --sharding dynamic)
+  "$bin" launch "${job[@]}" --workers 2 --ps 2 --tls "$tmp/certs" \
+    >"$tmp/j.log" 2>&1 &
+  local launcher=$!
+  pids+=($launcher)
+  if ! wait_for_line "$tmp/j.log" "epoch   1/40" 60; then
+    bad "join: no first epoch: $(tail -5 "$tmp/j.log")"
+    return
+  fi
+  local spec chief rc
+  spec=$(grep -o 'cluster spec .*' "$tmp/j.log" | awk '{print $3}')
+  chief=$(grep -o '"chief":\["[^"]*"' "$spec" | cut -d'"' -f4)
+  node=("$bin" node --role worker --cluster "$spec" "${job[@]}")
+  # The good join first: command to the worker in service.
+  local t0 t1
+  t0=$(date +%s.%N)
+  "${node[@]}" --index 2 --join "$chief" --tls "$tmp/certs" >"$tmp/w2.log" 2>&1 &
+  local joiner=$!
+  pids+=($joiner)
+  if wait_for_line "$tmp/j.log" "worker2 joined the running job" 30; then
+    t1=$(date +%s.%N)
+    ok "worker 2 joined $(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.2f", a - b }') s after its command"
+  else
+    bad "worker 2 did not join: $(tail -3 "$tmp/w2.log")"
+  fi
+  # Refused, each with exit 2, while the job goes on: another CA's
+  # certificate, worker0's certificate claiming worker 3, an index of the
+  # spec, an index in service, an address where no job runs.
+  mkdir -p "$tmp/wrong"
+  cp "$tmp/certs/ca.pem" "$tmp/wrong/"
+  cp "$tmp/certs/worker0.pem" "$tmp/wrong/worker2.pem"
+  cp "$tmp/certs/worker0.key" "$tmp/wrong/worker2.key"
+  local cases=("other|2|--tls $tmp/other --join $chief|certificate"
+               "wrong|2|--tls $tmp/wrong --join $chief|names worker0"
+               "spec|1|--tls $tmp/certs --join $chief|is in .* already"
+               "twice|2|--tls $tmp/certs --join $chief|worker 2 is in the job"
+               "none|2|--tls $tmp/certs --join 127.0.0.1:1|no running job there")
+  local c name idx args expect
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name idx args expect <<<"$c"
+    read -r -a argv <<<"$args"
+    timeout 30 "${node[@]}" --index "$idx" "${argv[@]}" >"$tmp/$name.log" 2>&1 &
+    pids+=($!)
+    echo $! >"$tmp/$name.pid"
+  done
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name idx args expect <<<"$c"
+    wait "$(cat "$tmp/$name.pid")"
+    rc=$?
+    if [[ $rc == 2 ]] && grep -q -- "$expect" "$tmp/$name.log"; then
+      ok "join refused ($name): exit 2: $(grep -o 'error: .*' "$tmp/$name.log" | cut -c1-140)"
+    else
+      bad "join $name: exit $rc, expected 2 and '$expect': $(tail -2 "$tmp/$name.log")"
+    fi
+  done
+  wait_exit "$launcher" 90
+  local job_status=$status
+  wait_exit "$joiner" 30
+  local line
+  line=$(once_per_epoch "$tmp/j.log")
+  if [[ $job_status == 0 && $status == 0 ]] && once_per_epoch "$tmp/j.log" >/dev/null \
+     && grep -q 'worker 2: shm\|worker 2: tcp' "$tmp/j.log"; then
+    ok "the job with worker 2 exit 0, worker 2 exit 0 and ran closures: $line"
+  else
+    bad "join: job exit $job_status, worker 2 exit $status: $(grep -E 'worker2|worker 2|data:|closures|failed' "$tmp/j.log" | tail -8)"
   fi
 }
 

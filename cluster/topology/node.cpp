@@ -304,8 +304,19 @@ int run_worker(const job_config& given, const cluster_spec& spec,
   std::vector<cluster_member> servers;
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     servers.push_back({"ps", p, spec.ps[p]});
-  auto joined = join_members(sys, servers, me, caf::actor{},
-                             std::chrono::milliseconds(cfg.connect_timeout_ms));
+  std::vector<joined_member> joined;
+  try {
+    joined = join_members(sys, servers, me, caf::actor{},
+                          std::chrono::milliseconds(cfg.connect_timeout_ms));
+  } catch (const transient_failure&) {
+    throw;
+  } catch (const runtime_failure& e) {
+    if (!join)
+      throw;
+    // A worker joining a running job that its servers refuse: the command
+    // is wrong (certificate, job), not the job.
+    throw input_error(fmt::format("--join: {}", e.what()));
+  }
   auto opts = wire_options_of(cfg, *layout);
   if (ranges)
     opts.ranges = ranges;
