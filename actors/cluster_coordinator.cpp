@@ -60,6 +60,7 @@ bool detail::closure_state::count(const caf::error* err,
     if (!t.has_error) {
       t.has_error = true;
       t.error_text = err_text;
+      t.error_transient = *err == errc::ps_lost || *err == errc::no_workers;
     }
   }
   // Only what a waiter waits for wakes it (cluster_coordinator's schedule,
@@ -161,6 +162,8 @@ void cluster_coordinator::raise_pending_error() {
   // longer cancels them.
   ++t.epoch;
   t.cv.notify_all();
+  if (t.error_transient)
+    throw transient_failure(std::move(t.error_text));
   throw runtime_failure(std::move(t.error_text));
 }
 

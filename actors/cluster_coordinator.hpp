@@ -87,6 +87,9 @@ struct closure_tracker {
   /// The first error since the last one raised (has_error), and its text.
   bool has_error = false;
   std::string error_text;
+  /// Whether that error is a node lost and not recovered (errc::ps_lost,
+  /// errc::no_workers): raised as a transient_failure.
+  bool error_transient = false;
   /// Errors raised so far (the epoch of the next closure).
   uint64_t epoch = 0;
   uint64_t next_id = 1;
@@ -208,7 +211,9 @@ public:
   remote_value schedule(const std::string& function, data_range range);
 
   /// Blocks until every scheduled closure is done.
-  /// @throws runtime_failure with the first error of a closure (once).
+  /// @throws runtime_failure with the first error of a closure (once); a
+  ///         transient_failure when it is a node lost and not recovered
+  ///         (errc::ps_lost, errc::no_workers).
   void join();
 
   /// Like join(), but returns false if `timeout` passes first (and throws

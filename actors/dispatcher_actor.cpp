@@ -106,7 +106,10 @@ void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
   slot.lost_reason = why;
   st.idle.erase(std::remove(st.idle.begin(), st.idle.end(), w),
                 st.idle.end());
-  plan_restart(self, w);
+  if (slot.leaving)
+    leave_failed(self, w); // it was going anyway: not started again
+  else
+    plan_restart(self, w);
   auto held = std::move(slot.running);
   slot.running.clear();
   if (!held.empty()) {
@@ -123,13 +126,6 @@ void lose_worker(dispatcher_ptr self, uint32_t w, const std::string& why) {
     log::warn("dispatcher", -1, "worker {} lost ({}); {} worker(s) left", w,
               why, st.alive_count);
   }
-}
-
-/// Worker `w` finished a closure: its place takes another, unless the
-/// worker sits out a back-off (the back-off's end gives its places back).
-void free_place(dispatcher_state& st, uint32_t w) {
-  if (!st.workers[w].benched)
-    st.idle.push_back(w);
 }
 
 /// Whether a closure error means "the worker is gone, run it elsewhere".
@@ -221,9 +217,10 @@ void on_error(dispatcher_ptr self, uint32_t w, const closure_ptr& c,
     if (!st.workers[w].benched)
       bench(self, w, g, self->system().render(err));
     enqueue(self, c, true);
+    free_place(self, w); // benched: no place back (a leaving one may go)
     return;
   }
-  free_place(st, w);
+  free_place(self, w);
   if (err == errc::stale_view) {
     // The worker used an old route (a failover it has not heard of yet).
     send_routes(self, w);
@@ -285,9 +282,11 @@ void dispatch(dispatcher_ptr self) {
           slot.strikes = 0;
           slot.position = data_position{r.data_epoch, r.data_offset};
           slot.has_position = true;
+          if (slot.leaving)
+            ++slot.finished_leaving;
           c->complete(&r, nullptr);
           maybe_prune(self, *c);
-          free_place(st, w);
+          free_place(self, w);
           dispatch(self);
         },
         [=](caf::error& err) {
@@ -308,6 +307,7 @@ void admit(dispatcher_ptr self, uint32_t w, worker_actor worker) {
   auto& slot = st.workers[w];
   slot.strikes = 0;
   slot.benched = false;
+  slot.leaving = false;
   slot.actor = std::move(worker);
   self->monitor(slot.actor);
   slot.alive = true;
@@ -436,7 +436,7 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
         return;
       auto& slot = st.workers[w];
       slot.benched = false;
-      if (slot.alive) {
+      if (slot.alive && !slot.leaving) {
         auto places = slot.running.size()
                       + std::count(st.idle.begin(), st.idle.end(), w);
         for (auto i = places; i < st.per_worker; ++i)
@@ -503,6 +503,10 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
     [=](ps_lost_atom, uint32_t p) {
       server_lost(self, p, "reported by the watcher");
     },
+    [=](enlist_atom, uint32_t w, worker_actor& worker) {
+      return enlist_worker(self, w, std::move(worker));
+    },
+    [=](leave_atom, uint32_t w) { return begin_leave(self, w); },
   };
 }
 

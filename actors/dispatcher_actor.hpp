@@ -99,7 +99,24 @@ using dispatcher_actor = caf::typed_actor<
   caf::replies_to<route_atom>::with<std::vector<group_route>>,
   // Parameter server `index` is lost (found by other means, e.g. a remote
   // node's silence): recover it as when its actor goes down.
-  caf::reacts_to<ps_lost_atom, uint32_t>>;
+  caf::reacts_to<ps_lost_atom, uint32_t>,
+  // Worker `index` joins the running job as `worker` (an index past every
+  // other, or one that left or was lost before): it is watched, learns the
+  // routes and takes closures. With dynamic data shards it takes ranges
+  // from the queue like any other.
+  // Replies with the number of workers in service then.
+  // Errors: errc::shape_mismatch if a worker of that index is in service.
+  caf::replies_to<enlist_atom, uint32_t, worker_actor>::with<uint32_t>,
+  // Worker `index` leaves gracefully (scaled down, or its process got
+  // SIGTERM): it gets no closure from now on, finishes the ones it holds
+  // (their pushes applied as usual), and then leaves service without being
+  // counted lost (nothing re-queued or re-executed, no restart; its actor
+  // is no longer watched). Replies, once it holds no closure, with the
+  // closures it finished after the request. A worker lost before it is
+  // done is lost as usual (its closures go back to the queue) and the
+  // reply is the error errc::no_workers.
+  // Errors: errc::no_workers if no worker of that index is in service.
+  caf::replies_to<leave_atom, uint32_t>::with<uint32_t>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
 /// @throws std::exception if it cannot (logged; counts as a restart).

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "caf/stateful_actor.hpp"
+#include "caf/typed_response_promise.hpp"
 #include "caf/typed_event_based_actor.hpp"
 
 #include "actors/cluster_coordinator.hpp"
@@ -66,6 +67,12 @@ struct worker_slot {
   /// one (a restarted worker process is moved there).
   data_position position;
   bool has_position = false;
+  /// Leaving gracefully (leave_atom): no new closure; when it holds none,
+  /// it leaves service and `farewell` gets the closures it finished since
+  /// (`finished_leaving`).
+  bool leaving = false;
+  uint32_t finished_leaving = 0;
+  caf::typed_response_promise<uint32_t> farewell;
 };
 
 /// What the dispatcher keeps for one parameter server (slot p is server
@@ -163,6 +170,27 @@ void dispatch(dispatcher_ptr self);
 
 /// Fails every queued, running and later closure with `reason`.
 void fail_job(dispatcher_ptr self, const caf::error& reason);
+
+// -- dispatcher_members.cpp ---------------------------------------------------------
+
+/// Worker `w` joins as `worker` (enlist_atom). Returns the workers in
+/// service then, or an error if that index is in service.
+caf::result<uint32_t> enlist_worker(dispatcher_ptr self, uint32_t w,
+                                    worker_actor worker);
+
+/// Worker `w` is asked to leave gracefully (leave_atom).
+caf::result<uint32_t> begin_leave(dispatcher_ptr self, uint32_t w);
+
+/// Worker `w` holds one closure less (finished or failed without being
+/// lost): gives its place back, or, leaving and holding none, lets it go.
+void free_place(dispatcher_ptr self, uint32_t w);
+
+/// A leaving worker `w` was lost before it was done: its promise fails.
+void leave_failed(dispatcher_ptr self, uint32_t w);
+
+/// Worker `w` is back in service as `worker`: watched, routes sent, its
+/// places idle (admit, in dispatcher_actor.cpp).
+void admit(dispatcher_ptr self, uint32_t w, worker_actor worker);
 
 // -- dispatcher_servers.cpp --------------------------------------------------------
 

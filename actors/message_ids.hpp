@@ -113,4 +113,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, frames_atom, "frames")
   // time for a data channel's end to check whether it has been idle
   CAF_ADD_ATOM(actorps, actorps, idle_atom, "idle")
+  // a worker joins a running job (a new index): it takes closures from now
+  CAF_ADD_ATOM(actorps, actorps, enlist_atom, "enlist")
+  // a worker leaves gracefully: it finishes what it holds, then goes
+  CAF_ADD_ATOM(actorps, actorps, leave_atom, "leave")
 CAF_END_TYPE_ID_BLOCK(actorps)

@@ -431,7 +431,7 @@ typename Inspector::result_type inspect(Inspector& f, group_route& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, data_range& x) {
   return f(caf::meta::type_name("actorps::data_range"), x.part, x.name,
-           x.begin, x.end);
+           x.begin, x.end, x.progressive);
 }
 
 /// dispatcher -> worker: run step function `function` as closure `id`, on

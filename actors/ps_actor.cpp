@@ -365,7 +365,10 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       auto& r = **found;
       if (r.dense_shards == 0 && r.tables.empty())
         return caf::make_error(errc::no_shards, st.opts.index);
-      if (req.worker != no_worker && req.worker >= r.worker_clock.size())
+      // Under sync and ssp the servers count each worker's pushes; async
+      // serves any worker, also one that joined the running job.
+      if (st.opts.mode != consistency::async && req.worker != no_worker
+          && req.worker >= r.worker_clock.size())
         return caf::make_error(errc::unknown_worker, req.worker,
                                r.worker_clock.size());
       if (auto err = check_tables(r, req.tables, false, st.opts.index))

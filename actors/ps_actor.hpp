@@ -41,7 +41,8 @@ using ps_actor = caf::typed_actor<
   // the slowest worker.
   // Errors: errc::no_shards before the first create; errc::unknown_group;
   // errc::stale_view (not the group's primary at that view);
-  // errc::unknown_worker; errc::unknown_variable for a shard id the group
+  // errc::unknown_worker (sync, ssp: an index past the job's workers);
+  // errc::unknown_variable for a shard id the group
   // does not hold; errc::key_out_of_range (variable, key) for a key outside
   // a table's vocabulary. On error nothing is created.
   caf::replies_to<pull_atom, pull_request>::with<pull_reply>,

@@ -290,7 +290,8 @@ void compute(worker_ptr self) {
   // Progressive evaluation of a closure with a data range: the model adds
   // each example's score, from the values pulled before this update.
   eval_accumulator predictions;
-  auto progressive = !st.queue.front().req.range.empty();
+  auto& range = st.queue.front().req.range;
+  auto progressive = !range.empty() && range.progressive;
   st.ws->predictions = progressive ? &predictions : nullptr;
   try {
     st.result.loss = st.step->compute(*st.opts.net, in, st.batch,

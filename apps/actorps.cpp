@@ -10,9 +10,12 @@
 //   srun -n 5 actorps node --cluster-resolver slurm --ps 2 --config ...
 //   actorps launch --launcher slurm --ps 2 --workers 2 ...   (in sbatch)
 //
-// Exit status: 0 on success, 2 for unusable input (config, flags, data files),
-// 1 when training fails at run time, 75 (exit_stopped) when SIGTERM stopped
-// the coordinator after it wrote a checkpoint (143 without checkpoint_dir).
+// Exit status (core/exit_codes.hpp, docs/reference/exit-codes.md): 0 on
+// success, 2 for unusable input (config, flags, data files), 1 when training
+// fails in a way a retry would repeat (a step error), 128 when a node was
+// lost and not recovered or not reached (a retry may help), 75 when SIGTERM
+// stopped the coordinator after it wrote a checkpoint (143 without
+// checkpoint_dir), 3 for a ps or worker of a job that failed.
 
 #include <cstdio>
 #include <cstdlib>
@@ -141,7 +144,7 @@ int run_node(const std::vector<std::string>& args) {
   // exit_stopped; a ps or worker serves until the coordinator ends the job.
   actorps::stop_on_signals();
   return actorps::run_node(cmd.train.job, cmd.spec, *cmd.spec.task,
-                           cmd.train.options);
+                           cmd.train.options, cmd.join);
 }
 
 /// The path of this executable, for starting the nodes.
@@ -360,13 +363,16 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const actorps::input_error& e) {
     fmt::print(stderr, "actorps: error: {}\n", e.what());
-    return 2;
+    return actorps::exit_bad_input;
+  } catch (const actorps::transient_failure& e) {
+    fmt::print(stderr, "actorps: failed (a retry may help): {}\n", e.what());
+    return actorps::exit_retryable;
   } catch (const actorps::stopped_on_request& e) {
     fmt::print(stderr, "actorps: {}\n", e.what());
     // Resumable only with a checkpoint; without one, as if SIGTERM killed it.
     return e.checkpoint_dir().empty() ? 128 + SIGTERM : actorps::exit_stopped;
   } catch (const std::exception& e) {
     fmt::print(stderr, "actorps: failed: {}\n", e.what());
-    return 1;
+    return actorps::exit_failed;
   }
 }

@@ -243,6 +243,9 @@ flags; the spec decides the numbers of workers and ps.
                          (sidecar: evaluates each new checkpoint in
                          --checkpoint-dir, writes --metrics-out)
   --index I              position in the role's address list (default 0)
+  --join HOST:PORT       a worker joins a running job (--sharding dynamic)
+                         through its coordinator at HOST:PORT (the spec's
+                         chief address); --index past the spec's workers
   --cluster FILE         cluster spec file (default: $TF_CONFIG)
   --cluster-resolver R   where the spec comes from instead: tf_config
                          ($TF_CONFIG, as Kubeflow's TFJob sets it) or slurm
@@ -405,7 +408,8 @@ node_command parse_node_args(const std::vector<std::string>& args) {
      {"--cluster", true},
      {"--cluster-resolver", true},
      {"--port-base", true},
-     {"--cpu-set", true}},
+     {"--cpu-set", true},
+     {"--join", true}},
     extras);
   if (cmd.train.help)
     return cmd;
@@ -426,6 +430,26 @@ node_command parse_node_args(const std::vector<std::string>& args) {
       port_base = static_cast<uint16_t>(to_count(flag, value, 1, 65535));
     else if (flag == "--cpu-set")
       cmd.cpus = parse_cpu_list(value, flag);
+    else if (flag == "--join")
+      try {
+        cmd.join = parse_host_port(value);
+      } catch (const input_error& e) {
+        throw input_error(fmt::format("--join: {}", e.what()));
+      }
+  }
+  // A worker that joins a running job has an index past the spec's
+  // workers: the spec is checked without it.
+  std::optional<uint32_t> joining;
+  if (cmd.join) {
+    if (role != "worker")
+      throw input_error("--join: only a worker joins a running job (--role "
+                        "worker)");
+    if (!index)
+      throw input_error("--join: give the new worker's --index (its "
+                        "certificate names it: past the spec's workers)");
+    joining = index;
+    index.reset();
+    role.clear();
   }
   auto source = resolve_node_spec(cmd, file, role, index, port_base);
   if (role == "coordinator")
@@ -435,11 +459,23 @@ node_command parse_node_args(const std::vector<std::string>& args) {
       throw input_error("--index: needs --role as well");
     cmd.spec.task = task_id{role, index.value_or(0)};
   }
-  if (!cmd.spec.task)
+  if (!cmd.spec.task && !joining)
     throw input_error(fmt::format("{}: no task: give --role and --index, or "
                                   "\"task\" in the spec",
                                   source));
   validate(cmd.spec, source);
+  if (joining) {
+    if (*joining < cmd.spec.worker.size())
+      throw input_error(fmt::format("--join: worker {} is in {} already; a "
+                                    "worker that joins takes an index from "
+                                    "{} on",
+                                    *joining, source,
+                                    cmd.spec.worker.size()));
+    cmd.spec.task = task_id{"worker", *joining};
+    if (cmd.train.job.sharding != "dynamic")
+      throw input_error("--join: a worker joins a job with dynamic data "
+                        "shards (--sharding dynamic)");
+  }
   auto& job = cmd.train.job;
   auto has = [&](const char* flag) {
     auto& f = cmd.train.explicit_flags;

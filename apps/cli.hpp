@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct node_command {
   /// --cpu-set LIST: the CPUs this node's threads may run on (empty: as
   /// started; core/cpu_affinity.hpp).
   std::vector<int> cpus;
+  /// --join HOST:PORT: a worker joining a running job through its
+  /// coordinator at that address (its index past the spec's workers).
+  std::optional<host_port> join;
 };
 
 /// A parsed `actorps launch` command line: the job flags of `train` plus

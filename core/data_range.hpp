@@ -16,13 +16,20 @@ namespace actorps {
 struct example_batch;
 
 /// Rows [begin, end) of one part of a stream (core/stream_source.hpp): the
-/// part's index in the stream and its file name in the stream's folder.
+/// part's index in the stream and its file name in the stream's folder; or
+/// of a fixed dataset's epoch (dynamic data shards, core/dataset_ranges.hpp):
+/// `part` is the epoch (0-based), `name` empty, and the rows are positions
+/// in that epoch's order of the training split.
 /// Empty (end <= begin): the worker's own source.
 struct data_range {
   uint64_t part = 0;
   std::string name;
   uint64_t begin = 0;
   uint64_t end = 0;
+  /// Progressive evaluation (a stream's "test, then train"): the worker
+  /// scores each example with the values pulled before its update and
+  /// returns the scores with the step's result.
+  bool progressive = true;
 
   bool empty() const noexcept {
     return end <= begin;

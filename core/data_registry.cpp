@@ -19,6 +19,10 @@ data_provider::~data_provider() {
   // nop
 }
 
+std::shared_ptr<range_reader> data_provider::train_ranges(uint64_t) {
+  return nullptr;
+}
+
 namespace {
 
 /// The built-in datasets: one line per dataset; each opener lives beside

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/data_range.hpp"
 #include "core/dataset.hpp"
 
 namespace actorps {
@@ -39,6 +40,15 @@ public:
 
   /// The test split.
   virtual std::shared_ptr<const dataset> test_set() = 0;
+
+  /// Dynamic data shards (data.sharding dynamic, core/dataset_ranges.hpp):
+  /// a reader of any range of the whole training split, range r being the
+  /// positions [r.begin, r.end) of epoch r.part's order of the split
+  /// (shuffled with `seed`), the same in every process. A worker process
+  /// then holds the whole split, not 1/workers of it. Null (the default):
+  /// the dataset cannot be read so (the job refuses dynamic shards).
+  /// @throws input_error for unreadable data.
+  virtual std::shared_ptr<range_reader> train_ranges(uint64_t seed);
 
   /// Where the data comes from, for messages ("fashion_mnist from DIR").
   virtual std::string describe() const = 0;

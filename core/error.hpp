@@ -18,13 +18,23 @@ public:
 };
 
 /// Raised when training itself fails at run time (a closure error, a lost
-/// actor). Apps exit 1 on it.
+/// actor). Apps exit 1 (exit_failed) on it, exit_retryable on a
+/// transient_failure.
 class runtime_failure : public std::runtime_error {
 public:
   explicit runtime_failure(const std::string& what)
     : std::runtime_error(what) {
     // nop
   }
+};
+
+/// A run-time failure that another attempt of the job may not meet: a node
+/// lost and not recovered (errc::ps_lost, errc::no_workers), nodes not
+/// reached in time. Apps exit with exit_retryable (core/exit_codes.hpp), which
+/// cluster managers that retry only codes >= 128 retry.
+class transient_failure : public runtime_failure {
+public:
+  using runtime_failure::runtime_failure;
 };
 
 /// Returns the whole content of the file at `path`.

@@ -14,7 +14,8 @@ fault_spec parse_fault(const std::string& text) {
     return input_error(fmt::format("--fault \"{}\": {} (expected ACTION:ROLE:"
                                    "INDEX@STEP[:SECONDS], e.g. kill:worker:1@40 "
                                    "or stop:ps:0@100:2.5, or drop:ps:10%@50, "
-                                   "delay:ps:20%@50:0.05)",
+                                   "delay:ps:20%@50:0.05, join:worker@80, "
+                                   "leave:worker:1@120)",
                                    text, why));
   };
   auto at = text.find('@');
@@ -22,6 +23,8 @@ fault_spec parse_fault(const std::string& text) {
     throw bad("no @STEP");
   auto head = text.substr(0, at);
   auto tail = text.substr(at + 1);
+  if (head == "join:worker") // a new worker: no index
+    head += ":0";
   auto c1 = head.find(':');
   auto c2 = c1 == std::string::npos ? c1 : head.find(':', c1 + 1);
   if (c2 == std::string::npos)
@@ -36,6 +39,10 @@ fault_spec parse_fault(const std::string& text) {
     f.action = fault_spec::kind::delay;
   else if (action == "error")
     f.action = fault_spec::kind::error;
+  else if (action == "join")
+    f.action = fault_spec::kind::join;
+  else if (action == "leave")
+    f.action = fault_spec::kind::leave;
   else if (action != "kill")
     throw bad("unknown action \"" + action + "\"");
   bool messages = f.action == fault_spec::kind::drop
@@ -79,21 +86,28 @@ fault_spec parse_fault(const std::string& text) {
        || f.action == fault_spec::kind::delay)
       && !(f.seconds > 0))
     throw bad("a stop or delay needs :SECONDS");
+  bool membership = f.action == fault_spec::kind::join
+                    || f.action == fault_spec::kind::leave;
   if ((f.action == fault_spec::kind::kill
        || f.action == fault_spec::kind::drop
-       || f.action == fault_spec::kind::error)
+       || f.action == fault_spec::kind::error || membership)
       && c3 != std::string::npos)
-    throw bad("a kill, drop or error takes no seconds");
+    throw bad("a kill, drop, error, join or leave takes no seconds");
   if (f.action == fault_spec::kind::error && f.role != "worker")
     throw bad("an error fault makes a worker's step throw: role worker");
+  if (membership && f.role != "worker")
+    throw bad("workers join and leave a running job: role worker");
   return f;
 }
 
 std::string to_string(const fault_spec& f) {
-  static const char* names[] = {"kill", "stop", "drop", "delay", "error"};
+  static const char* names[] = {"kill",  "stop", "drop", "delay",
+                                 "error", "join", "leave"};
   auto action = names[static_cast<int>(f.action)];
   std::string out;
-  if (f.action == fault_spec::kind::drop
+  if (f.action == fault_spec::kind::join)
+    out = fmt::format("join:{}@{}", f.role, f.step);
+  else if (f.action == fault_spec::kind::drop
       || f.action == fault_spec::kind::delay)
     out = fmt::format("{}:{}:{}%@{}", action, f.role,
                       static_cast<int>(f.share * 100 + 0.5), f.step);

@@ -19,8 +19,13 @@ namespace actorps {
 /// `error` (role "worker") makes the next step of worker `index` throw, as a
 /// model or dataset would: the step's own error, which fails its closure
 /// (errc::step_failed, not retried) and then the job, while the worker stays.
+///
+/// `join` and `leave` (role "worker", data.sharding dynamic) are membership
+/// events rather than failures: a new worker joins the running job (the next
+/// index; `index` is not used), or worker `index` leaves it gracefully (it
+/// finishes the closures it holds; nothing is re-executed).
 struct fault_spec {
-  enum class kind { kill, stop, drop, delay, error };
+  enum class kind { kill, stop, drop, delay, error, join, leave };
   kind action = kind::kill;
   std::string role = "worker"; ///< "worker" or "ps"
   uint32_t index = 0;
@@ -30,8 +35,9 @@ struct fault_spec {
 };
 
 /// Parses "kill:worker:1@40", "stop:ps:0@100:2.5" (stop for 2.5 s),
-/// "drop:ps:10%@50" (drop 10% of the messages to the servers from step 50)
-/// or "delay:ps:20%@50:0.05" (delay 20% of them by 50 ms).
+/// "drop:ps:10%@50" (drop 10% of the messages to the servers from step 50),
+/// "delay:ps:20%@50:0.05" (delay 20% of them by 50 ms), "join:worker@80" (a
+/// worker joins at step 80) or "leave:worker:1@120".
 /// @throws input_error quoting `text` and what is wrong.
 fault_spec parse_fault(const std::string& text);
 

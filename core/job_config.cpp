@@ -236,8 +236,13 @@ void read_faults(section& root, job_config& cfg, const std::string& source) {
       x.action = fault_spec::kind::delay;
     else if (action == "error")
       x.action = fault_spec::kind::error;
+    else if (action == "join")
+      x.action = fault_spec::kind::join;
+    else if (action == "leave")
+      x.action = fault_spec::kind::leave;
     else if (action != "kill")
-      f.fail(field + ".action", "expected kill, stop, drop, delay or error, got \""
+      f.fail(field + ".action", "expected kill, stop, drop, delay, error, "
+                                "join or leave, got \""
                                   + action + "\"");
     f.get("role", x.role);
     f.get("index", x.index, 0, 1u << 20);
@@ -512,12 +517,37 @@ void validate(const job_config& cfg) {
                      cfg.pull_format));
   if (cfg.batch_size == 0)
     fail("data.batch_size", "must be at least 1");
+  // Workers that join take the next indices: a later leave may name them.
+  auto joins = static_cast<uint32_t>(
+    std::count_if(cfg.faults.begin(), cfg.faults.end(), [](const auto& f) {
+      return f.action == fault_spec::kind::join;
+    }));
   for (size_t i = 0; i < cfg.faults.size(); ++i) {
     auto& f = cfg.faults[i];
     auto field = fmt::format("faults[{}] ({})", i, to_string(f));
     if (f.role != "worker" && f.role != "ps")
       fail(field, "role must be worker or ps");
-    auto n = f.role == "worker" ? cfg.workers : cfg.ps;
+    bool membership = f.action == fault_spec::kind::join
+                      || f.action == fault_spec::kind::leave;
+    if (membership && f.role != "worker")
+      fail(field, "workers join and leave a running job: role worker");
+    if (membership && cfg.sharding != "dynamic" && cfg.stream_dir.empty())
+      fail(field, "workers join and leave a job whose examples the "
+                  "coordinator hands out: data.sharding dynamic (with "
+                  "static slices a new worker has no slice, and a leaving "
+                  "one's would not be trained)");
+    if (membership && cfg.mode != "async")
+      fail(field, "workers join and leave an async job (sync and ssp count "
+                  "a fixed set of workers per round)");
+    if (f.action == fault_spec::kind::join)
+      continue; // the next index
+    auto n = f.role == "worker"
+               ? cfg.workers
+                   + (f.action == fault_spec::kind::leave
+                          || f.action == fault_spec::kind::kill
+                        ? joins
+                        : 0)
+               : cfg.ps;
     if (f.index >= n)
       fail(field, fmt::format("index {} is out of range: the job has {} {}",
                               f.index, n, f.role == "worker" ? "workers"

@@ -66,6 +66,12 @@ struct job_config {
   uint64_t batch_size = 64;
   /// Seed of the per-worker shuffles.
   uint64_t shuffle_seed = 1;
+  /// How the training examples reach the workers: "static" (each worker
+  /// reads its own slice, rows i % workers == index, TF's Dataset.shard) or
+  /// "dynamic" (the coordinator hands out each epoch's examples, one batch
+  /// per closure, to whichever worker is free; every worker can read the
+  /// whole split: core/dataset_ranges.hpp). A stream is always handed out.
+  std::string sharding = "static";
   /// Use only the first N training / test examples (0 = all).
   uint64_t train_limit = 0;
   uint64_t test_limit = 0;

@@ -113,6 +113,13 @@ std::vector<job_option> make_table() {
           "examples per step and worker"),
     whole("data.shuffle_seed", "", field<&job::shuffle_seed>, 0, any,
           "seed of the per-worker shuffles"),
+    word("data.sharding", "--sharding", field<&job::sharding>,
+         {"static", "dynamic"},
+         "static: each worker trains its own slice of the training split; "
+         "dynamic: the coordinator hands out each epoch's batches to "
+         "whichever worker is free, so workers can join, leave or be lost "
+         "and every example is still trained once per epoch (each worker "
+         "holds the whole split; docs/guide/elasticity.md)"),
     whole("data.train_limit", "--train-limit", field<&job::train_limit>, 0,
           any, "use only the first N training examples (0 = all)"),
     whole("data.test_limit", "--test-limit", field<&job::test_limit>, 0, any,

@@ -1,5 +1,7 @@
 #include "core/memory_provider.hpp"
 
+#include "core/dataset_ranges.hpp"
+
 #include <utility>
 
 #include <fmt/format.h>
@@ -74,6 +76,10 @@ std::shared_ptr<const dataset> memory_provider::test_set() {
   if (!test_)
     test_ = checked(load_test_(), "test");
   return test_;
+}
+
+std::shared_ptr<range_reader> memory_provider::train_ranges(uint64_t seed) {
+  return std::make_shared<dataset_ranges>(train(), seed);
 }
 
 std::string memory_provider::describe() const {

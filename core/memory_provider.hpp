@@ -64,6 +64,10 @@ public:
 
   std::shared_ptr<const dataset> test_set() override;
 
+  /// Loads the whole training split (also in a worker process) and reads
+  /// its ranges (dataset_ranges).
+  std::shared_ptr<range_reader> train_ranges(uint64_t seed) override;
+
   std::string describe() const override;
 
 private:

@@ -61,8 +61,9 @@ void part_reader::read(const data_range& r, example_batch& out) {
 }
 
 void ranges_only_source::next(example_batch&) {
-  throw std::logic_error("a worker of a stream job got a closure without "
-                         "its examples (data range)");
+  throw std::logic_error("a worker of a job whose examples the coordinator "
+                         "hands out got a closure without its examples "
+                         "(data range)");
 }
 
 void ranges_only_source::seek(data_position pos) {

@@ -347,6 +347,34 @@ void synthetic_ctr_source::seek(data_position pos) {
 
 namespace {
 
+/// Dynamic data shards of the synthetic click log: range r is the examples
+/// at offsets [r.begin, r.end) of epoch r.part of one input pipeline (0),
+/// generated on the fly as the static shards' are, so a worker holds no
+/// rows (the examples are independent draws: no order to shuffle).
+class synthetic_ctr_ranges final : public range_reader {
+public:
+  synthetic_ctr_ranges(std::shared_ptr<const synthetic_ctr> gen, uint64_t seed)
+    : gen_(std::move(gen)), seed_(seed) {
+    // nop
+  }
+
+  void read(const data_range& r, example_batch& out) override {
+    auto rows = gen_->config().rows_per_epoch;
+    if (r.end > rows || r.begin > r.end)
+      throw input_error(fmt::format("data range {}-{} of epoch {}: an epoch "
+                                    "of synthetic_ctr has {} rows",
+                                    r.begin, r.end, r.part, rows));
+    const auto& schema = gen_->schema();
+    out.reset(schema.dense_dim, schema.fields.size());
+    for (auto i = r.begin; i < r.end; ++i)
+      gen_->append_train(out, seed_, 0, r.part, i);
+  }
+
+private:
+  std::shared_ptr<const synthetic_ctr> gen_;
+  uint64_t seed_;
+};
+
 /// The synthetic click log: training batches generated on the fly.
 class synthetic_ctr_provider final : public data_provider {
 public:
@@ -378,6 +406,10 @@ public:
       test_ = std::make_shared<const dataset>(gen()->make_test_set(rows));
     }
     return test_;
+  }
+
+  std::shared_ptr<range_reader> train_ranges(uint64_t seed) override {
+    return std::make_shared<synthetic_ctr_ranges>(gen(), seed);
   }
 
   std::string describe() const override {

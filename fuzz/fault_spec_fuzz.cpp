@@ -24,7 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   auto written = fuzz::as_string(data, size);
-  if (f.action != fault_spec::kind::drop && f.action != fault_spec::kind::delay) {
+  // A join names no index (the next one); drop and delay a share.
+  if (f.action != fault_spec::kind::drop && f.action != fault_spec::kind::delay
+      && f.action != fault_spec::kind::join) {
     auto head = written.substr(0, written.find('@'));
     auto digits = head.substr(head.rfind(':') + 1);
     digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));

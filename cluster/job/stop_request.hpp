@@ -7,6 +7,7 @@
 // then writes a checkpoint and exits with exit_stopped, so that the job
 // continues with --resume (docs/guide/slurm.md).
 
+#include "core/exit_codes.hpp"
 #include <cstdint>
 #include <string>
 
@@ -18,7 +19,7 @@ namespace actorps {
 /// writing its checkpoint, or a node that waited in vain for its coordinator
 /// to end the job. EX_TEMPFAIL of sysexits.h ("try again later"): the job can
 /// go on with --resume.
-inline constexpr int exit_stopped = 75;
+// exit_stopped (75) lives in core/exit_codes.hpp with the other codes.
 
 /// Asks the job of this process to stop:
 /// - the coordinator's training loop (train(), train_chief()) cancels its

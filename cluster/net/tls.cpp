@@ -163,8 +163,10 @@ std::string subject_of(X509* cert) {
 bool may_dial(const std::string& dialer, const std::string& acceptor) {
   if (dialer == "chief")
     return true;
-  // Workers push and pull; a ps reaches its backup (chain replication).
-  return (dialer == "worker" || dialer == "ps") && acceptor == "ps";
+  // Workers push and pull; a ps reaches its backup (chain replication); a
+  // worker joins a running job at the coordinator's gate.
+  return ((dialer == "worker" || dialer == "ps") && acceptor == "ps")
+         || (dialer == "worker" && acceptor == "chief");
 }
 
 tls_files tls_files_in(const std::string& dir, const node_identity& node) {

@@ -61,7 +61,8 @@ std::string subject_of(X509* cert);
 
 /// Whether a node of role `dialer` may open connections to one of role
 /// `acceptor`: the coordinator dials everyone, workers and parameter servers
-/// (replication) dial parameter servers, nobody dials a worker but the
+/// (replication) dial parameter servers, a worker dials the coordinator to
+/// join a running job (its join desk), nobody dials a worker but the
 /// coordinator.
 bool may_dial(const std::string& dialer, const std::string& acceptor);
 

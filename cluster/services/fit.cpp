@@ -24,6 +24,8 @@ using std::chrono::steady_clock;
 /// The closures of one epoch and which of them the callbacks have seen.
 struct epoch_closures {
   std::vector<remote_value> values;
+  /// With a data plan: the range of each closure of `values`.
+  std::vector<data_range> ranges;
   std::vector<bool> reported;
   /// Every closure before this one is reported.
   size_t first_unreported = 0;
@@ -90,11 +92,11 @@ void run_chunk(fit_state& st, const fit_options& opts, epoch_closures& ec,
   auto begin = ec.values.size();
   auto finished_at_start = coord.counts().finished;
   for (uint64_t i = 0; i < chunk; ++i) {
-    if (opts.data)
-      ec.values.push_back(coord.schedule(
-        opts.step_function,
-        opts.data->range(st.progress.epoch, st.progress.step_in_epoch + i)));
-    else
+    if (opts.data) {
+      ec.ranges.push_back(
+        opts.data->range(st.progress.epoch, st.progress.step_in_epoch + i));
+      ec.values.push_back(coord.schedule(opts.step_function, ec.ranges.back()));
+    } else
       ec.values.push_back(coord.schedule(opts.step_function));
     ec.reported.push_back(false);
   }
@@ -128,7 +130,10 @@ void run_chunk(fit_state& st, const fit_options& opts, epoch_closures& ec,
     auto r = ec.values[i].fetch();
     if (opts.progressive_window > 0 && !r.scores.empty())
       add_to_window(st, opts, r);
-    auto& pos = st.progress.workers.at(r.worker);
+    // A worker that joined the running job has an index past the start's.
+    if (r.worker >= st.progress.workers.size())
+      st.progress.workers.resize(r.worker + 1);
+    auto& pos = st.progress.workers[r.worker];
     if (std::make_pair(r.data_epoch, r.data_offset)
         > std::make_pair(pos.epoch, pos.offset))
       pos = data_position{r.data_epoch, r.data_offset};
@@ -300,10 +305,25 @@ fit_history fit(cluster& cl, const model& net, const fit_options& opts) {
     m.epoch = epoch;
     uint64_t samples = 0;
     eval_accumulator progressive;
-    for (auto& rv : ec.values) {
+    for (size_t i = 0; i < ec.values.size(); ++i) {
+      auto& rv = ec.values[i];
+      if (opts.data)
+        m.examples_planned += ec.ranges[i].rows();
       if (rv.error() == errc::cancelled)
         continue; // see run_chunk
       auto r = rv.fetch();
+      if (opts.data) {
+        auto& range = ec.ranges[i];
+        if (r.data_epoch == range.part && r.data_offset == range.end
+            && r.samples == range.rows())
+          m.examples_trained += r.samples;
+        else
+          log::error("coordinator", -1,
+                     "closure {} was to train examples {}-{} of epoch {}; "
+                     "worker {} trained {} ending at {} of epoch {}",
+                     rv.closure_id(), range.begin, range.end, range.part,
+                     r.worker, r.samples, r.data_offset, r.data_epoch);
+      }
       ++m.steps;
       m.train_loss += r.loss;
       samples += r.samples;

@@ -39,6 +39,15 @@ struct epoch_metrics {
   double test_loss = 0;      ///< = test's "test_loss"
   double test_accuracy = 0;  ///< = test's "test_accuracy", in [0, 1]
   double samples_per_sec = 0; ///< training examples / training time
+  /// With a data plan (fit_options::data): the examples of the epoch's
+  /// closures that this run scheduled (`planned`), and those that finished
+  /// having trained exactly their range (`trained`: the worker's result
+  /// names the range's epoch and end and has its number of examples). Equal
+  /// when every example of the epoch was trained once (a closure re-run
+  /// after its worker was lost is counted once: the servers apply one push
+  /// per closure).
+  uint64_t examples_planned = 0;
+  uint64_t examples_trained = 0;
   double elapsed_s = 0;      ///< since fit_options::start
 };
 

@@ -217,6 +217,9 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"closures", r.closures},
               {"closures_scheduled", r.scheduled},
               {"closures_reexecuted", r.reexecuted},
+              {"sharding", r.sharding.empty() ? "static" : r.sharding},
+              {"examples_planned", r.examples_planned},
+              {"examples_trained", r.examples_trained},
               {"duplicate_pushes", r.duplicates},
               {"updates_lost", r.updates_lost},
               {"start_step", r.start_step},
@@ -317,6 +320,15 @@ void print_summary(std::FILE* out, const train_report& r) {
                : fmt::format(", {} lost to parameter-server recovery",
                              r.updates_lost),
              job_counts(r));
+  if (!r.sharding.empty())
+    fmt::print(out,
+               "data: {} shards; {} examples trained of {} planned in {} "
+               "epochs{}\n",
+               r.sharding, r.examples_trained, r.examples_planned,
+               r.epochs.size(),
+               r.examples_trained == r.examples_planned
+                 ? " (each example once per epoch)"
+                 : " (NOT each example once: see the log)");
   if (r.keys > 0) {
     auto steps = double(std::max<uint64_t>(r.closures, 1));
     auto moved = double(r.bytes_pulled + r.bytes_pushed) / steps;

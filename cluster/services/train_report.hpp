@@ -41,6 +41,14 @@ struct train_report {
   uint64_t closures = 0;      ///< finished in this run
   uint64_t scheduled = 0;     ///< closures scheduled in this run
   uint64_t reexecuted = 0;    ///< extra runs of closures whose worker was lost
+  /// "dynamic" when the coordinator handed out the examples of a dataset
+  /// (data.sharding), else "" (static slices, or a stream).
+  std::string sharding;
+  /// Dynamic shards: the examples of this run's epochs' closures, and those
+  /// trained exactly as planned (epoch_metrics); equal when every example
+  /// was trained once per epoch.
+  uint64_t examples_planned = 0;
+  uint64_t examples_trained = 0;
   uint64_t duplicates = 0;    ///< pushes discarded as already applied
   /// Pushes of this run rolled back when a parameter server was restored
   /// from a checkpoint (at most one checkpoint interval per recovery).

@@ -29,6 +29,12 @@ void check_fault(const fault_spec& f, uint32_t workers, uint32_t ps) {
     throw input_error(fmt::format("fault {}: only a worker's step can "
                                   "throw",
                                   to_string(f)));
+  if (f.action == fault_spec::kind::join
+      || f.action == fault_spec::kind::leave)
+    throw input_error(fmt::format("fault {}: workers join and leave in "
+                                  "`actorps train` and under `launch`, not "
+                                  "in the simulator",
+                                  to_string(f)));
 }
 
 } // namespace
@@ -187,6 +193,9 @@ void sim_cluster::inject(const fault_spec& f) {
       return;
     case fault_spec::kind::error:
       step_errors_[f.index]->armed = true;
+      return;
+    case fault_spec::kind::join: // refused by check_fault
+    case fault_spec::kind::leave:
       return;
   }
 }

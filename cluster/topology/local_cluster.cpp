@@ -48,8 +48,12 @@ worker_options worker_options_of(uint32_t index, uint32_t incarnation,
 
 local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                              std::shared_ptr<const model> net,
-                             const dataset_fn& fn)
+                             const dataset_fn& fn,
+                             std::shared_ptr<range_reader> ranges)
   : sys_(sys),
+    fn_(fn),
+    net_(net),
+    first_workers_(cfg.workers),
     faults_(std::make_shared<local_faults>(cfg.faults, cfg.ps, cfg.workers)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
   // Build the datasets first: their errors are the user's to fix.
@@ -58,6 +62,9 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     data.push_back(fn(input_context{cfg.workers, w}));
   auto faults = faults_;
   auto wire = wire_options_of(cfg, *layout_);
+  if (ranges)
+    wire.ranges = std::move(ranges);
+  wire_ = wire;
   for (uint32_t p = 0; p < cfg.ps; ++p)
     servers_.push_back(
       faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p))));
@@ -88,10 +95,12 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   worker_respawn respawn = [&sys, net, data, layout, shared, faults,
                             wire](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
+    auto source = w < data.size() ? data[w]
+                                  : shared->joined_data.at(w - data.size());
     auto worker = faults->wrap_worker(
       sys, w,
       spawn_worker(sys, worker_options_of(w, incarnation,
-                                          faults->model_for(w, net), data[w],
+                                          faults->model_for(w, net), source,
                                           layout, shared->servers, wire)));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
@@ -139,8 +148,9 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
           roles.emplace_back("ps" + std::to_string(p),
                              caf::actor_cast<caf::actor>(shared->servers[p]));
         for (uint32_t w = 0; w < shared->workers.size(); ++w)
-          roles.emplace_back("worker" + std::to_string(w),
-                             caf::actor_cast<caf::actor>(shared->workers[w]));
+          if (shared->workers[w]) // not one that left
+            roles.emplace_back("worker" + std::to_string(w),
+                               caf::actor_cast<caf::actor>(shared->workers[w]));
         return roles;
       },
       std::chrono::milliseconds(cfg.heartbeat_interval_ms),
@@ -175,7 +185,73 @@ void local_cluster::resync_replicas() {
   caf::anon_send(dispatcher_, install_atom_v);
 }
 
+void local_cluster::join_worker() {
+  uint32_t w = 0;
+  std::shared_ptr<batch_source> data;
+  {
+    std::lock_guard<std::mutex> guard{shared_->mtx};
+    w = static_cast<uint32_t>(shared_->workers.size());
+  }
+  // With dynamic shards every source is the same empty one (the closures
+  // carry their examples); the input context is the new worker's.
+  data = fn_(input_context{w + 1, w});
+  worker_actor worker;
+  {
+    std::lock_guard<std::mutex> guard{shared_->mtx};
+    worker = spawn_worker(sys_, worker_options_of(w, 0, net_, data, layout_,
+                                                  shared_->servers, wire_));
+    shared_->spawned.push_back(caf::actor_cast<caf::actor>(worker));
+    shared_->workers.push_back(worker);
+    shared_->joined_data.push_back(data);
+  }
+  auto in_service = detail::ask<uint32_t>(sys_, dispatcher_,
+                                          "worker " + std::to_string(w)
+                                            + " joining",
+                                          std::chrono::seconds(10),
+                                          enlist_atom_v, w, worker);
+  log::info("coordinator", -1, "worker {} joined the running job; {} in "
+            "service",
+            w, in_service);
+}
+
+void local_cluster::leave_worker(uint32_t w) {
+  worker_actor worker;
+  {
+    std::lock_guard<std::mutex> guard{shared_->mtx};
+    if (w < shared_->workers.size())
+      worker = shared_->workers[w];
+  }
+  if (!worker) {
+    log::warn("coordinator", -1, "worker {} cannot leave: it is not in this "
+              "job",
+              w);
+    return;
+  }
+  caf::scoped_actor self{sys_};
+  caf::error failure;
+  self->request(dispatcher_, caf::infinite, leave_atom_v, w)
+    .receive([](uint32_t) {}, [&](caf::error& err) { failure = err; });
+  if (failure) {
+    log::warn("coordinator", -1, "worker {} did not leave: {}", w,
+              sys_.render(failure));
+    return;
+  }
+  std::lock_guard<std::mutex> guard{shared_->mtx};
+  shared_->workers[w] = worker_actor{};
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 void local_cluster::inject(const fault_spec& f) {
+  if (f.action == fault_spec::kind::join) {
+    log::warn("coordinator", -1, "event: {}", to_string(f));
+    join_worker();
+    return;
+  }
+  if (f.action == fault_spec::kind::leave) {
+    log::warn("coordinator", -1, "event: {}", to_string(f));
+    leave_worker(f.index);
+    return;
+  }
   caf::actor target;
   {
     std::lock_guard<std::mutex> guard{shared_->mtx};

@@ -38,8 +38,12 @@ class local_cluster : public cluster {
 public:
   /// @throws input_error from fn (e.g. a batch larger than a shard);
   ///         runtime_failure if a parameter server refuses a shard.
+  /// `ranges`: the reader of the examples closures carry (dynamic data
+  /// shards, dataset_ranges), shared by every worker; null: none (a
+  /// stream's comes from cfg).
   local_cluster(caf::actor_system& sys, const job_config& cfg,
-                std::shared_ptr<const model> net, const dataset_fn& fn);
+                std::shared_ptr<const model> net, const dataset_fn& fn,
+                std::shared_ptr<range_reader> ranges = nullptr);
 
   /// Stops every actor of the cluster.
   ~local_cluster() override;
@@ -81,9 +85,25 @@ private:
     std::vector<ps_actor> servers;
     /// Every actor started after the constructor (stopped at the end).
     std::vector<caf::actor> spawned;
+    /// The batch sources of the workers that joined (index cfg.workers
+    /// on), which a restart of one of them goes on with.
+    std::vector<std::shared_ptr<batch_source>> joined_data;
   };
 
+  /// A worker joins (the next index): spawned and enlisted with the
+  /// dispatcher.
+  void join_worker();
+
+  /// Worker `w` leaves gracefully: once the dispatcher let it go, its
+  /// actor stops.
+  void leave_worker(uint32_t w);
+
   caf::actor_system& sys_;
+  /// What a joining worker is made of (see the constructor).
+  dataset_fn fn_;
+  std::shared_ptr<const model> net_;
+  worker_options wire_;
+  uint32_t first_workers_ = 0;
   std::shared_ptr<const placement> layout_;
   std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;

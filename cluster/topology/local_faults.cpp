@@ -34,6 +34,8 @@ local_faults::local_faults(const std::vector<fault_spec>& faults, uint32_t ps,
           step_errors_[f.index] = std::make_shared<step_error_switch>();
         break;
       case fault_spec::kind::kill:
+      case fault_spec::kind::join: // local_cluster's own
+      case fault_spec::kind::leave:
         break;
     }
   }
@@ -100,6 +102,9 @@ void local_faults::inject(const fault_spec& f, const caf::actor& target) {
       for (auto& proxy : proxies_)
         if (proxy)
           caf::anon_send(proxy, chaos_atom_v, drop_, delay_, delay_ms_);
+      return;
+    case fault_spec::kind::join: // local_cluster::inject handles these
+    case fault_spec::kind::leave:
       return;
   }
 }

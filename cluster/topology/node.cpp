@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <thread>
+#include <optional>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -27,8 +30,10 @@
 #include "cluster/net/tls.hpp"
 #include "core/data_registry.hpp"
 #include "core/dataset.hpp"
+#include "core/stream_ranges.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/seconds.hpp"
 #include "models/registry.hpp"
 
 namespace actorps {
@@ -36,8 +41,11 @@ namespace actorps {
 namespace {
 
 /// Waits until `node` stops. After a stop request (SIGTERM: Slurm sends it
-/// to every task of a step at once) the node keeps serving, so that the
-/// coordinator can finish, checkpoint and end the job, but at most `grace`.
+/// to every task of a step at once) a worker leaves the job gracefully
+/// (node_actor's leave_atom: it finishes its closures, the coordinator lets
+/// it go, it exits 0); a ps, or a worker the coordinator did not let go,
+/// keeps serving, so that the coordinator can finish, checkpoint and end
+/// the job, but at most `grace`.
 /// Returns whether the node stopped by itself (false: the grace ran out).
 bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
                    const std::string& role, int index,
@@ -54,6 +62,16 @@ bool wait_for_node(caf::actor_system& sys, const caf::actor& node,
                     if (!asked && stop_requested()) {
                       asked = true;
                       deadline = clock::now() + grace;
+                      // A worker leaves at once, gracefully (nothing is
+                      // re-executed; the job goes on without it).
+                      if (role == "worker") {
+                        bool left = false;
+                        self->request(node, grace, leave_atom_v)
+                          .receive([&](uint32_t) { left = true; },
+                                   [&](caf::error&) {});
+                        if (left)
+                          return; // the node stops itself with status 0
+                      }
                       log::info(role, index,
                                 "stop requested (SIGTERM or SIGUSR1): serving until the "
                                 "coordinator ends the job, at most {} ms",
@@ -147,6 +165,83 @@ int serve(caf::actor_system& sys, const job_config& cfg, handshake me,
   return by_itself ? opts.exit_status->load() : exit_stopped;
 }
 
+/// A worker that joins a running job (`--join`): nobody dials it, so it
+/// has no gate; it dials the coordinator's join desk at `where` (with TLS
+/// the desk's certificate must name the chief), enlists with its handshake,
+/// its node actor and `role_actor`, and then serves the closures the
+/// coordinator sends over that connection until the coordinator ends the
+/// job or it leaves (see wait_for_node).
+/// @throws input_error naming `where` when there is no job there (nothing
+///         listens within a few seconds) or it refuses this worker (another
+///         job, a certificate of another node, an index in service): a
+///         command to fix, not to retry.
+int join_running_job(caf::actor_system& sys, const job_config& cfg,
+                     handshake me, caf::actor role_actor,
+                     const host_port& where) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto index = static_cast<int>(me.index);
+  node_options opts;
+  opts.self = me;
+  opts.role_actor = caf::actor_cast<caf::strong_actor_ptr>(role_actor);
+  opts.join_timeout = std::chrono::milliseconds(cfg.connect_timeout_ms);
+  opts.exit_status = std::make_shared<std::atomic<int>>(1);
+  opts.peers = std::make_shared<peer_registry>();
+  auto node = spawn_node(sys, opts);
+  auto stop_all = [&] {
+    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(role_actor, caf::exit_reason::user_shutdown);
+  };
+  auto tls = node_tls();
+  node_identity expect{"chief", 0};
+  auto name = to_string(where);
+  dial_result r;
+  auto deadline = clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    r = dial(sys, where, std::chrono::seconds(2), tls.get(),
+             tls ? &expect : nullptr);
+    if (r.actor)
+      break;
+    if (!r.retryable || clock::now() >= deadline) {
+      stop_all();
+      throw input_error(fmt::format("--join {}: {}{}", name,
+                                    r.retryable ? "no running job there: "
+                                                : "",
+                                    r.error));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  auto hello = me;
+  hello.ticket = r.ticket; // binds the hello to this TLS connection
+  caf::scoped_actor self{sys};
+  caf::actor chief;
+  caf::error failure;
+  self
+    ->request(caf::actor_cast<caf::actor>(r.actor), std::chrono::seconds(30),
+              enlist_atom_v, hello, caf::actor_cast<caf::actor>(node),
+              role_actor)
+    .receive([&](caf::actor& watcher) { chief = std::move(watcher); },
+             [&](caf::error& err) { failure = std::move(err); });
+  if (failure || !chief) {
+    stop_all();
+    auto& ctx = failure.context();
+    throw input_error(fmt::format(
+      "--join {}: the coordinator refused worker {}: {}", name, index,
+      ctx.match_elements<std::string>() ? ctx.get_as<std::string>(0)
+                                        : sys.render(failure)));
+  }
+  self->send(node, enlist_atom_v, chief);
+  log::info("worker", index,
+            "joined the running job through the coordinator at {} ({:.2f} s "
+            "after the start of this process's join)",
+            name, seconds(clock::now() - t0));
+  auto by_itself = wait_for_node(
+    sys, caf::actor_cast<caf::actor>(node), "worker", index,
+    std::chrono::milliseconds(cfg.connect_timeout_ms));
+  stop_all();
+  return by_itself ? opts.exit_status->load() : exit_stopped;
+}
+
 int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
   // A ps needs the placement, so the model, so the data's schema (for
   // MovieLens the vocabularies, read from the export; no examples are kept).
@@ -184,23 +279,47 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
 }
 
 int run_worker(const job_config& given, const cluster_spec& spec,
-               uint32_t index) {
+               uint32_t index, const std::optional<host_port>& join) {
   auto cfg = given; // prefetch "auto" is on between processes
   resolve_prefetch(cfg, true);
   auto provider = open_dataset(cfg);
   auto net = make_model(cfg, provider->schema());
   auto layout = std::make_shared<const placement>(job_placement(cfg, *net));
-  auto data = provider->train_source(input_context{cfg.workers, index},
-                                     cfg.batch_size, cfg.shuffle_seed);
+  // Dynamic data shards: every closure carries its examples, read from the
+  // whole training split (this process holds all of it, not a slice).
+  auto dynamic = cfg.stream_dir.empty() && cfg.sharding == "dynamic";
+  std::shared_ptr<range_reader> ranges;
+  std::shared_ptr<batch_source> data;
+  if (dynamic) {
+    ranges = dynamic_ranges(cfg, *provider);
+    data = std::make_shared<ranges_only_source>(provider->schema(),
+                                                cfg.batch_size);
+  } else {
+    data = provider->train_source(input_context{cfg.workers, index},
+                                  cfg.batch_size, cfg.shuffle_seed);
+  }
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   caf::actor_system sys{sys_cfg};
   auto me = make_handshake(cfg, *layout, "worker", index);
   std::vector<cluster_member> servers;
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     servers.push_back({"ps", p, spec.ps[p]});
-  auto joined = join_members(sys, servers, me, caf::actor{},
-                             std::chrono::milliseconds(cfg.connect_timeout_ms));
+  std::vector<joined_member> joined;
+  try {
+    joined = join_members(sys, servers, me, caf::actor{},
+                          std::chrono::milliseconds(cfg.connect_timeout_ms));
+  } catch (const transient_failure&) {
+    throw;
+  } catch (const runtime_failure& e) {
+    if (!join)
+      throw;
+    // A worker joining a running job that its servers refuse: the command
+    // is wrong (certificate, job), not the job.
+    throw input_error(fmt::format("--join: {}", e.what()));
+  }
   auto opts = wire_options_of(cfg, *layout);
+  if (ranges)
+    opts.ranges = ranges;
   opts.index = index;
   opts.net = net;
   // A step error (fault injection) needs a failing model around the real one.
@@ -221,20 +340,33 @@ int run_worker(const job_config& given, const cluster_spec& spec,
   // With transport shm, a ps that declines shared memory stops the worker
   // at start (input_error: exit 2); later, when the worker dials a
   // restarted ps again, it is logged and the pulls and pushes go over BASP.
-  auto over_data = [&sys, &spec, tls, index, layout, on = cfg.data_channel,
+  // Every link opened, stopped when the worker ends: a link lives as long
+  // as its server, so a worker that left a running job would not exit.
+  struct opened_links {
+    std::mutex mtx;
+    std::vector<ps_actor> all;
+  };
+  auto links = std::make_shared<opened_links>();
+  auto over_data = [&sys, &spec, tls, index, layout, links,
+                    on = cfg.data_channel,
                     transport = parse_link_transport(cfg.transport),
                     idle = cfg.data_idle_timeout_ms](ps_actor ps, uint32_t p,
                                                      bool at_start) {
     if (!on || !ps)
       return ps;
     node_identity expect{"ps", p};
+    auto keep = [&](ps_actor link) {
+      std::lock_guard<std::mutex> guard{links->mtx};
+      links->all.push_back(link);
+      return link;
+    };
     try {
-      return open_data_link(sys, ps, spec.ps.at(p), tls.get(),
+      return keep(open_data_link(sys, ps, spec.ps.at(p), tls.get(),
                             tls ? &expect : nullptr, std::chrono::seconds(5),
                             fmt::format("worker {} -> ps {}", index, p),
                             {transport,
                              layout->ps_sizes.at(p) * sizeof(float),
-                             std::chrono::milliseconds(idle / 2)});
+                             std::chrono::milliseconds(idle / 2)}));
     } catch (const input_error& e) {
       if (at_start)
         throw;
@@ -253,11 +385,14 @@ int run_worker(const job_config& given, const cluster_spec& spec,
       over_data(caf::actor_cast<ps_actor>(j.welcome.role_actor), p, true));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);
   }
-  log::info("worker", static_cast<int>(index),
-            "joined {} ps{}; {} training examples in this worker's slice",
+  log::info("worker", static_cast<int>(index), "joined {} ps{}; {}",
             joined.size(),
             cfg.data_channel ? " (pulls and pushes over data channels)" : "",
-            data->shard_rows());
+            dynamic ? fmt::format("the whole training split in memory, "
+                                  "examples handed out by the coordinator")
+                    : fmt::format("{} training examples in this worker's "
+                                  "slice",
+                                  data->shard_rows()));
   opts.link_transports = [] {
     auto c = data_link_census();
     return std::make_pair(c.shm, c.tcp);
@@ -270,15 +405,26 @@ int run_worker(const job_config& given, const cluster_spec& spec,
       j[0].welcome.node.incarnation);
   };
   auto worker = spawn_worker(sys, std::move(opts));
-  return serve(sys, cfg, std::move(me), caf::actor_cast<caf::actor>(worker),
-               spec.worker[index], std::make_shared<peer_registry>(),
-               dense_bytes_of(*layout), std::move(hooks));
+  int status = 0;
+  if (join)
+    status = join_running_job(sys, cfg, std::move(me),
+                              caf::actor_cast<caf::actor>(worker), *join);
+  else
+    status = serve(sys, cfg, std::move(me),
+                   caf::actor_cast<caf::actor>(worker), spec.worker[index],
+                   std::make_shared<peer_registry>(), dense_bytes_of(*layout),
+                   std::move(hooks));
+  std::lock_guard<std::mutex> guard{links->mtx};
+  for (auto& link : links->all)
+    caf::anon_send_exit(link, caf::exit_reason::user_shutdown);
+  return status;
 }
 
 } // namespace
 
 int run_node(const job_config& cfg, const cluster_spec& spec,
-             const task_id& task, const train_options& opts) {
+             const task_id& task, const train_options& opts,
+             const std::optional<host_port>& join) {
   if (cfg.workers != spec.worker.size() || cfg.ps != spec.ps.size())
     throw input_error(fmt::format(
       "the cluster spec has {} workers and {} ps, the job config {} and {}",
@@ -320,7 +466,7 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
   if (task.type == "ps")
     return run_ps(cfg, spec, task.index);
   if (task.type == "worker")
-    return run_worker(cfg, spec, task.index);
+    return run_worker(cfg, spec, task.index, join);
   throw input_error(fmt::format("task.type: \"{}\" nodes are not supported "
                                 "(chief, worker, ps, evaluator)",
                                 task.type));

@@ -24,8 +24,10 @@ namespace {
 
 struct node_state {
   node_options opts;
-  /// The coordinator that joined last (null: none yet, or lost).
+  /// The coordinator that joined last (null: none yet, or lost), and its
+  /// watcher actor (the one it named in its hello).
   caf::actor_addr chief;
+  caf::actor chief_actor;
   bool joined = false;
   /// When waiting for a coordinator ends (ticks before it are stale).
   std::chrono::steady_clock::time_point deadline;
@@ -172,6 +174,7 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
         if (st.chief)
           self->demonitor(st.chief);
         st.chief = chief.address();
+        st.chief_actor = chief;
         st.joined = true;
         self->monitor(chief);
         log::info(role, index, "coordinator joined (job {})",
@@ -252,7 +255,58 @@ node_actor::behavior_type node_behavior(node_ptr self, node_options opts) {
         return;
       log::error(role, index, "no coordinator joined within {} s",
                  st.opts.join_timeout.count() / 1000.0);
-      stop(self, 1);
+      stop(self, exit_retryable); // another attempt may find one
+    },
+    [=](enlist_atom, caf::actor& chief) {
+      auto& st = self->state;
+      auto& sender = self->current_sender();
+      if (!sender || sender->node() != self->node() || !chief) {
+        log::warn(role, index, "refused an enlist from {}: only this process "
+                  "may say which coordinator it joined",
+                  sender_of(self));
+        return;
+      }
+      if (st.chief)
+        self->demonitor(st.chief);
+      st.chief = chief.address();
+      st.chief_actor = chief;
+      st.joined = true;
+      self->monitor(chief);
+      if (auto& peers = st.opts.peers)
+        peers->admit(chief.node(), peer_identity{"chief", 0, 0});
+    },
+    [=](leave_atom) -> caf::result<uint32_t> {
+      auto& st = self->state;
+      auto& sender = self->current_sender();
+      if (!sender || sender->node() != self->node())
+        return caf::make_error(errc::not_authorized,
+                               "a leave only from this process");
+      if (role != "worker" || !st.joined || !st.chief_actor)
+        return caf::make_error(errc::no_workers,
+                               role != "worker" ? "not a worker"
+                                                : "no coordinator joined");
+      log::info(role, index, "leaving the job: finishing the closures this "
+                "worker holds, then exiting");
+      auto rp = self->make_response_promise<uint32_t>();
+      self->request(st.chief_actor, st.opts.join_timeout, leave_atom_v,
+                    st.opts.self.index)
+        .then(
+          [=](uint32_t finished) mutable {
+            log::info(role, index, "left the job after finishing {} "
+                      "closure(s); exiting 0", finished);
+            if (auto& actor = self->state.opts.role_actor)
+              caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+            rp.deliver(finished);
+            stop(self, 0);
+          },
+          [=](caf::error& err) mutable {
+            log::warn(role, index, "the coordinator did not let this worker "
+                      "leave ({}); serving on",
+                      self->system().render(err));
+            rp.deliver(caf::make_error(errc::no_workers,
+                                       self->system().render(err)));
+          });
+      return rp;
     },
   };
 }

@@ -14,6 +14,7 @@
 #include "caf/typed_actor.hpp"
 
 #include "actors/messages.hpp"
+#include "core/exit_codes.hpp"
 
 namespace actorps {
 
@@ -59,12 +60,27 @@ using node_actor = caf::typed_actor<
   caf::reacts_to<chaos_atom, double, double, uint64_t>,
   // Internal: fires once `join_timeout` after the start; stops the node with
   // status 1 if no coordinator has joined by then.
-  caf::reacts_to<caf::tick_atom>>;
+  caf::reacts_to<caf::tick_atom>,
+  // A graceful leave of a worker (its process got SIGTERM), from this
+  // process only: asks the coordinator that joined to let this worker go
+  // (it gets no new closure and finishes the ones it holds); once it has,
+  // replies with the closures finished meanwhile and stops the node with
+  // status 0.
+  // Errors: errc::no_workers if this node is no worker, no coordinator
+  // joined, or the coordinator refused or did not answer within
+  // `join_timeout` (the node then serves on); errc::not_authorized from
+  // another process.
+  caf::replies_to<leave_atom>::with<uint32_t>,
+  // A worker that joined a running job through the coordinator's join desk
+  // (it dialed the coordinator; nobody dials it): `chief` (the watcher the
+  // desk answered with) is this node's coordinator from now on, as if it
+  // had said hello. From this process only; logged and dropped otherwise.
+  caf::reacts_to<enlist_atom, caf::actor>>;
 
-/// The exit status of a node the coordinator stopped at the end of a failed
-/// job: the node did nothing wrong, and `actorps launch` does not start it
-/// again (it restarts nodes that die, i.e. exit 1 or by a signal).
-inline constexpr int exit_job_failed = 3;
+// exit_job_failed (3), the status of a node the coordinator stopped at the
+// end of a failed job, lives in core/exit_codes.hpp with the other codes:
+// `actorps launch` does not start such a node again (it restarts nodes that
+// die: another non-zero status, or a signal).
 
 /// What a node actor is spawned with.
 struct node_options {

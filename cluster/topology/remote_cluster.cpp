@@ -16,6 +16,8 @@
 #include "caf/stateful_actor.hpp"
 
 #include "cluster/topology/node_actor.hpp"
+#include "cluster/topology/remote_watcher.hpp"
+#include "cluster/net/authorization.hpp"
 #include "cluster/net/gate.hpp"
 #include "cluster/net/tls.hpp"
 #include "cluster/services/checkpointer.hpp"
@@ -33,201 +35,6 @@ namespace {
 using std::chrono::steady_clock;
 
 constexpr auto hello_timeout = std::chrono::seconds(10);
-
-/// Watches every node of the cluster for the coordinator: pings each one
-/// every `interval`; a node silent for half of `timeout` is *suspected*
-/// (a warning naming it and how long it has been silent), one silent for
-/// `timeout`, or reported down by CAF, is *lost*. CAF's own heartbeats alone
-/// took about 3 s to report a stopped node while data was flowing to it (1 s
-/// when idle); the pings answer within the timeout either way. A lost worker
-/// leaves service (its closure is re-queued); a lost ps is recovered (see
-/// remote_cluster). The watcher is also the actor the nodes watch to notice a
-/// lost coordinator.
-///
-/// When the coordinator itself did not run for longer than `timeout` (its
-/// process was paused or swapped out), the silence it sees is its own: the
-/// clocks of its peers start again instead of counting against them.
-///
-/// A lost worker is asked to join again (e.g. `actorps launch` restarted its
-/// process, or it was only paused): every 0.5 s a detached helper dials its
-/// address and says hello; once it answers, the dispatcher takes it back,
-/// told whether it is a new incarnation (restarted: its data position is
-/// gone).
-struct watched_node {
-  caf::actor node;
-  std::string name;
-  std::string role;
-  uint32_t index = 0;
-  steady_clock::time_point last_answer;
-  bool suspected = false;
-  bool lost = false;
-};
-
-struct watcher_state {
-  std::vector<watched_node> nodes;
-  dispatcher_actor dispatcher;
-  steady_clock::time_point last_tick;
-  bool closing = false;
-  static constexpr const char* name = "watcher";
-};
-
-/// Tries once (for up to `timeout`) to join member `m` again; tells `chief`
-/// (the watcher) the outcome as (dialed, slot, node, role actor,
-/// incarnation) or (dialed, slot, error text).
-void rejoin(caf::blocking_actor* self, cluster_member m, handshake mine,
-            caf::actor chief, std::chrono::milliseconds timeout,
-            uint64_t slot) {
-  try {
-    auto joined = join_members(self->system(), {m}, mine, chief, timeout);
-    self->send(chief, dialed_atom_v, slot, joined[0].node,
-               joined[0].welcome.role_actor,
-               joined[0].welcome.node.incarnation);
-  } catch (const std::exception& e) {
-    self->send(chief, dialed_atom_v, slot, std::string{e.what()});
-  }
-}
-
-using watcher_actor = caf::stateful_actor<watcher_state>;
-
-void declare_lost(watcher_actor* self, watched_node& n, const std::string& why) {
-  auto& st = self->state;
-  if (n.lost || st.closing)
-    return;
-  n.lost = true;
-  n.suspected = false;
-  log::error("coordinator", -1, "lost {}: {}", n.name, why);
-  if (!st.dispatcher)
-    return;
-  if (n.role == "worker")
-    self->send(st.dispatcher, lost_atom_v, n.index);
-  else
-    self->send(st.dispatcher, ps_lost_atom_v, n.index);
-}
-
-caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
-                      std::chrono::milliseconds timeout,
-                      std::vector<cluster_member> members, handshake mine,
-                      std::shared_ptr<node_table> table) {
-  auto try_rejoin = [=](uint64_t slot) {
-    if (self->state.closing || slot >= members.size())
-      return;
-    self->spawn<caf::detached>(rejoin, members[slot], mine,
-                               caf::actor{self}, std::chrono::seconds(2), slot);
-  };
-  self->set_down_handler([=](caf::down_msg& dm) {
-    auto& st = self->state;
-    for (size_t i = 0; i < st.nodes.size(); ++i) {
-      auto& n = st.nodes[i];
-      if (n.node.address() != dm.source || n.lost)
-        continue;
-      declare_lost(self, n, self->system().render(dm.reason));
-      if (n.role == "worker")
-        try_rejoin(i);
-    }
-  });
-  if (interval.count() > 0)
-    self->delayed_send(self, interval, caf::tick_atom_v);
-  return {
-    [=](caf::actor& node, std::string& name, std::string& role,
-        uint32_t index) {
-      self->monitor(node);
-      watched_node n;
-      n.node = std::move(node);
-      n.name = std::move(name);
-      n.role = std::move(role);
-      n.index = index;
-      n.last_answer = steady_clock::now();
-      self->state.nodes.push_back(std::move(n));
-    },
-    [=](dispatcher_actor& dispatcher) {
-      self->state.dispatcher = std::move(dispatcher);
-    },
-    [=](caf::tick_atom) {
-      auto& st = self->state;
-      if (st.closing)
-        return;
-      auto now = steady_clock::now();
-      if (st.last_tick != steady_clock::time_point{}
-          && now - st.last_tick > timeout) {
-        log::warn("coordinator", -1,
-                  "the coordinator did not run for {:.1f} s (paused?); the "
-                  "silence of its peers is not counted against them",
-                  seconds(now - st.last_tick));
-        for (auto& n : st.nodes)
-          n.last_answer = now;
-      }
-      st.last_tick = now;
-      for (size_t i = 0; i < st.nodes.size(); ++i) {
-        auto& n = st.nodes[i];
-        if (n.lost)
-          continue;
-        auto silent = now - n.last_answer;
-        if (silent > timeout) {
-          declare_lost(self, n,
-                       fmt::format("no answer for {:.1f} s", seconds(silent)));
-          if (n.role == "worker")
-            try_rejoin(i);
-          continue;
-        }
-        if (silent > timeout / 2 && !n.suspected) {
-          n.suspected = true;
-          log::warn("coordinator", -1,
-                    "{} silent for {:.1f} s: suspected (lost after {:.1f} s)",
-                    n.name, seconds(silent), seconds(timeout));
-        }
-        self->request(n.node, timeout, ping_atom_v)
-          .then(
-            [=](uint32_t) {
-              auto& n = self->state.nodes[i];
-              auto now = steady_clock::now();
-              if (n.suspected && !n.lost)
-                log::info("coordinator", -1, "{} answers again after {:.1f} s",
-                          n.name, seconds(now - n.last_answer));
-              n.suspected = false;
-              n.last_answer = now;
-            },
-            [](caf::error&) {});
-      }
-      self->delayed_send(self, interval, caf::tick_atom_v);
-    },
-    [=](dialed_atom, uint64_t slot, caf::actor& node,
-        caf::strong_actor_ptr& role_actor, uint64_t incarnation) {
-      auto& st = self->state;
-      if (st.closing || slot >= st.nodes.size() || !st.nodes[slot].lost)
-        return;
-      auto& n = st.nodes[slot];
-      n.node = node;
-      n.lost = false;
-      n.suspected = false;
-      n.last_answer = steady_clock::now();
-      self->monitor(node);
-      bool restarted = false;
-      {
-        std::lock_guard<std::mutex> guard{table->mtx};
-        table->nodes.at(slot) = node;
-        restarted = table->incarnations.at(slot) != incarnation;
-        table->incarnations.at(slot) = incarnation;
-      }
-      log::info("coordinator", -1, "{} joined again ({})", n.name,
-                restarted ? "restarted: a new incarnation"
-                          : "the same incarnation: it was paused or cut off");
-      // A ps goes back to the dispatcher from the recovery that joined it.
-      if (st.dispatcher && n.role == "worker")
-        self->send(st.dispatcher, replace_atom_v, n.index,
-                   caf::actor_cast<worker_actor>(role_actor), restarted);
-    },
-    [=](dialed_atom, uint64_t slot, std::string& error) {
-      if (self->state.closing)
-        return;
-      log::debug("coordinator", -1, "{} not back yet: {}",
-                 members.at(slot).name(), error);
-      self->delayed_send(self, std::chrono::milliseconds(500), rejoin_atom_v,
-                         slot);
-    },
-    [=](rejoin_atom, uint64_t slot) { try_rejoin(slot); },
-    [=](shutdown_atom) { self->state.closing = true; },
-  };
-}
 
 } // namespace
 
@@ -317,7 +124,7 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
           names += fmt::format("{}{} at {} ({})", names.empty() ? "" : ", ",
                                members[i].name(),
                                to_string(members[i].address), last_error[i]);
-      throw runtime_failure(fmt::format("could not reach within {} s: {}",
+      throw transient_failure(fmt::format("could not reach within {} s: {}",
                                         timeout.count() / 1000.0, names));
     }
     if (!logged_wait && backoff >= std::chrono::milliseconds(800)) {
@@ -351,10 +158,10 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   auto mine = make_handshake(cfg, *layout_, "chief", 0);
   log::info("coordinator", -1, "job {}: joining {} ps and {} workers",
             fingerprint_id(mine.job), spec.ps.size(), spec.worker.size());
-  watcher_ = sys.spawn(watcher,
-                       std::chrono::milliseconds(cfg.heartbeat_interval_ms),
-                       std::chrono::milliseconds(cfg.heartbeat_timeout_ms),
-                       members_, mine, table_);
+  watcher_ = spawn_remote_watcher(
+    sys, std::chrono::milliseconds(cfg.heartbeat_interval_ms),
+    std::chrono::milliseconds(cfg.heartbeat_timeout_ms), members_, mine,
+    table_);
   // The servers as joined; afterwards table_->servers is the current list (a
   // recovered server replaces a lost one there).
   std::vector<ps_actor> servers;
@@ -480,10 +287,38 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   coordinator_ = std::make_unique<cluster_coordinator>(sys, dispatcher_,
                                                        cfg.max_queued,
                                                        base + 1);
+  // Workers may join a job whose examples the coordinator hands out: its
+  // join desk listens at the coordinator's address (only then: a job of
+  // static slices binds nothing new). Not fatal if it cannot.
+  if (cfg.sharding == "dynamic" && cfg.stream_dir.empty()
+      && !spec.chief.empty()) {
+    desk_ = spawn_join_desk(sys, mine, watcher_);
+    uint64_t dense_bytes = 0;
+    for (auto n : layout_->ps_sizes)
+      dense_bytes += n * sizeof(float);
+    try {
+      door_ = std::make_unique<gate>(
+        sys, spec.chief[0], caf::actor_cast<caf::strong_actor_ptr>(desk_),
+        std::set<std::string>{}, "coordinator", node_tls(),
+        gate::data_handler{},
+        [dense_bytes](const std::optional<node_identity>& peer) {
+          return basp_limits_for(peer, dense_bytes);
+        });
+      log::info("coordinator", -1, "workers may join this job at {} "
+                "(actorps node --role worker --join {})",
+                to_string(spec.chief[0]), to_string(spec.chief[0]));
+    } catch (const std::exception& e) {
+      log::warn("coordinator", -1, "no worker can join this job: {}",
+                e.what());
+    }
+  }
 }
 
 remote_cluster::~remote_cluster() {
   int status = std::uncaught_exceptions() > 0 ? 1 : 0;
+  door_.reset(); // no more joins
+  if (desk_)
+    caf::anon_send_exit(desk_, caf::exit_reason::user_shutdown);
   coordinator_.reset();
   caf::anon_send_exit(dispatcher_, caf::exit_reason::user_shutdown);
   caf::anon_send(watcher_, shutdown_atom_v);
@@ -500,11 +335,14 @@ remote_cluster::~remote_cluster() {
   caf::scoped_actor self{sys_};
   for (bool servers : {false, true}) {
     size_t told = 0;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (i < members_.size() && (members_[i].role == "ps") == servers) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      // Past the members: workers that joined the running job.
+      bool ps = i < members_.size() && members_[i].role == "ps";
+      if (ps == servers && nodes[i]) { // a worker that left is gone
         self->send(nodes[i], shutdown_atom_v, static_cast<int32_t>(status));
         ++told;
       }
+    }
     size_t answered = 0;
     bool waiting = true;
     self->receive_while([&] { return waiting && answered < told; })(
@@ -522,6 +360,25 @@ void remote_cluster::inject(const fault_spec& f) {
   // Sent by an actor of this process, not anonymously: a node handles a
   // fault only from the coordinator that joined it (node_actor.hpp).
   caf::scoped_actor self{sys_};
+  if (f.action == fault_spec::kind::join) {
+    log::warn("coordinator", -1, "fault {}: a worker joins a job of "
+              "processes as a process of its own (actorps node --role "
+              "worker --join ADDRESS); nothing done",
+              to_string(f));
+    return;
+  }
+  if (f.action == fault_spec::kind::leave) {
+    // As a SIGTERM of its process would: it finishes its closures, leaves
+    // and exits 0 (the watcher tells its node).
+    log::warn("coordinator", -1, "fault injection: {}", to_string(f));
+    self->request(watcher_, std::chrono::minutes(1), leave_atom_v, f.index)
+      .receive([](uint32_t) {},
+               [&](caf::error& err) {
+                 log::warn("coordinator", -1, "{}: {}", to_string(f),
+                           sys_.render(err));
+               });
+    return;
+  }
   std::lock_guard<std::mutex> guard{table_->mtx};
   if (f.action == fault_spec::kind::drop
       || f.action == fault_spec::kind::delay) {

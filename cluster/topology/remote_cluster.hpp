@@ -14,6 +14,8 @@
 
 namespace actorps {
 
+class gate;
+
 /// One node to reach: its role, index and address.
 struct cluster_member {
   std::string role; ///< "ps" or "worker"
@@ -114,6 +116,10 @@ private:
   std::shared_ptr<node_table> table_ = std::make_shared<node_table>();
   std::vector<worker_actor> workers_;
   caf::actor watcher_;
+  /// With dynamic data shards: the join desk (spawn_join_desk) behind a
+  /// gate at the spec's chief address, where workers join the running job.
+  caf::actor desk_;
+  std::unique_ptr<gate> door_;
   dispatcher_actor dispatcher_;
   std::unique_ptr<cluster_coordinator> coordinator_;
   /// The view this coordinator's groups start at.

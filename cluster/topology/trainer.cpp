@@ -23,6 +23,8 @@
 #include "core/stream_source.hpp"
 #include "core/stream_config.hpp"
 #include "cluster/services/stream_plan.hpp"
+#include "cluster/services/dataset_plan.hpp"
+#include "core/stream_ranges.hpp"
 #include "cluster/job/job_setup.hpp"
 #include "cluster/services/plot.hpp"
 #include "cluster/topology/remote_cluster.hpp"
@@ -59,9 +61,11 @@ uint64_t dense_equivalent(const placement& layout) {
 }
 
 /// Builds the cluster train() runs on, in the given actor system.
+/// `ranges`: the reader of handed-out examples for the workers of this
+/// process (dynamic data shards), or null.
 using cluster_factory = std::function<std::unique_ptr<cluster>(
   caf::actor_system& sys, std::shared_ptr<const model> net,
-  const dataset_fn& fn)>;
+  const dataset_fn& fn, std::shared_ptr<range_reader> ranges)>;
 
 /// The checkpoint to continue from (read and checked whole before any actor
 /// starts: a bad one is the user's to fix, and nothing is half-loaded), or
@@ -194,10 +198,14 @@ public:
     r_.pulls_ahead += s.pulls_ahead;
     r_.early_pieces += s.early_pieces;
     r_.early_stages += s.early_stages;
-    auto& rss = r_.worker_peak_rss_bytes.at(s.worker);
+    if (s.worker >= r_.worker_peak_rss_bytes.size()) { // joined later
+      r_.worker_peak_rss_bytes.resize(s.worker + 1, 0);
+      r_.worker_links.resize(s.worker + 1, {0, 0});
+    }
+    auto& rss = r_.worker_peak_rss_bytes[s.worker];
     rss = std::max(rss, s.peak_rss_bytes);
     if (s.links_shm + s.links_tcp > 0)
-      r_.worker_links.at(s.worker) = {s.links_shm, s.links_tcp};
+      r_.worker_links[s.worker] = {s.links_shm, s.links_tcp};
   }
 
 private:
@@ -254,8 +262,11 @@ private:
   bool cancelled_ = false;
 };
 
+/// `workers_here`: the workers run in this process (train), not in
+/// processes of their own (train_chief: they read their examples there).
 train_report train_on(const job_config& cfg, const train_options& opts,
-                      system_config& sys_cfg, const cluster_factory& make) {
+                      system_config& sys_cfg, const cluster_factory& make,
+                      bool workers_here) {
   validate(cfg);
   auto start = steady_clock::now();
   metrics_file metrics{opts.metrics_out};
@@ -282,7 +293,25 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   auto test_data = streaming ? nullptr : data->test_set();
   auto closures_per_epoch = streaming ? std::numeric_limits<uint64_t>::max()
                                       : steps * cfg.workers;
-  dataset_fn fn = [&](const input_context& ctx) {
+  // Dynamic data shards: the coordinator hands out each epoch's batches
+  // (one closure each) to whichever worker is free; the workers of this
+  // process read them from the whole split through one reader.
+  std::shared_ptr<dataset_plan> shards;
+  std::shared_ptr<range_reader> ranges;
+  if (!streaming && cfg.sharding == "dynamic") {
+    // The coordinator of a cluster of processes needs the number of rows,
+    // not the rows.
+    if (workers_here)
+      ranges = dynamic_ranges(cfg, *data);
+    shards = std::make_shared<dataset_plan>(
+      data->train_rows(), cfg.batch_size,
+      cfg.steps_per_epoch > 0 ? closures_per_epoch : 0);
+    closures_per_epoch = shards->closures(0);
+  }
+  dataset_fn fn = [&](const input_context& ctx) -> std::shared_ptr<batch_source> {
+    if (shards)
+      return std::make_shared<ranges_only_source>(data->schema(),
+                                                  cfg.batch_size);
     return data->train_source(ctx, cfg.batch_size, cfg.shuffle_seed);
   };
   std::string restore_dir;
@@ -298,7 +327,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
 
   caf::actor_system sys{sys_cfg};
   {
-    auto cluster_ptr = make(sys, net, fn);
+    auto cluster_ptr = make(sys, net, fn, ranges);
     auto& cluster = *cluster_ptr;
     auto& layout = cluster.layout();
     report.dense_equivalent_bytes = dense_equivalent(layout);
@@ -312,8 +341,13 @@ train_report train_on(const job_config& cfg, const train_options& opts,
               layout.shards.size(), cfg.ps, cfg.workers,
               streaming ? fmt::format("one step per batch of {} of each part",
                                       cfg.batch_size)
-                        : fmt::format("{} steps per epoch ({} per worker)",
-                                      closures_per_epoch, steps),
+              : shards
+                ? fmt::format("{} steps per epoch handed out to whichever "
+                              "worker is free (dynamic data shards: {} "
+                              "examples per epoch)",
+                              closures_per_epoch, shards->examples_per_epoch())
+                : fmt::format("{} steps per epoch ({} per worker)",
+                              closures_per_epoch, steps),
               cfg.optimizer.type
                 + (cfg.optimizer.staleness_aware ? " staleness-aware" : ""),
               layout.tables.empty()
@@ -366,6 +400,8 @@ train_report train_on(const job_config& cfg, const train_options& opts,
       fo.epochs = std::numeric_limits<uint32_t>::max(); // until it ends
       fo.progressive_window = cfg.progressive_window;
     }
+    if (shards)
+      fo.data = shards;
     fo.start_at = progress;
     fo.start = start;
     // In the order a person sees things: the epoch line, then the metrics,
@@ -406,6 +442,13 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     report.closures = counts.finished;
     report.scheduled = counts.scheduled;
     report.reexecuted = counts.reexecuted;
+    if (shards) {
+      report.sharding = "dynamic";
+      for (auto& m : report.epochs) {
+        report.examples_planned += m.examples_planned;
+        report.examples_trained += m.examples_trained;
+      }
+    }
     // Memory per role where the roles are processes of their own.
     auto servers = cluster.servers();
     if (!servers.empty() && servers.front().node() != sys.node())
@@ -430,9 +473,12 @@ train_report train(const job_config& given, const train_options& opts) {
   system_config sys_cfg{cfg.threads};
   return train_on(cfg, opts, sys_cfg,
                   [&](caf::actor_system& sys, std::shared_ptr<const model> net,
-                      const dataset_fn& fn) -> std::unique_ptr<cluster> {
-                    return std::make_unique<local_cluster>(sys, cfg, net, fn);
-                  });
+                      const dataset_fn& fn, std::shared_ptr<range_reader> ranges)
+                    -> std::unique_ptr<cluster> {
+                    return std::make_unique<local_cluster>(sys, cfg, net, fn,
+                                                           std::move(ranges));
+                  },
+                  true);
 }
 
 train_report train_chief(const job_config& given, const cluster_spec& spec,
@@ -444,11 +490,23 @@ train_report train_chief(const job_config& given, const cluster_spec& spec,
   system_config sys_cfg{cfg.threads, network_of(cfg)};
   return train_on(cfg, opts, sys_cfg,
                   [&](caf::actor_system& sys, std::shared_ptr<const model> net,
-                      const dataset_fn&) -> std::unique_ptr<cluster> {
+                      const dataset_fn&, std::shared_ptr<range_reader>)
+                    -> std::unique_ptr<cluster> {
                     return std::make_unique<remote_cluster>(
                       sys, cfg, spec, net,
                       std::chrono::milliseconds(cfg.connect_timeout_ms));
-                  });
+                  },
+                  false);
+}
+
+std::shared_ptr<range_reader> dynamic_ranges(const job_config& cfg,
+                                             data_provider& data) {
+  auto ranges = data.train_ranges(cfg.shuffle_seed);
+  if (!ranges)
+    throw input_error(fmt::format("data.sharding dynamic: {} cannot hand out "
+                                  "ranges of its training split; use static",
+                                  data.describe()));
+  return ranges;
 }
 
 network_options network_of(const job_config& cfg) {

@@ -11,6 +11,8 @@
 
 namespace actorps {
 
+class data_provider;
+class range_reader;
 struct cluster_spec;
 struct job_config;
 struct network_options;
@@ -44,6 +46,13 @@ train_report train_chief(const job_config& cfg, const cluster_spec& spec,
 
 /// The network settings of a multi-process job (cluster.* fields of cfg).
 network_options network_of(const job_config& cfg);
+
+/// The reader of handed-out examples (data.sharding dynamic) of `data`, the
+/// job's dataset: every worker can read any range of the whole training
+/// split (data_provider::train_ranges with data.shuffle_seed).
+/// @throws input_error naming data.sharding if the dataset cannot.
+std::shared_ptr<range_reader> dynamic_ranges(const job_config& cfg,
+                                             data_provider& data);
 
 
 } // namespace actorps

@@ -90,6 +90,7 @@ using fake_worker_actor = worker_actor::extend<
 struct held_closure {
   caf::typed_response_promise<step_result> promise;
   bool ignore_cancel = false;
+  data_range range;
 };
 
 struct fake_worker_state {
@@ -97,12 +98,21 @@ struct fake_worker_state {
   static constexpr const char* name = "fake-worker";
 };
 
-inline step_result value_of(uint32_t worker, uint64_t id) {
+/// The value of closure `id` on `worker`: 8 samples, or, for a closure
+/// that carries a data range, the range's examples and its end as the
+/// data position (as a real worker reports them).
+inline step_result value_of(uint32_t worker, uint64_t id,
+                            const data_range& range = {}) {
   step_result r;
   r.closure = id;
   r.worker = worker;
   r.loss = 1.0 / double(id);
   r.samples = 8;
+  if (!range.empty()) {
+    r.samples = range.rows();
+    r.data_epoch = range.part;
+    r.data_offset = range.end;
+  }
   return r;
 }
 
@@ -128,7 +138,7 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
       }
       switch (act) {
         case action::reply:
-          return value_of(index, req.id);
+          return value_of(index, req.id, req.range);
         case action::fail:
           return caf::make_error(sc->fail_code,
                                  "worker " + std::to_string(index)
@@ -136,7 +146,8 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
         default: {
           auto rp = self->make_response_promise<step_result>();
           self->state.held.emplace(
-            req.id, held_closure{rp, act == action::hold_ignoring_cancel});
+            req.id,
+            held_closure{rp, act == action::hold_ignoring_cancel, req.range});
           return rp;
         }
       }
@@ -160,7 +171,7 @@ fake_worker(fake_worker_actor::stateful_pointer<fake_worker_state> self,
       if (err)
         i->second.promise.deliver(err);
       else
-        i->second.promise.deliver(value_of(index, id));
+        i->second.promise.deliver(value_of(index, id, i->second.range));
       self->state.held.erase(i);
     },
     [=](seek_atom, uint64_t, uint64_t) { return true; },

@@ -103,6 +103,8 @@ TEST_CASE("a ticket is redeemed once, and only for the node it was issued to",
   CHECK(may_dial("ps", "ps")); // replication
   CHECK_FALSE(may_dial("worker", "worker"));
   CHECK_FALSE(may_dial("ps", "worker"));
+  CHECK(may_dial("worker", "chief")); // a worker joining a running job
+  CHECK_FALSE(may_dial("ps", "chief"));
 }
 
 TEST_CASE("a ticket issued to worker0 is refused as ps0 or as the "

@@ -356,6 +356,19 @@ TEST_CASE("fault specs parse and render back", "[core][job_config][faults]") {
     INFO(bad);
     CHECK_THROWS_AS(parse_fault(bad), input_error);
   }
+  auto j = parse_fault("join:worker@80");
+  CHECK(j.action == fault_spec::kind::join);
+  CHECK(j.step == 80);
+  CHECK(to_string(j) == "join:worker@80");
+  auto v = parse_fault("leave:worker:3@120");
+  CHECK(v.action == fault_spec::kind::leave);
+  CHECK(v.index == 3);
+  CHECK(to_string(v) == "leave:worker:3@120");
+  for (auto bad : {"join:ps@80", "leave:ps:0@80", "join:worker@80:1",
+                   "leave:worker:1@80:2", "leave:worker@80"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_fault(bad), input_error);
+  }
   CHECK_THROWS_WITH(parse_fault("kill:worker:1"),
                     Catch::Contains("kill:worker:1") && Catch::Contains("@STEP"));
 }
