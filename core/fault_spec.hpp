@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace actorps {
 
@@ -19,23 +20,51 @@ namespace actorps {
 /// `error` (role "worker") makes the next step of worker `index` throw, as a
 /// model or dataset would: the step's own error, which fails its closure
 /// (errc::step_failed, not retried) and then the job, while the worker stays.
+///
+/// Planned changes of the parameter servers (role "ps"), not failures:
+/// `move` moves every replica ps `index` holds to ps `to` while training
+/// goes on (a view change per group: nothing lost or applied twice);
+/// `add` starts a new, empty ps, whose index is the next one (the job's ps
+/// count, plus the adds before it); `remove` drains ps `index` (its
+/// replicas move to the other servers) and then stops it.
 struct fault_spec {
-  enum class kind { kill, stop, drop, delay, error };
+  enum class kind { kill, stop, drop, delay, error, move, add, remove };
   kind action = kind::kill;
   std::string role = "worker"; ///< "worker" or "ps"
   uint32_t index = 0;
   uint64_t step = 0;
   double seconds = 0; ///< stop: how long; delay: by how much
   double share = 0;   ///< drop, delay: in (0, 1]
+  uint32_t to = 0;    ///< move: the server the replicas go to
 };
 
+/// Whether `f` changes the set of parameter servers or what they hold
+/// (move, add, remove) rather than injecting a failure.
+bool changes_servers(const fault_spec& f);
+
 /// Parses "kill:worker:1@40", "stop:ps:0@100:2.5" (stop for 2.5 s),
-/// "drop:ps:10%@50" (drop 10% of the messages to the servers from step 50)
-/// or "delay:ps:20%@50:0.05" (delay 20% of them by 50 ms).
+/// "drop:ps:10%@50" (drop 10% of the messages to the servers from step 50),
+/// "delay:ps:20%@50:0.05" (delay 20% of them by 50 ms), "move:ps:0>2@300"
+/// (ps 0's replicas move to ps 2 at step 300), "add:ps@200" (a new ps
+/// joins at step 200) or "remove:ps:0@400" (ps 0 is drained and stops).
 /// @throws input_error quoting `text` and what is wrong.
 fault_spec parse_fault(const std::string& text);
 
 /// Renders a fault as parse_fault reads it.
 std::string to_string(const fault_spec& f);
+
+/// Checks the parameter-server indices of `faults` for a job that starts
+/// with `ps` servers, taking the events in the order they fire (by step;
+/// equal steps in the order given): each ps index names a server that
+/// exists then (an added one counts from its add on) and was not removed,
+/// a move goes to another server, and no remove takes the last server.
+/// @returns an empty string, or the position in `faults` of the first
+///          event that fails and why (`position` set).
+std::string check_server_plan(const std::vector<fault_spec>& faults,
+                              uint32_t ps, size_t* position);
+
+/// The number of parameter servers a job that starts with `ps` ever has:
+/// `ps` plus the adds among `faults`.
+uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps);
 
 } // namespace actorps

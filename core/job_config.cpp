@@ -236,11 +236,19 @@ void read_faults(section& root, job_config& cfg, const std::string& source) {
       x.action = fault_spec::kind::delay;
     else if (action == "error")
       x.action = fault_spec::kind::error;
+    else if (action == "move")
+      x.action = fault_spec::kind::move;
+    else if (action == "add")
+      x.action = fault_spec::kind::add;
+    else if (action == "remove")
+      x.action = fault_spec::kind::remove;
     else if (action != "kill")
-      f.fail(field + ".action", "expected kill, stop, drop, delay or error, got \""
+      f.fail(field + ".action", "expected kill, stop, drop, delay, error, "
+                                "move, add or remove, got \""
                                   + action + "\"");
     f.get("role", x.role);
     f.get("index", x.index, 0, 1u << 20);
+    f.get("to", x.to, 0, 1u << 20);
     f.get("step", x.step, 0);
     float seconds = 0;
     f.get("seconds", seconds, 0.0, 3600.0);
@@ -517,11 +525,12 @@ void validate(const job_config& cfg) {
     auto field = fmt::format("faults[{}] ({})", i, to_string(f));
     if (f.role != "worker" && f.role != "ps")
       fail(field, "role must be worker or ps");
-    auto n = f.role == "worker" ? cfg.workers : cfg.ps;
-    if (f.index >= n)
-      fail(field, fmt::format("index {} is out of range: the job has {} {}",
-                              f.index, n, f.role == "worker" ? "workers"
-                                                             : "ps"));
+    if (f.role == "worker" && f.index >= cfg.workers)
+      fail(field, fmt::format("index {} is out of range: the job has {} "
+                              "workers",
+                              f.index, cfg.workers));
+    if (changes_servers(f) && f.role != "ps")
+      fail(field, "move, add and remove act on parameter servers: role ps");
     bool messages = f.action == fault_spec::kind::drop
                     || f.action == fault_spec::kind::delay;
     if (messages && f.role != "ps")
@@ -535,6 +544,10 @@ void validate(const job_config& cfg) {
         && !(f.seconds > 0))
       fail(field, "a stop or delay needs seconds > 0");
   }
+  size_t at = 0;
+  auto plan = check_server_plan(cfg.faults, cfg.ps, &at);
+  if (!plan.empty())
+    fail(fmt::format("faults[{}] ({})", at, to_string(cfg.faults[at])), plan);
   if (cfg.heartbeat_interval_ms > 0
       && cfg.heartbeat_timeout_ms <= cfg.heartbeat_interval_ms)
     fail("cluster.heartbeat_timeout_ms",

@@ -19,6 +19,7 @@
 #include "cluster/job/system_config.hpp"
 #include "cluster/services/fit.hpp"
 #include "core/dataset.hpp"
+#include "core/job_config.hpp"
 #include "core/metrics.hpp"
 #include "core/placement.hpp"
 
@@ -83,7 +84,13 @@ private:
     std::vector<caf::actor> spawned;
   };
 
+  /// A move, add or remove of the fault plan (inject): sent to the
+  /// dispatcher; an added server is spawned here.
+  void change_servers(const fault_spec& f);
+
   caf::actor_system& sys_;
+  /// The job's config (for the options of servers added later).
+  job_config cfg_;
   std::shared_ptr<const placement> layout_;
   std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;

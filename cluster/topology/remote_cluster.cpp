@@ -519,6 +519,13 @@ remote_cluster::~remote_cluster() {
 }
 
 void remote_cluster::inject(const fault_spec& f) {
+  if (changes_servers(f)) {
+    log::error("coordinator", -1,
+               "{}: moves, adds and removes of parameter servers are not "
+               "supported across processes yet; ignored",
+               to_string(f));
+    return;
+  }
   // Sent by an actor of this process, not anonymously: a node handles a
   // fault only from the coordinator that joined it (node_actor.hpp).
   caf::scoped_actor self{sys_};
