@@ -146,6 +146,8 @@ caf::result<bool> drop_group(ps_ptr self, uint32_t g, uint64_t view) {
   auto fenced = r.handing_off;
   auto held_ms = fenced ? ms_since(r.fenced_at) : 0.0;
   auto held = r.held_pushes.size();
+  auto floats = r.dense.size();
+  auto rows = replica_stats(r).table_rows;
   // Everything waiting here is answered stale_view: the workers know the
   // new route already and send it there.
   r.view = view;
@@ -154,12 +156,14 @@ caf::result<bool> drop_group(ps_ptr self, uint32_t g, uint64_t view) {
   st.moved[g] = view;
   if (fenced)
     log::info("ps", static_cast<int>(st.opts.index),
-              "group {} moved away (view {}): its pushes waited {:.1f} ms "
-              "here, {} held",
-              g, view, held_ms, held);
+              "group {} moved away (view {}; {} floats, {} table rows): its "
+              "pushes waited {:.1f} ms here, {} held",
+              g, view, floats, rows, held_ms, held);
   else
     log::info("ps", static_cast<int>(st.opts.index),
-              "group {} dropped here (view {}): served elsewhere", g, view);
+              "group {} dropped here (view {}; {} floats, {} table rows): "
+              "served elsewhere",
+              g, view, floats, rows);
   return true;
 }
 

@@ -11,8 +11,10 @@
 namespace actorps {
 
 bool changes_servers(const fault_spec& f) {
-  return f.action == fault_spec::kind::move || f.action == fault_spec::kind::add
-         || f.action == fault_spec::kind::remove;
+  return f.role == "ps"
+         && (f.action == fault_spec::kind::move
+             || f.action == fault_spec::kind::join
+             || f.action == fault_spec::kind::leave);
 }
 
 fault_spec parse_fault(const std::string& text) {
@@ -21,7 +23,7 @@ fault_spec parse_fault(const std::string& text) {
                                    "INDEX@STEP[:SECONDS], e.g. kill:worker:1@40 "
                                    "or stop:ps:0@100:2.5, or drop:ps:10%@50, "
                                    "delay:ps:20%@50:0.05, or move:ps:0>2@300, "
-                                   "add:ps@200, remove:ps:0@400)",
+                                   "join:ps@200, leave:ps:0@400)",
                                    text, why));
   };
   auto at = text.find('@');
@@ -42,12 +44,12 @@ fault_spec parse_fault(const std::string& text) {
                             std::numeric_limits<uint32_t>::max()));
     return static_cast<uint32_t>(n);
   };
-  if (head.rfind("add:", 0) == 0 && head.find(':', 4) == std::string::npos
-      && head != "add:ps")
-    throw bad("add starts a parameter server: add:ps@STEP");
-  if (head == "add:ps") {
+  if (head.rfind("join:", 0) == 0 && head.find(':', 5) == std::string::npos
+      && head != "join:ps")
+    throw bad("join starts a parameter server: join:ps@STEP");
+  if (head == "join:ps") {
     fault_spec f;
-    f.action = fault_spec::kind::add;
+    f.action = fault_spec::kind::join;
     f.role = "ps";
     f.step = number(tail, "step");
     return f;
@@ -68,10 +70,10 @@ fault_spec parse_fault(const std::string& text) {
     f.action = fault_spec::kind::error;
   else if (action == "move")
     f.action = fault_spec::kind::move;
-  else if (action == "remove")
-    f.action = fault_spec::kind::remove;
-  else if (action == "add")
-    throw bad("add takes no index: add:ps@STEP (the new server gets the "
+  else if (action == "leave")
+    f.action = fault_spec::kind::leave;
+  else if (action == "join")
+    throw bad("join takes no index: join:ps@STEP (the new server gets the "
               "next index)");
   else if (action != "kill")
     throw bad("unknown action \"" + action + "\"");
@@ -80,8 +82,10 @@ fault_spec parse_fault(const std::string& text) {
   f.role = head.substr(c1 + 1, c2 - c1 - 1);
   if (f.role != "worker" && f.role != "ps")
     throw bad("unknown role \"" + f.role + "\"");
-  if (changes_servers(f) && f.role != "ps")
-    throw bad("move and remove act on parameter servers: role ps");
+  if ((f.action == fault_spec::kind::move
+       || f.action == fault_spec::kind::leave)
+      && f.role != "ps")
+    throw bad("move and leave act on parameter servers here: role ps");
   if (f.action == fault_spec::kind::move) {
     auto arrow_text = head.substr(c2 + 1);
     auto arrow = arrow_text.find('>');
@@ -121,7 +125,7 @@ fault_spec parse_fault(const std::string& text) {
        || f.action == fault_spec::kind::drop
        || f.action == fault_spec::kind::error || changes_servers(f))
       && c3 != std::string::npos)
-    throw bad("a kill, drop, error, move or remove takes no seconds");
+    throw bad("a kill, drop, error, move or leave takes no seconds");
   if (f.action == fault_spec::kind::error && f.role != "worker")
     throw bad("an error fault makes a worker's step throw: role worker");
   return f;
@@ -129,7 +133,7 @@ fault_spec parse_fault(const std::string& text) {
 
 std::string to_string(const fault_spec& f) {
   static const char* names[] = {"kill",  "stop", "drop", "delay",
-                                "error", "move", "add",  "remove"};
+                                "error", "move", "join", "leave"};
   auto action = names[static_cast<int>(f.action)];
   std::string out;
   if (f.action == fault_spec::kind::drop
@@ -138,8 +142,8 @@ std::string to_string(const fault_spec& f) {
                       static_cast<int>(f.share * 100 + 0.5), f.step);
   else if (f.action == fault_spec::kind::move)
     out = fmt::format("move:{}:{}>{}@{}", f.role, f.index, f.to, f.step);
-  else if (f.action == fault_spec::kind::add)
-    out = fmt::format("add:{}@{}", f.role, f.step);
+  else if (f.action == fault_spec::kind::join)
+    out = fmt::format("join:{}@{}", f.role, f.step);
   else
     out = fmt::format("{}:{}:{}@{}", action, f.role, f.index, f.step);
   if (f.action == fault_spec::kind::stop
@@ -149,11 +153,12 @@ std::string to_string(const fault_spec& f) {
 }
 
 uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps) {
-  auto adds = std::count_if(faults.begin(), faults.end(),
-                            [](const fault_spec& f) {
-                              return f.action == fault_spec::kind::add;
-                            });
-  return ps + static_cast<uint32_t>(adds);
+  auto joins = std::count_if(faults.begin(), faults.end(),
+                             [](const fault_spec& f) {
+                               return f.action == fault_spec::kind::join
+                                      && f.role == "ps";
+                             });
+  return ps + static_cast<uint32_t>(joins);
 }
 
 std::string check_server_plan(const std::vector<fault_spec>& faults,
@@ -164,7 +169,7 @@ std::string check_server_plan(const std::vector<fault_spec>& faults,
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return faults[a].step < faults[b].step;
   });
-  // Each server: 0 not there (yet), 1 serving, 2 removed.
+  // Each server: 1 serving, 2 left.
   std::vector<int> there(ps, 1);
   auto serving = [&] {
     return std::count(there.begin(), there.end(), 1);
@@ -174,7 +179,7 @@ std::string check_server_plan(const std::vector<fault_spec>& faults,
       return fmt::format("ps {} does not exist then (the job has {} "
                          "parameter servers at that step)",
                          p, there.size());
-    return fmt::format("ps {} was removed before", p);
+    return fmt::format("ps {} left the job before", p);
   };
   for (auto i : order) {
     auto& f = faults[i];
@@ -182,13 +187,13 @@ std::string check_server_plan(const std::vector<fault_spec>& faults,
       continue;
     if (position != nullptr)
       *position = i;
-    bool indexed = f.action != fault_spec::kind::add
+    bool indexed = f.action != fault_spec::kind::join
                    && f.action != fault_spec::kind::drop
                    && f.action != fault_spec::kind::delay;
     if (indexed && (f.index >= there.size() || there[f.index] != 1))
       return name(f.index);
     switch (f.action) {
-      case fault_spec::kind::add:
+      case fault_spec::kind::join:
         there.push_back(1);
         break;
       case fault_spec::kind::move:
@@ -197,7 +202,7 @@ std::string check_server_plan(const std::vector<fault_spec>& faults,
         if (f.to == f.index)
           return "a move goes to another server";
         break;
-      case fault_spec::kind::remove:
+      case fault_spec::kind::leave:
         if (serving() == 1)
           return fmt::format("ps {} is the last parameter server: its "
                              "replicas would be the last copy of their "

@@ -24,11 +24,11 @@ namespace actorps {
 /// Planned changes of the parameter servers (role "ps"), not failures:
 /// `move` moves every replica ps `index` holds to ps `to` while training
 /// goes on (a view change per group: nothing lost or applied twice);
-/// `add` starts a new, empty ps, whose index is the next one (the job's ps
-/// count, plus the adds before it); `remove` drains ps `index` (its
+/// `join` starts a new, empty ps, whose index is the next one (the job's ps
+/// count, plus the joins before it); `leave` drains ps `index` (its
 /// replicas move to the other servers) and then stops it.
 struct fault_spec {
-  enum class kind { kill, stop, drop, delay, error, move, add, remove };
+  enum class kind { kill, stop, drop, delay, error, move, join, leave };
   kind action = kind::kill;
   std::string role = "worker"; ///< "worker" or "ps"
   uint32_t index = 0;
@@ -39,14 +39,14 @@ struct fault_spec {
 };
 
 /// Whether `f` changes the set of parameter servers or what they hold
-/// (move, add, remove) rather than injecting a failure.
+/// (move, join and leave of role ps) rather than injecting a failure.
 bool changes_servers(const fault_spec& f);
 
 /// Parses "kill:worker:1@40", "stop:ps:0@100:2.5" (stop for 2.5 s),
 /// "drop:ps:10%@50" (drop 10% of the messages to the servers from step 50),
 /// "delay:ps:20%@50:0.05" (delay 20% of them by 50 ms), "move:ps:0>2@300"
-/// (ps 0's replicas move to ps 2 at step 300), "add:ps@200" (a new ps
-/// joins at step 200) or "remove:ps:0@400" (ps 0 is drained and stops).
+/// (ps 0's replicas move to ps 2 at step 300), "join:ps@200" (a new ps
+/// joins at step 200) or "leave:ps:0@400" (ps 0 is drained and stops).
 /// @throws input_error quoting `text` and what is wrong.
 fault_spec parse_fault(const std::string& text);
 
@@ -56,15 +56,15 @@ std::string to_string(const fault_spec& f);
 /// Checks the parameter-server indices of `faults` for a job that starts
 /// with `ps` servers, taking the events in the order they fire (by step;
 /// equal steps in the order given): each ps index names a server that
-/// exists then (an added one counts from its add on) and was not removed,
-/// a move goes to another server, and no remove takes the last server.
+/// exists then (a joined one counts from its join on) and did not leave,
+/// a move goes to another server, and no leave takes the last server.
 /// @returns an empty string, or the position in `faults` of the first
 ///          event that fails and why (`position` set).
 std::string check_server_plan(const std::vector<fault_spec>& faults,
                               uint32_t ps, size_t* position);
 
 /// The number of parameter servers a job that starts with `ps` ever has:
-/// `ps` plus the adds among `faults`.
+/// `ps` plus the joins of role ps among `faults`.
 uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps);
 
 } // namespace actorps

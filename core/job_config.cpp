@@ -238,13 +238,13 @@ void read_faults(section& root, job_config& cfg, const std::string& source) {
       x.action = fault_spec::kind::error;
     else if (action == "move")
       x.action = fault_spec::kind::move;
-    else if (action == "add")
-      x.action = fault_spec::kind::add;
-    else if (action == "remove")
-      x.action = fault_spec::kind::remove;
+    else if (action == "join")
+      x.action = fault_spec::kind::join;
+    else if (action == "leave")
+      x.action = fault_spec::kind::leave;
     else if (action != "kill")
       f.fail(field + ".action", "expected kill, stop, drop, delay, error, "
-                                "move, add or remove, got \""
+                                "move, join or leave, got \""
                                   + action + "\"");
     f.get("role", x.role);
     f.get("index", x.index, 0, 1u << 20);
@@ -529,8 +529,12 @@ void validate(const job_config& cfg) {
       fail(field, fmt::format("index {} is out of range: the job has {} "
                               "workers",
                               f.index, cfg.workers));
-    if (changes_servers(f) && f.role != "ps")
-      fail(field, "move, add and remove act on parameter servers: role ps");
+    if ((f.action == fault_spec::kind::move
+         || f.action == fault_spec::kind::join
+         || f.action == fault_spec::kind::leave)
+        && f.role != "ps")
+      fail(field, "move, join and leave act on parameter servers here: role "
+                  "ps");
     bool messages = f.action == fault_spec::kind::drop
                     || f.action == fault_spec::kind::delay;
     if (messages && f.role != "ps")

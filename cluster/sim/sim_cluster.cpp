@@ -194,8 +194,8 @@ void sim_cluster::inject(const fault_spec& f) {
       step_errors_[f.index]->armed = true;
       return;
     case fault_spec::kind::move:
-    case fault_spec::kind::add:
-    case fault_spec::kind::remove:
+    case fault_spec::kind::join:
+    case fault_spec::kind::leave:
       return; // refused before the simulation (check_fault)
   }
 }

@@ -122,7 +122,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                                                uint32_t g) {
     restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
-  // A drained server (remove:ps:N) ends; it is no longer watched.
+  // A drained server (leave:ps:N) ends; it is no longer watched.
   recovery.retire = [shared](uint32_t p, const ps_actor& ps) {
     {
       std::lock_guard<std::mutex> guard{shared->mtx};
@@ -193,7 +193,7 @@ void local_cluster::change_servers(const fault_spec& f) {
             to_string(f));
   if (f.action == fault_spec::kind::move) {
     caf::anon_send(dispatcher_, move_atom_v, f.index, f.to);
-  } else if (f.action == fault_spec::kind::remove) {
+  } else if (f.action == fault_spec::kind::leave) {
     caf::anon_send(dispatcher_, ps_drain_atom_v, f.index);
   } else {
     // A new, empty server with the next index; the dispatcher learns it.

@@ -35,8 +35,8 @@ local_faults::local_faults(const std::vector<fault_spec>& faults, uint32_t ps,
         break;
       case fault_spec::kind::kill:
       case fault_spec::kind::move:
-      case fault_spec::kind::add:
-      case fault_spec::kind::remove:
+      case fault_spec::kind::join:
+      case fault_spec::kind::leave:
         break;
     }
   }
@@ -93,8 +93,8 @@ void local_faults::inject(const fault_spec& f, const caf::actor& target) {
       step_errors_[f.index]->armed = true;
       return;
     case fault_spec::kind::move:
-    case fault_spec::kind::add:
-    case fault_spec::kind::remove:
+    case fault_spec::kind::join:
+    case fault_spec::kind::leave:
       throw runtime_failure("fault " + to_string(f)
                             + ": a change of the servers, not a fault "
                               "(local_cluster::inject sends it to the "

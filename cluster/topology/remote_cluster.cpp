@@ -226,6 +226,26 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
     },
     [=](rejoin_atom, uint64_t slot) { try_rejoin(slot); },
     [=](shutdown_atom) { self->state.closing = true; },
+    [=](ps_drain_atom, uint64_t slot) {
+      // A drained server leaves the job: its node is no longer watched and
+      // exits 0.
+      auto& st = self->state;
+      if (slot >= st.nodes.size())
+        return;
+      auto& n = st.nodes[slot];
+      n.lost = true;
+      self->demonitor(n.node);
+      auto name = n.name;
+      self->request(n.node, std::chrono::seconds(5), shutdown_atom_v,
+                    int32_t{0})
+        .then([=](uint32_t) {
+                log::info("coordinator", -1, "{} left the job", name);
+              },
+              [=](caf::error& err) {
+                log::warn("coordinator", -1, "{} did not confirm it left: {}",
+                          name, self->system().render(err));
+              });
+    },
   };
 }
 
@@ -344,6 +364,13 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   : sys_(sys),
     shutdown_timeout_(std::max<uint64_t>(cfg.heartbeat_timeout_ms, 200)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
+  for (auto& f : cfg.faults)
+    if (f.action == fault_spec::kind::join)
+      throw input_error(fmt::format(
+        "fault {}: a parameter server joins only in one process (actorps "
+        "train) so far; across processes, move the replicas between the "
+        "cluster's servers (move:ps:S>T) or let one leave (leave:ps:N)",
+        to_string(f)));
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     members_.push_back({"ps", p, spec.ps[p]});
   for (uint32_t w = 0; w < spec.worker.size(); ++w)
@@ -468,6 +495,13 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                                                uint32_t g) {
     restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
+  // A drained server (leave:ps:N): its node exits 0 (the watcher tells
+  // it, and stops watching it).
+  recovery.retire = [watcher, members](uint32_t p, const ps_actor&) {
+    for (uint64_t slot = 0; slot < members.size(); ++slot)
+      if (members[slot].role == "ps" && members[slot].index == p)
+        caf::anon_send(watcher, ps_drain_atom_v, slot);
+  };
   dispatcher_ = spawn_dispatcher(
     sys, workers_, nullptr, 0, timeout, servers, std::move(recovery),
     cfg.closures_per_worker == 0 ? 2 : cfg.closures_per_worker);
@@ -520,11 +554,13 @@ remote_cluster::~remote_cluster() {
 
 void remote_cluster::inject(const fault_spec& f) {
   if (changes_servers(f)) {
-    log::error("coordinator", -1,
-               "{}: moves, adds and removes of parameter servers are not "
-               "supported across processes yet; ignored",
-               to_string(f));
-    return;
+    log::warn("coordinator", -1, "planned change of the parameter servers: {}",
+              to_string(f));
+    if (f.action == fault_spec::kind::move)
+      caf::anon_send(dispatcher_, move_atom_v, f.index, f.to);
+    else if (f.action == fault_spec::kind::leave)
+      caf::anon_send(dispatcher_, ps_drain_atom_v, f.index);
+    return; // (a join was refused when the job started)
   }
   // Sent by an actor of this process, not anonymously: a node handles a
   // fault only from the coordinator that joined it (node_actor.hpp).
