@@ -148,8 +148,10 @@ caf::result<bool> drop_group(ps_ptr self, uint32_t g, uint64_t view) {
   auto held = r.held_pushes.size();
   auto floats = r.dense.size();
   auto rows = replica_stats(r).table_rows;
-  // Everything waiting here is answered stale_view: the workers know the
-  // new route already and send it there.
+  // Everything waiting here is answered stale_view ("moved"): the workers
+  // get the new route and send it there.
+  end_handoff(r, caf::make_error(errc::stale_view, "ps", st.opts.index,
+                                 "group", g, "moved at view", view));
   r.view = view;
   step_down(r, st.opts.index);
   st.groups.erase(g);

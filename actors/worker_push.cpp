@@ -142,7 +142,8 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
       },
       [=](caf::error& err) {
         auto& st = self->state;
-        if (st.seq == seq && st.slots[p].in_flight == token)
+        if (st.seq == seq && st.slots[p].in_flight == token
+            && !awaits_route(self, p, err))
           fail(self, server_error(self, p, std::move(err)));
       });
 }

@@ -232,6 +232,12 @@ void step_error(worker_ptr self, const char* where, const std::exception& e);
 /// reported as errc::ps_lost (the dispatcher may wait for its recovery).
 caf::error server_error(worker_ptr self, uint32_t p, caf::error err);
 
+/// Whether `err` is server `p`'s answer that group `p` moved away at a view
+/// newer than the worker knows (a planned move): the dispatcher's new route
+/// is on its way, and the request goes again with it (resend), so the
+/// closure does not fail.
+bool awaits_route(worker_ptr self, uint32_t p, const caf::error& err);
+
 // -- worker_step.cpp ----------------------------------------------------------
 
 /// Frees `xs` (worker_options::lean).

@@ -179,7 +179,8 @@ void pull_slices(worker_ptr self, uint32_t p) {
         },
         [=](caf::error& err) {
           auto& st = self->state;
-          if (st.seq == seq && st.slots[p].in_flight == token)
+          if (st.seq == seq && st.slots[p].in_flight == token
+              && !awaits_route(self, p, err))
             fail(self, server_error(self, p, std::move(err)));
         });
   }
@@ -217,7 +218,8 @@ void pull_one(worker_ptr self, uint32_t p, bool dense = true,
       },
       [=](caf::error& err) {
         auto& st = self->state;
-        if (st.seq == seq && st.slots[p].in_flight == token)
+        if (st.seq == seq && st.slots[p].in_flight == token
+            && !awaits_route(self, p, err))
           fail(self, server_error(self, p, std::move(err)));
       });
 }
