@@ -203,9 +203,11 @@ void take_over(dispatcher_ptr self) {
       st.longest_move_stall_s = std::max(st.longest_move_stall_s, stall);
       log::info("dispatcher", -1,
                 "group {} moved from ps{} to ps{} (view {}): pushes to it "
-                "waited {:.1f} ms (handoff {:.1f} ms); the move took {:.3f} s",
+                "waited {:.1f} ms (handoff {:.1f} ms); the move took {:.3f} s "
+                "(the longest wait of {} group moves so far: {:.1f} ms)",
                 g, s, t, view, stall * 1000, handed * 1000,
-                move_seconds(m.start));
+                move_seconds(m.start), st.moves_done + 1,
+                st.longest_move_stall_s * 1000);
       drop_on(self, s, g, view);
       end_move(self, "");
     });

@@ -180,7 +180,8 @@ struct dispatcher_state {
   bool moving = false;
   uint64_t move_number = 0;
   /// The longest time pushes to a moving group waited so far (from the
-  /// handoff's request to the new routes), seconds, and the moves done.
+  /// handoff's request to the new routes), seconds, and the moves done (of
+  /// primaries and of backups), for the log.
   double longest_move_stall_s = 0;
   uint64_t moves_done = 0;
 

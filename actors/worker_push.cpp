@@ -108,6 +108,7 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
   if (slot.in_flight == 0) {
     slot.in_flight = ++st.next_token;
     slot.outstanding = 0;
+    slot.in_flight_since = steady_clock::now();
   }
   auto token = slot.in_flight;
   slot.runs_sent.emplace_back(from, to);

@@ -109,8 +109,10 @@ struct server_slot {
   /// neither count twice nor be waited for.
   uint64_t in_flight = 0;
   /// The requests of the token in_flight awaiting their answer (a push in
-  /// pieces sends several).
+  /// pieces sends several), and when its first was sent (for the log line
+  /// of a request sent again after a move).
   uint32_t outstanding = 0;
+  std::chrono::steady_clock::time_point in_flight_since;
   /// Layer pushes: the region offset from which pieces were pushed during
   /// the compute (the region's size: none).
   uint64_t sent_from = 0;

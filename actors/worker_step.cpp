@@ -423,9 +423,20 @@ void resend(worker_ptr self, uint32_t p) {
   }
   if (slot.in_flight == 0)
     return;
-  log::info("worker", static_cast<int>(st.opts.index),
-            "closure {}: its {} of group {} is sent again to the new server",
-             st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
+  auto pushing = st.at == phase::pushing;
+  if (pushing)
+    log::info("worker", static_cast<int>(st.opts.index),
+              "closure {}: its push of group {} is sent again to the new "
+              "server after {:.1f} ms",
+              st.result.closure, p,
+              std::chrono::duration<double, std::milli>(
+                steady_clock::now() - slot.in_flight_since)
+                .count());
+  else
+    log::info("worker", static_cast<int>(st.opts.index),
+              "closure {}: its pull of group {} is sent again to the new "
+              "server",
+              st.result.closure, p);
   slot.in_flight = 0;
   if (st.at == phase::pushing)
     resend_pushes(self, p);

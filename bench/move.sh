@@ -7,12 +7,15 @@
 # Then the final accuracy of Fashion-MNIST (the default MLP, 3 epochs) with
 # and without a move in epoch 2, alternating, ROUNDS of each.
 #
-#   bench/move.sh [ROUNDS]
+#   bench/move.sh [ROUNDS]      (ONLY_TRAIN=1: not under launch;
+#                                ONLY_WAITS=1: no accuracy runs)
 #
 # Prints, per run: the dispatcher's wait (from the handoff's request to the
-# new routes: pushes to the group wait no longer than this) and the old
-# server's (from the moment it stopped applying pushes to its drop of the
-# group), then their largest values; and the accuracies with their medians.
+# new routes), the old server's (from the moment it stopped applying pushes
+# to its drop of the group, which comes after the routes) and the longest a
+# push waited before its worker sent it again to the new server (from its
+# first send), then their largest values; and the accuracies with their
+# medians.
 # Needs build/actorps (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,14 +32,18 @@ grep -q '2048, 512' "$tmp/wide.json" \
 median() { sort -n | awk '{a[NR] = $1} END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 largest() { sort -n | tail -1; }
 
-# waits LOG: "DISPATCHER_MS SERVER_MS FLOATS" of the first move in LOG.
+# waits LOG: "DISPATCHER_MS SERVER_MS WORKER_MS FLOATS" of the first move in
+# LOG; WORKER_MS: the longest a push waited before a worker sent it again to
+# the new server (0: no push was caught by the move).
 waits() {
-  local d s f
+  local d s w f
   d=$(grep -o 'pushes to it waited [0-9.]* ms' "$1" | head -1 | awk '{print $5}')
   s=$(grep -o 'floats, [0-9]* table rows): its pushes waited [0-9.]* ms' "$1" \
       | head -1 | awk '{print $8}')
+  w=$(grep -o 'is sent again to the new server after [0-9.]* ms' "$1" \
+      | awk '{print $9}' | sort -n | tail -1)
   f=$(grep -o 'moved away (view [0-9]*; [0-9]* floats' "$1" | head -1 | awk '{print $5}')
-  echo "${d:-none} ${s:-none} ${f:-none}"
+  echo "${d:-none} ${s:-none} ${w:-0} ${f:-none}"
 }
 
 run() {
@@ -54,6 +61,7 @@ hows=(train)
 for how in "${hows[@]}"; do
   : >"$tmp/$how.d"
   : >"$tmp/$how.s"
+  : >"$tmp/$how.w"
   for ((i = 1; i <= rounds; i++)); do
     if [[ $how == train ]]; then
       run "train with a move" train --config "$tmp/wide.json" --epochs 1 \
@@ -64,14 +72,16 @@ for how in "${hows[@]}"; do
         --train-limit 12800 --no-progress --ps 3 --workers 2 \
         --fault 'move:ps:0>2@60'
     fi
-    read -r d s f <<<"$(waits "$tmp/log")"
-    echo "$how round $i: group of $f floats moved; pushes waited $d ms (dispatcher), $s ms (old server)"
+    read -r d s w f <<<"$(waits "$tmp/log")"
+    echo "$how round $i: group of $f floats moved; pushes waited $d ms (dispatcher), $s ms (old server), $w ms (longest push sent again by a worker)"
     echo "$d" >>"$tmp/$how.d"
     echo "$s" >>"$tmp/$how.s"
+    echo "$w" >>"$tmp/$how.w"
   done
-  echo "$how: longest wait $(largest <"$tmp/$how.d") ms (dispatcher), $(largest <"$tmp/$how.s") ms (old server), over $rounds moves"
+  echo "$how: longest wait $(largest <"$tmp/$how.d") ms (dispatcher), $(largest <"$tmp/$how.s") ms (old server), $(largest <"$tmp/$how.w") ms (a push sent again), over $rounds moves"
 done
 
+[[ ${ONLY_WAITS:-0} == 1 ]] && exit 0
 : >"$tmp/acc.base"
 : >"$tmp/acc.move"
 for ((i = 1; i <= rounds; i++)); do

@@ -227,24 +227,15 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
     [=](rejoin_atom, uint64_t slot) { try_rejoin(slot); },
     [=](shutdown_atom) { self->state.closing = true; },
     [=](ps_drain_atom, uint64_t slot) {
-      // A drained server leaves the job: its node is no longer watched and
-      // exits 0.
-      auto& st = self->state;
-      if (slot >= st.nodes.size())
+      // A drained server leaves the job: its node, no longer watched, exits 0.
+      if (slot >= self->state.nodes.size())
         return;
-      auto& n = st.nodes[slot];
+      auto& n = self->state.nodes[slot];
       n.lost = true;
       self->demonitor(n.node);
-      auto name = n.name;
       self->request(n.node, std::chrono::seconds(5), shutdown_atom_v,
                     int32_t{0})
-        .then([=](uint32_t) {
-                log::info("coordinator", -1, "{} left the job", name);
-              },
-              [=](caf::error& err) {
-                log::warn("coordinator", -1, "{} did not confirm it left: {}",
-                          name, self->system().render(err));
-              });
+        .then([](uint32_t) {}, [](caf::error&) {});
     },
   };
 }
@@ -365,12 +356,10 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     shutdown_timeout_(std::max<uint64_t>(cfg.heartbeat_timeout_ms, 200)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
   for (auto& f : cfg.faults)
-    if (f.action == fault_spec::kind::join)
-      throw input_error(fmt::format(
-        "fault {}: a parameter server joins only in one process (actorps "
-        "train) so far; across processes, move the replicas between the "
-        "cluster's servers (move:ps:S>T) or let one leave (leave:ps:N)",
-        to_string(f)));
+    if (f.action == fault_spec::kind::join && f.role == "ps")
+      throw input_error(fmt::format("fault {}: a parameter server joins only "
+                                    "in one process (actorps train) so far",
+                                    to_string(f)));
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     members_.push_back({"ps", p, spec.ps[p]});
   for (uint32_t w = 0; w < spec.worker.size(); ++w)
