@@ -226,16 +226,14 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
     },
     [=](rejoin_atom, uint64_t slot) { try_rejoin(slot); },
     [=](shutdown_atom) { self->state.closing = true; },
-    [=](ps_drain_atom, uint64_t slot) {
-      // A drained server leaves the job: its node, no longer watched, exits 0.
+    [=](ps_drain_atom, uint64_t slot) { // a drained server: it exits 0
       if (slot >= self->state.nodes.size())
         return;
       auto& n = self->state.nodes[slot];
-      n.lost = true;
+      n.lost = true; // no longer watched
       self->demonitor(n.node);
       self->request(n.node, std::chrono::seconds(5), shutdown_atom_v,
-                    int32_t{0})
-        .then([](uint32_t) {}, [](caf::error&) {});
+                    int32_t{0}).then([](uint32_t) {}, [](caf::error&) {});
     },
   };
 }
@@ -355,11 +353,6 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   : sys_(sys),
     shutdown_timeout_(std::max<uint64_t>(cfg.heartbeat_timeout_ms, 200)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
-  for (auto& f : cfg.faults)
-    if (f.action == fault_spec::kind::join && f.role == "ps")
-      throw input_error(fmt::format("fault {}: a parameter server joins only "
-                                    "in one process (actorps train) so far",
-                                    to_string(f)));
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     members_.push_back({"ps", p, spec.ps[p]});
   for (uint32_t w = 0; w < spec.worker.size(); ++w)
@@ -387,9 +380,12 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       caf::anon_send(watcher_, joined[i].node, members_[i].name(),
                      members_[i].role, members_[i].index);
       if (members_[i].role == "ps") {
-        servers.push_back(caf::actor_cast<ps_actor>(role_actor));
+        // Servers after the job's own join later (join:ps): idle till then.
+        auto ps = caf::actor_cast<ps_actor>(role_actor);
+        if (members_[i].index < cfg.ps)
+          servers.push_back(ps);
         std::lock_guard<std::mutex> guard{table_->mtx};
-        table_->servers.push_back(servers.back());
+        table_->servers.push_back(ps);
       } else {
         workers_.push_back(caf::actor_cast<worker_actor>(role_actor));
       }
@@ -447,6 +443,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   auto watcher = watcher_;
   auto members = members_;
   auto groups = static_cast<uint32_t>(servers.size());
+  groups_ = groups;
   ps_recovery recovery;
   recovery.replicas = cfg.replicas;
   recovery.initial_view = view0_;
@@ -484,8 +481,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                                                uint32_t g) {
     restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
-  // A drained server (leave:ps:N): its node exits 0 (the watcher tells
-  // it, and stops watching it).
+  // A drained server (leave:ps:N): the watcher lets its node go (exit 0).
   recovery.retire = [watcher, members](uint32_t p, const ps_actor&) {
     for (uint64_t slot = 0; slot < members.size(); ++slot)
       if (members[slot].role == "ps" && members[slot].index == p)
@@ -545,11 +541,18 @@ void remote_cluster::inject(const fault_spec& f) {
   if (changes_servers(f)) {
     log::warn("coordinator", -1, "planned change of the parameter servers: {}",
               to_string(f));
-    if (f.action == fault_spec::kind::move)
+    if (f.action == fault_spec::kind::move) {
       caf::anon_send(dispatcher_, move_atom_v, f.index, f.to);
-    else if (f.action == fault_spec::kind::leave)
+    } else if (f.action == fault_spec::kind::leave) {
       caf::anon_send(dispatcher_, ps_drain_atom_v, f.index);
-    return; // (a join was refused when the job started)
+    } else {
+      // The next server of the spec, running idle since the start.
+      std::lock_guard<std::mutex> guard{table_->mtx};
+      auto p = static_cast<uint32_t>(groups_ + joins_++);
+      if (p < table_->servers.size())
+        caf::anon_send(dispatcher_, ps_join_atom_v, p, table_->servers[p]);
+    }
+    return;
   }
   // Sent by an actor of this process, not anonymously: a node handles a
   // fault only from the coordinator that joined it (node_actor.hpp).
