@@ -5,6 +5,8 @@
 //   actorps launch --config configs/fashion_mnist.json --workers 2 --ps 2
 //   actorps certs --cluster configs/cluster_local.json --out certs/
 //   actorps stream-gen --out stream/ --parts 10 --rows-per-part 1000
+//   actorps export --config configs/a9a.json --checkpoint ckpt/ --out models/a9a
+//   actorps serve models/a9a --port 8501
 //   srun -n 5 actorps node --cluster-resolver slurm --ps 2 --config ...
 //   actorps launch --launcher slurm --ps 2 --workers 2 ...   (in sbatch)
 //
@@ -27,6 +29,8 @@
 
 #include "cluster/topology/node_actor.hpp"
 #include "apps/certs.hpp"
+#include "apps/export.hpp"
+#include "apps/serve.hpp"
 #include "apps/simulate.hpp"
 #include "apps/stream_gen.hpp"
 #include "apps/cli.hpp"
@@ -60,6 +64,10 @@ commands:
   stream-gen
            write a stream of click-log parts with drifting ids into a folder,
            for a job that reads a stream (see: actorps stream-gen --help)
+  export   turn a checkpoint into a servable model: ONNX, table files and a
+           manifest (see: actorps export --help)
+  serve    answer TensorFlow Serving's REST API with an exported model, and
+           switch to newer versions as they land (see: actorps serve --help)
   config-reference
            print docs/reference/config.md: every config key with its flag,
            type, bounds, default and help
@@ -346,6 +354,10 @@ int main(int argc, char** argv) {
       return actorps::run_certs(args);
     if (command == "simulate")
       return actorps::run_simulate(args);
+    if (command == "export")
+      return actorps::run_export(args);
+    if (command == "serve")
+      return actorps::run_serve(args);
     if (command == "stream-gen")
       return actorps::run_stream_gen(args);
     if (command == "config-reference" && args.empty()) {

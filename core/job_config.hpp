@@ -274,6 +274,11 @@ struct job_config {
   /// every checkpoint is full. keep_checkpoints counts full checkpoints,
   /// each kept with its deltas.
   uint32_t delta_checkpoints = 4;
+  /// After every `export_every`-th checkpoint written, the coordinator also
+  /// exports it as a servable model into `export_dir`/STEP (actorps export,
+  /// docs/guide/serving.md; "" = no exports). Needs checkpoint_dir.
+  std::string export_dir;
+  uint32_t export_every = 1;
   /// Early stopping (Keras' EarlyStopping, cluster/services/fit_callbacks.hpp): the
   /// epoch metric watched ("" = off; e.g. "test_loss", "test_accuracy",
   /// "test_auc"), the epochs in a row without an improvement of more than

@@ -429,6 +429,14 @@ std::vector<job_option> make_table() {
           field<&job::delta_checkpoints>, 0, 1000,
           "delta checkpoints (table rows changed since the previous "
           "checkpoint) after each full one (0 = every checkpoint full)"),
+    text("training.export_dir", "--export-dir", field<&job::export_dir>,
+         "DIR",
+         "after checkpoints, also export a servable model (ONNX, table "
+         "files, manifest) into DIR/STEP, as actorps export does (\"\" = "
+         "none; needs checkpoint_dir)"),
+    whole("training.export_every", "--export-every",
+          field<&job::export_every>, 1, mebi,
+          "with export_dir: export every Nth checkpoint written"),
     text("training.early_stopping_monitor", "--early-stopping",
          field<&job::early_stopping_monitor>, "M",
          "stop when this epoch metric (test_loss, test_accuracy, test_auc) "

@@ -31,6 +31,7 @@
 #include "core/idx.hpp"
 #include "core/job_config.hpp"
 #include "core/placement.hpp"
+#include "core/table_file.hpp"
 #include "core/wire_format.hpp"
 #include "cluster/net/data_frame.hpp"
 #include "fuzz/fuzz_system.hpp"
@@ -375,6 +376,29 @@ void checkpoints() {
   fs::remove_all(root);
 }
 
+/// Table shard files of an export (core/table_file.hpp): flags (bit 0: the
+/// harness fixes the CRCs), then the file.
+void table_files() {
+  auto dir = fs::temp_directory_path() / "actorps-seeds-table";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto one = [&](const char* name, uint64_t dim,
+                 std::vector<uint64_t> keys) {
+    std::vector<float> values(keys.size() * dim);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = 0.25f * static_cast<float>(i) - 1.0f;
+    auto path = dir / name;
+    write_table_file(path.string(), dim, keys, values);
+    auto file = read_all(path);
+    put("table_file", std::string{name} + "_checked", byte(0) + file);
+    put("table_file", std::string{name} + "_crc_fixed", byte(1) + file);
+  };
+  one("dim4_3rows", 4, {2, 9, 1000000007});
+  one("dim1_1row", 1, {42});
+  one("dim2_empty", 2, {});
+  fs::remove_all(dir);
+}
+
 } // namespace
 
 /// Data channel frames (cluster/net/data_frame.hpp), as a peer sends them.
@@ -440,6 +464,7 @@ int main(int argc, char** argv) {
   gate_preamble();
   idx();
   checkpoints();
+  table_files();
   data_frames();
   std::printf("seeds written to %s\n", out_root.c_str());
   return 0;

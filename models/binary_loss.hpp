@@ -19,4 +19,9 @@ void add_binary_predictions(const float* z, uint64_t stride,
                             const int32_t* labels, uint64_t rows,
                             eval_accumulator& acc);
 
+/// Writes the probability of label 1, sigmoid(z[r * stride]) as float, of
+/// `rows` logits into out[r] (model::predict of a binary model).
+void binary_probabilities(const float* z, uint64_t stride, uint64_t rows,
+                          float* out);
+
 } // namespace actorps

@@ -127,16 +127,23 @@ void embedding_mlp::load_input(const model_inputs& in,
   }
 }
 
+void embedding_mlp::forward(const model_inputs& in,
+                            const example_batch& batch,
+                            dense_tower::workspace& ws) const {
+  if (in.stages_done == 0)
+    load_input(in, batch, ws);
+  for (size_t i = in.stages_done; i < tower_.layers(); ++i)
+    tower_.forward_layer(in.dense, ws, static_cast<Eigen::Index>(batch.rows),
+                         i);
+}
+
 double embedding_mlp::loss_and_gradient(const model_inputs& in,
                                         const example_batch& batch,
                                         float* dense_grad,
                                         model_workspace& base) const {
   auto& ws = static_cast<embedding_workspace&>(base).tower;
   auto rows = static_cast<Eigen::Index>(batch.rows);
-  if (in.stages_done == 0)
-    load_input(in, batch, ws);
-  for (size_t i = in.stages_done; i < tower_.layers(); ++i)
-    tower_.forward_layer(in.dense, ws, rows, i);
+  forward(in, batch, ws);
   auto& z = ws.act.back();
   auto& dz = ws.delta.back();
   if (base.predictions)
@@ -190,11 +197,23 @@ void embedding_mlp::evaluate(const model_inputs& in,
                              eval_accumulator& acc,
                              model_workspace& base) const {
   auto& ws = static_cast<embedding_workspace&>(base).tower;
-  load_input(in, batch, ws);
-  tower_.forward(in.dense, ws, static_cast<Eigen::Index>(batch.rows));
+  forward(model_inputs{in.dense, in.tables}, batch, ws);
   auto& z = ws.act.back();
   add_binary_predictions(z.data(), z.cols(), batch.labels.data(), batch.rows,
                          acc);
+}
+
+uint32_t embedding_mlp::prediction_width() const {
+  return 1;
+}
+
+void embedding_mlp::predict(const model_inputs& in,
+                            const example_batch& batch, float* out,
+                            model_workspace& base) const {
+  auto& ws = static_cast<embedding_workspace&>(base).tower;
+  forward(model_inputs{in.dense, in.tables}, batch, ws);
+  auto& z = ws.act.back();
+  binary_probabilities(z.data(), z.cols(), batch.rows, out);
 }
 
 metric_list embedding_mlp::metrics(const eval_accumulator& acc) const {

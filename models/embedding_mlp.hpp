@@ -50,9 +50,33 @@ public:
                      uint32_t s, model_workspace& ws) const override;
   void evaluate(const model_inputs& in, const example_batch& batch,
                 eval_accumulator& acc, model_workspace& ws) const override;
+  /// 1: the probability of a click (label 1).
+  uint32_t prediction_width() const override;
+  void predict(const model_inputs& in, const example_batch& batch, float* out,
+               model_workspace& ws) const override;
   metric_list metrics(const eval_accumulator& acc) const override;
 
+  /// The model's parts, for an exporter (models/export/).
+  const data_schema& schema() const noexcept {
+    return schema_;
+  }
+  uint64_t embedding_dim() const noexcept {
+    return dim_;
+  }
+  bool mean_combiner() const noexcept {
+    return mean_;
+  }
+  const dense_tower& tower() const noexcept {
+    return tower_;
+  }
+
 private:
+  /// The forward pass from stage in.stages_done on (the tower's input
+  /// filled first when 0): the logits in ws.act.back(). The one forward
+  /// pass of training, evaluation and predict().
+  void forward(const model_inputs& in, const example_batch& batch,
+               dense_tower::workspace& ws) const;
+
   /// Fills the tower's input with the combined embeddings and dense features.
   void load_input(const model_inputs& in, const example_batch& batch,
                   dense_tower::workspace& ws) const;

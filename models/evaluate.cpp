@@ -7,6 +7,7 @@
 
 #include <absl/container/flat_hash_map.h>
 
+#include "core/error.hpp"
 #include "models/model.hpp"
 
 namespace actorps {
@@ -35,9 +36,16 @@ std::vector<table_lookup> keys_of(const model& net, const placement& layout,
   return all;
 }
 
-metric_list evaluate_model(const model& net, const float* dense,
-                           const std::vector<table_lookup>& tables,
-                           const dataset& data, unsigned threads) {
+namespace {
+
+/// Runs `fn(batch, inputs, workspace, first_row, accumulator)` on every
+/// batch of eval_rows examples of `data` (rows [first_row, first_row +
+/// batch.rows)), the batches spread over up to `threads` threads, each with
+/// its own workspace and accumulator; returns the accumulators merged.
+template <class F>
+eval_accumulator for_each_batch(const model& net, const float* dense,
+                                const std::vector<table_lookup>& tables,
+                                const dataset& data, unsigned threads, F fn) {
   // Where each key's row is, per table.
   std::vector<absl::flat_hash_map<uint64_t, uint32_t>> index(tables.size());
   for (size_t i = 0; i < tables.size(); ++i) {
@@ -83,7 +91,7 @@ metric_list evaluate_model(const model& net, const float* dense,
           }
         }
         model_inputs in{dense, &lookups};
-        net.evaluate(in, batch, acc, *ws);
+        fn(batch, in, *ws, first, acc);
       }
       return acc;
     }));
@@ -91,7 +99,37 @@ metric_list evaluate_model(const model& net, const float* dense,
   eval_accumulator total;
   for (auto& f : parts)
     total.merge(f.get());
+  return total;
+}
+
+} // namespace
+
+metric_list evaluate_model(const model& net, const float* dense,
+                           const std::vector<table_lookup>& tables,
+                           const dataset& data, unsigned threads) {
+  auto total = for_each_batch(
+    net, dense, tables, data, threads,
+    [&](const example_batch& batch, const model_inputs& in,
+        model_workspace& ws, uint64_t, eval_accumulator& acc) {
+      net.evaluate(in, batch, acc, ws);
+    });
   return net.metrics(total);
+}
+
+std::vector<float> predict_model(const model& net, const float* dense,
+                                 const std::vector<table_lookup>& tables,
+                                 const dataset& data, unsigned threads) {
+  auto width = net.prediction_width();
+  if (width == 0)
+    throw input_error("model.type: this model does not give predictions "
+                      "(model::predict)");
+  std::vector<float> out(data.rows() * width);
+  for_each_batch(net, dense, tables, data, threads,
+                 [&](const example_batch& batch, const model_inputs& in,
+                     model_workspace& ws, uint64_t first, eval_accumulator&) {
+                   net.predict(in, batch, out.data() + first * width, ws);
+                 });
+  return out;
 }
 
 } // namespace actorps

@@ -31,4 +31,12 @@ metric_list evaluate_model(const model& net, const float* dense,
                            const std::vector<table_lookup>& tables,
                            const dataset& data, unsigned threads);
 
+/// The predictions of `net` for every example of `data` (model::predict):
+/// rows x prediction_width() floats, row-major, computed as evaluate_model
+/// computes its metrics (same batches, same rows).
+/// @throws input_error for a model without predictions; as evaluate_model.
+std::vector<float> predict_model(const model& net, const float* dense,
+                                 const std::vector<table_lookup>& tables,
+                                 const dataset& data, unsigned threads);
+
 } // namespace actorps

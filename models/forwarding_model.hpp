@@ -60,6 +60,15 @@ public:
     net_->evaluate(in, batch, acc, ws);
   }
 
+  uint32_t prediction_width() const override {
+    return net_->prediction_width();
+  }
+
+  void predict(const model_inputs& in, const example_batch& batch, float* out,
+               model_workspace& ws) const override {
+    net_->predict(in, batch, out, ws);
+  }
+
   metric_list metrics(const eval_accumulator& acc) const override {
     return net_->metrics(acc);
   }

@@ -23,8 +23,10 @@ public:
   dense_tower::workspace tower;
 };
 
-/// Turns the logits in `z` into softmax probabilities in place and returns
-/// the summed cross-entropy loss and the number of arg-max hits.
+/// Turns the logits in `z` into softmax probabilities in place; with labels
+/// `y` (null: none) returns the summed cross-entropy loss and the number of
+/// arg-max hits ({0, 0} without labels). The one softmax of the model:
+/// training, evaluation and predict() all take it.
 std::pair<double, uint64_t> softmax_xent(Eigen::Ref<matrix> z,
                                          const int32_t* y) {
   double loss = 0;
@@ -33,15 +35,16 @@ std::pair<double, uint64_t> softmax_xent(Eigen::Ref<matrix> z,
     auto row = z.row(r);
     Eigen::Index arg = 0;
     float mx = row.maxCoeff(&arg);
-    if (arg == y[r])
+    if (y != nullptr && arg == y[r])
       ++correct;
     // log p_y = (z_y - max) - log(sum): taken from the logit, not from
     // exp(z_y - max), which underflows to 0 (loss inf) ~90-100 nats below
     // the max.
-    float shifted_y = row(y[r]) - mx;
+    float shifted_y = y != nullptr ? row(y[r]) - mx : 0.0f;
     row.array() = (row.array() - mx).exp();
     float sum = row.sum();
-    loss += std::log(double{sum}) - double{shifted_y};
+    if (y != nullptr)
+      loss += std::log(double{sum}) - double{shifted_y};
     row /= sum;
   }
   return {loss, correct};
@@ -90,17 +93,24 @@ std::unique_ptr<model_workspace> mlp::make_workspace(uint64_t max_rows) const {
   return std::make_unique<mlp_workspace>(tower_.make_workspace(max_rows));
 }
 
-double mlp::loss_and_gradient(const model_inputs& in,
-                              const example_batch& batch, float* dense_grad,
-                              model_workspace& base) const {
-  auto& ws = static_cast<mlp_workspace&>(base).tower;
+Eigen::Ref<matrix> mlp::forward(const model_inputs& in,
+                                const example_batch& batch,
+                                dense_tower::workspace& ws) const {
   auto rows = static_cast<Eigen::Index>(batch.rows);
   if (in.stages_done == 0)
     load_input(ws, batch);
   for (size_t i = in.stages_done; i < tower_.layers(); ++i)
     tower_.forward_layer(in.dense, ws, rows, i);
+  return ws.act.back().topRows(rows);
+}
+
+double mlp::loss_and_gradient(const model_inputs& in,
+                              const example_batch& batch, float* dense_grad,
+                              model_workspace& base) const {
+  auto& ws = static_cast<mlp_workspace&>(base).tower;
+  auto rows = static_cast<Eigen::Index>(batch.rows);
+  auto probs = forward(in, batch, ws);
   // Softmax cross-entropy: d loss / d logits = (softmax - onehot) / rows.
-  auto probs = ws.act.back().topRows(rows);
   auto loss = softmax_xent(probs, batch.labels.data()).first;
   auto& top = ws.delta.back();
   top.topRows(rows) = probs;
@@ -130,14 +140,25 @@ void mlp::forward_stage(const model_inputs& in, const example_batch& batch,
 void mlp::evaluate(const model_inputs& in, const example_batch& batch,
                    eval_accumulator& acc, model_workspace& base) const {
   auto& ws = static_cast<mlp_workspace&>(base).tower;
-  auto rows = static_cast<Eigen::Index>(batch.rows);
-  load_input(ws, batch);
-  tower_.forward(in.dense, ws, rows);
-  auto [loss, correct] = softmax_xent(ws.act.back().topRows(rows),
+  model_inputs from_start{in.dense, in.tables};
+  auto [loss, correct] = softmax_xent(forward(from_start, batch, ws),
                                       batch.labels.data());
   acc.loss_sum += loss;
   acc.correct += correct;
   acc.count += batch.rows;
+}
+
+uint32_t mlp::prediction_width() const {
+  return static_cast<uint32_t>(classes());
+}
+
+void mlp::predict(const model_inputs& in, const example_batch& batch,
+                  float* out, model_workspace& base) const {
+  auto& ws = static_cast<mlp_workspace&>(base).tower;
+  model_inputs from_start{in.dense, in.tables};
+  auto probs = forward(from_start, batch, ws);
+  softmax_xent(probs, nullptr);
+  Eigen::Map<matrix>{out, probs.rows(), probs.cols()} = probs;
 }
 
 metric_list mlp::metrics(const eval_accumulator& acc) const {

@@ -31,6 +31,10 @@ public:
                      uint32_t s, model_workspace& ws) const override;
   void evaluate(const model_inputs& in, const example_batch& batch,
                 eval_accumulator& acc, model_workspace& ws) const override;
+  /// The number of classes (softmax probabilities).
+  uint32_t prediction_width() const override;
+  void predict(const model_inputs& in, const example_batch& batch, float* out,
+               model_workspace& ws) const override;
   metric_list metrics(const eval_accumulator& acc) const override;
 
   uint64_t input_dim() const {
@@ -41,7 +45,19 @@ public:
     return tower_.widths().back();
   }
 
+  /// Its layers, for an exporter (models/export/).
+  const dense_tower& tower() const noexcept {
+    return tower_;
+  }
+
 private:
+  /// The forward pass from stage in.stages_done on (the batch's features
+  /// copied in first when 0): the logits, batch.rows x classes, in `ws`.
+  /// The one forward pass of training, evaluation and predict().
+  Eigen::Ref<dense_tower::matrix> forward(const model_inputs& in,
+                                          const example_batch& batch,
+                                          dense_tower::workspace& ws) const;
+
   dense_tower tower_;
 };
 

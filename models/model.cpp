@@ -29,6 +29,16 @@ void model::forward_stage(const model_inputs&, const example_batch&, uint32_t,
                          "stages");
 }
 
+uint32_t model::prediction_width() const {
+  return 0;
+}
+
+void model::predict(const model_inputs&, const example_batch&, float*,
+                    model_workspace&) const {
+  throw input_error("model.type: this model does not give predictions "
+                    "(model::predict), so it cannot be exported or served");
+}
+
 uint64_t model::dense_parameters() const {
   uint64_t n = 0;
   for (auto& v : variables())
@@ -81,6 +91,12 @@ double binary_loss_and_delta(const float* z, uint64_t stride,
     dz[r * stride] = static_cast<float>((sigmoid(x) - labels[r]) * scale);
   }
   return loss;
+}
+
+void binary_probabilities(const float* z, uint64_t stride, uint64_t rows,
+                          float* out) {
+  for (uint64_t r = 0; r < rows; ++r)
+    out[r] = static_cast<float>(sigmoid(double{z[r * stride]}));
 }
 
 void add_binary_predictions(const float* z, uint64_t stride,

@@ -133,6 +133,22 @@ public:
                         eval_accumulator& acc, model_workspace& ws) const
     = 0;
 
+  /// Floats predict() writes per example: 1 for a binary model (the
+  /// probability of label 1), the number of classes for a multiclass one;
+  /// 0 (the default) for a model that does not predict (it cannot be
+  /// exported or served).
+  virtual uint32_t prediction_width() const;
+
+  /// Writes the model's outputs for every example of `batch` into `out`:
+  /// batch.rows x prediction_width() floats, row-major; a binary model the
+  /// probability of label 1 (sigmoid of the logit), a multiclass one the
+  /// softmax probabilities (summing to 1). Runs the same forward pass as
+  /// loss_and_gradient() and evaluate() (labels are not read). Same
+  /// preconditions as evaluate().
+  /// @throws input_error for a model without predictions (the default).
+  virtual void predict(const model_inputs& in, const example_batch& batch,
+                       float* out, model_workspace& ws) const;
+
   /// The model's test metrics from an accumulator, in report order; the
   /// first is the loss: multiclass {test_loss, test_accuracy}, binary
   /// {test_loss, test_auc, test_accuracy}.

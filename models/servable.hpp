@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,12 @@ namespace actorps {
 /// Counts a servable adds to while answering (relaxed atomics: any thread
 /// may read them at any time).
 struct servable_counters {
-  /// Table lookups whose key the export does not hold: they got the
-  /// table's default row (zeros), as a key never trained would.
+  /// Table lookups (distinct keys of a batch of up to 256 examples) whose
+  /// key the export does not hold: they got the table's default row, the
+  /// row training creates for a key it never saw (core/table_init.hpp:
+  /// drawn from the init seed, the table and the key; zeros for a table
+  /// with init_scale 0, as sparse_logistic_regression's), so that the
+  /// prediction is the evaluator's.
   std::atomic<uint64_t> unknown_keys{0};
   /// Examples predicted.
   std::atomic<uint64_t> examples{0};
@@ -69,5 +74,15 @@ public:
                                      = nullptr) const
     = 0;
 };
+
+/// The version a server should load from MODEL_DIR: the highest number
+/// among its subdirectories named by a decimal number without leading
+/// zeros (TensorFlow Serving's base-path layout, `actorps export`) that
+/// hold a manifest.json. Temporary directories of an export in progress
+/// (".tmp-*") and anything else are ignored. Reads names only; load()
+/// checks the files.
+/// @returns nullopt when there is none (or MODEL_DIR does not exist).
+/// @throws input_error naming MODEL_DIR if it exists but cannot be listed.
+std::optional<uint64_t> latest_export_version(const std::string& model_dir);
 
 } // namespace actorps

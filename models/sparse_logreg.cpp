@@ -119,6 +119,17 @@ void sparse_logreg::evaluate(const model_inputs& in,
   add_binary_predictions(z.data(), 1, batch.labels.data(), batch.rows, acc);
 }
 
+uint32_t sparse_logreg::prediction_width() const {
+  return 1;
+}
+
+void sparse_logreg::predict(const model_inputs& in, const example_batch& batch,
+                            float* out, model_workspace& base) const {
+  auto& z = static_cast<logreg_workspace&>(base).z;
+  logits(in, batch, z);
+  binary_probabilities(z.data(), 1, batch.rows, out);
+}
+
 metric_list sparse_logreg::metrics(const eval_accumulator& acc) const {
   return binary_metrics(acc);
 }

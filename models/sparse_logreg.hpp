@@ -31,7 +31,16 @@ public:
                            model_workspace& ws) const override;
   void evaluate(const model_inputs& in, const example_batch& batch,
                 eval_accumulator& acc, model_workspace& ws) const override;
+  /// 1: the probability of label 1.
+  uint32_t prediction_width() const override;
+  void predict(const model_inputs& in, const example_batch& batch, float* out,
+               model_workspace& ws) const override;
   metric_list metrics(const eval_accumulator& acc) const override;
+
+  /// The schema the model was built for (its fields and dense width).
+  const data_schema& schema() const noexcept {
+    return schema_;
+  }
 
 private:
   /// Writes the logit of every row of `batch` into `z`.

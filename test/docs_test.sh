@@ -134,6 +134,9 @@ rule 'FUZZ_PARALLEL=1 scripts/fuzz.sh *' skip "$campaign"
 rule 'FUZZ_PARALLEL=2 scripts/fuzz.sh *' skip "$campaign"
 rule 'fuzz/keep_corpus.py *' skip "needs a campaign's build-fuzz/ (above), and writes into the repository's fuzz/corpus"
 
+current_doc=docs/guide/serving.md
+rule 'build/actorps serve models/a9a --port 8501 &' bg_stop
+
 current_doc=docs/guide/simulation.md
 sweep_row='^(ssp [0-9]+|async|tau [0-9]+) +[0-9.]+ '
 rule 'scripts/sim_ssp_sweep.sh 16 0.6*' first "$sweep_row"

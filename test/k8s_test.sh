@@ -49,7 +49,10 @@ small=(--epochs 2 --train-limit 4000 --test-limit 1000)
   --map /var/lib/actorps/checkpoints="$vol/ckpt" >"$tmp/pods.jsonl" \
   || { echo "FAILED: $manifest: no pods"; exit 1; }
 cp /etc/hosts "$tmp/hosts"
+# Each case its own addresses: the two may run at once (ctest -j), on the
+# same port.
 n=20
+[[ $case == jobset ]] && n=40
 while read -r host; do
   echo "127.0.0.$n $host" >>"$tmp/hosts"
   n=$((n + 1))

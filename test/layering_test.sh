@@ -14,6 +14,7 @@
 #   topology  the cluster in one process or many: local, remote, node, trainer
 #   launch    starting nodes: local children, Slurm job steps
 #   sim       the deterministic simulator
+#   serve     predictions over HTTP from an export (no actors)
 # test/, fuzz/ and apps/examples/ may include anything.
 #
 # usage: layering_test.sh SOURCE_DIR         check the tree
@@ -32,8 +33,9 @@ declare -A may=(
   [cluster/topology]="core models actors cluster/spec cluster/net cluster/job cluster/services"
   [cluster/launch]="core cluster/spec"
   [cluster/sim]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology"
-  [apps]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology cluster/launch cluster/sim"
-  [bench]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology cluster/launch cluster/sim"
+  [cluster/serve]="core models"
+  [apps]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology cluster/launch cluster/sim cluster/serve"
+  [bench]="core models actors cluster/spec cluster/net cluster/job cluster/services cluster/topology cluster/launch cluster/sim cluster/serve"
 )
 
 # The layer or room of a path ("cluster/net/gate.hpp" -> cluster/net,

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/seconds.hpp"
+#include "models/export/exporter.hpp"
 
 namespace actorps {
 
@@ -79,8 +80,22 @@ void early_stopping::on_epoch_end(fit_state& st, epoch_metrics& m) {
 
 // -- checkpoint_callback --------------------------------------------------------
 
-checkpoint_callback::checkpoint_callback(const job_config& cfg) : cfg_(cfg) {
-  // nop
+checkpoint_callback::checkpoint_callback(const job_config& cfg,
+                                         const data_schema& schema)
+  : cfg_(cfg), schema_(schema) {
+  if (cfg_.export_dir.empty())
+    return;
+  if (cfg_.checkpoint_dir.empty())
+    throw input_error("training.export_dir (--export-dir): exports are made "
+                      "from checkpoints; give training.checkpoint_dir "
+                      "(--checkpoint-dir) too");
+  check_exportable(cfg_, schema_);
+  try {
+    detail::make_root(cfg_.export_dir);
+  } catch (const runtime_failure& e) {
+    throw input_error(fmt::format("training.export_dir (--export-dir): {}",
+                                  e.what()));
+  }
 }
 
 uint64_t checkpoint_callback::next_pause(const fit_state& st) const {
@@ -153,6 +168,31 @@ void checkpoint_callback::save(fit_state& st) {
   else
     log::info("coordinator", -1, "checkpoint {} ({:.2f} s)", path,
               seconds(steady_clock::now() - t));
+  export_checkpoint_of(snap, path);
+}
+
+void checkpoint_callback::export_checkpoint_of(const checkpoint_state& snap,
+                                               const std::string& path) {
+  if (cfg_.export_dir.empty() || ++written_ % cfg_.export_every != 0)
+    return;
+  auto t = steady_clock::now();
+  try {
+    // A delta holds only the rows changed since its base: the export is
+    // made from the chain's whole state, read back (and verified) from
+    // disk.
+    auto r = snap.delta
+               ? export_checkpoint(path, cfg_, schema_, cfg_.export_dir)
+               : export_state(snap, detail::base_name(path),
+                              checkpoint_time_of(path), cfg_, schema_,
+                              cfg_.export_dir);
+    log::info("coordinator", -1, "export {} ({:.1f} MB, {:.2f} s)", r.dir,
+              static_cast<double>(r.bytes) / 1e6,
+              seconds(steady_clock::now() - t));
+  } catch (const std::exception& e) {
+    // Serving lags one export behind; training goes on.
+    log::error("coordinator", -1, "export of {} into {} failed: {}", path,
+               cfg_.export_dir, e.what());
+  }
 }
 
 // -- epoch_printer ----------------------------------------------------------------

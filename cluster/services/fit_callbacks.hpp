@@ -14,6 +14,7 @@
 
 #include "cluster/services/checkpointer.hpp"
 #include "cluster/services/fit.hpp"
+#include "core/example_batch.hpp"
 #include "core/job_config.hpp"
 
 namespace actorps {
@@ -84,8 +85,15 @@ private:
 /// backup, a new process) gives its whole tables within the delta.
 class checkpoint_callback : public fit_callback {
 public:
-  /// `cfg` must outlive the callback.
-  explicit checkpoint_callback(const job_config& cfg);
+  /// `cfg` must outlive the callback. With cfg.export_dir, every
+  /// cfg.export_every-th checkpoint written is also exported there
+  /// (models/export/exporter.hpp) for examples of `schema`; an export that
+  /// fails is logged and training goes on.
+  /// @throws input_error for an export_dir without checkpoint_dir, a model
+  ///         that cannot be exported, or an export_dir that cannot be
+  ///         created (before training starts).
+  explicit checkpoint_callback(const job_config& cfg,
+                               const data_schema& schema = {});
 
   uint64_t next_pause(const fit_state& st) const override;
   void on_pause(fit_state& st) override;
@@ -106,7 +114,15 @@ private:
   /// chain allows it (cfg.delta_checkpoints), else full.
   checkpoint_request next_request(const fit_state& st) const;
 
+  /// Exports checkpoint `path` (just written; `snap` its state, a delta's
+  /// whole chain read from disk instead) when its turn has come.
+  void export_checkpoint_of(const checkpoint_state& snap,
+                            const std::string& path);
+
   const job_config& cfg_;
+  data_schema schema_;
+  /// Checkpoints written by this callback (the turn of export_every).
+  uint64_t written_ = 0;
   // -- the chain ----------------------------------------------------------------
   /// The last checkpoint this callback wrote (directory name and id; "" and
   /// 0: none, or the last attempt failed, so the next one is full), and the

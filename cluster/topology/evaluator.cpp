@@ -82,17 +82,21 @@ private:
 
 } // namespace
 
-metric_list evaluate_checkpoint(const checkpoint_state& st,
-                                const placement& layout, const model& net,
-                                const job_config& cfg, const dataset& data,
-                                unsigned threads) {
+namespace {
+
+/// The flat dense buffer and the rows `data` needs, from checkpoint `st`
+/// (see evaluate_checkpoint).
+void checkpoint_inputs(const checkpoint_state& st, const placement& layout,
+                       const model& net, const job_config& cfg,
+                       const dataset& data, std::vector<float>& dense,
+                       std::vector<table_lookup>& tables) {
   auto var_of = [&](const std::string& name) {
     for (uint32_t v = 0; v < layout.variables.size(); ++v)
       if (layout.variables[v].name == name)
         return v;
     throw input_error(fmt::format("checkpoint: unknown variable \"{}\"", name));
   };
-  std::vector<float> dense(layout.model_size, 0.0f);
+  dense.assign(layout.model_size, 0.0f);
   // Per table variable: where each key's row is in the checkpoint.
   absl::flat_hash_map<uint32_t,
                       absl::flat_hash_map<uint64_t, const float*>> rows;
@@ -111,7 +115,7 @@ metric_list evaluate_checkpoint(const checkpoint_state& st,
                                     sh.index, sh.variable));
     std::copy(sh.values.begin(), sh.values.end(), dense.begin() + offset);
   }
-  auto tables = keys_of(net, layout, data);
+  tables = keys_of(net, layout, data);
   for (auto& t : tables) {
     auto& var = layout.variables[t.variable];
     table_shard_def def{var.name, var.cols, var.rows, var.init_scale,
@@ -126,7 +130,28 @@ metric_list evaluate_checkpoint(const checkpoint_state& st,
         initial_row(def, t.keys[u], out);
     }
   }
+}
+
+} // namespace
+
+metric_list evaluate_checkpoint(const checkpoint_state& st,
+                                const placement& layout, const model& net,
+                                const job_config& cfg, const dataset& data,
+                                unsigned threads) {
+  std::vector<float> dense;
+  std::vector<table_lookup> tables;
+  checkpoint_inputs(st, layout, net, cfg, data, dense, tables);
   return evaluate_model(net, dense.data(), tables, data, threads);
+}
+
+std::vector<float> predict_checkpoint(const checkpoint_state& st,
+                                      const placement& layout,
+                                      const model& net, const job_config& cfg,
+                                      const dataset& data, unsigned threads) {
+  std::vector<float> dense;
+  std::vector<table_lookup> tables;
+  checkpoint_inputs(st, layout, net, cfg, data, dense, tables);
+  return predict_model(net, dense.data(), tables, data, threads);
 }
 
 int run_evaluator(const job_config& cfg, const evaluator_options& opts) {

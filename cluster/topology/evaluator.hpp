@@ -31,6 +31,15 @@ metric_list evaluate_checkpoint(const checkpoint_state& st,
                                 const job_config& cfg, const dataset& data,
                                 unsigned threads = 1);
 
+/// The predictions of `net` (model::predict) for every example of `data`
+/// with the variables of checkpoint `st`, read as evaluate_checkpoint
+/// reads them: rows x prediction_width() floats, row-major.
+std::vector<float> predict_checkpoint(const checkpoint_state& st,
+                                      const placement& layout,
+                                      const model& net, const job_config& cfg,
+                                      const dataset& data,
+                                      unsigned threads = 1);
+
 /// How run_evaluator watches and reports.
 struct evaluator_options {
   /// Lines for people ("evaluator: ck/ckpt-0000000200 (epoch 1, step 200):

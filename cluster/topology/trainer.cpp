@@ -371,7 +371,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     // In the order a person sees things: the epoch line, then the metrics,
     // then that epoch's checkpoint; faults fire before a checkpoint at the
     // same step, and a stop request is checked after it.
-    auto ckpt = std::make_shared<checkpoint_callback>(cfg);
+    auto ckpt = std::make_shared<checkpoint_callback>(cfg, data->schema());
     fo.callbacks = {
       std::make_shared<epoch_printer>(opts.out, opts.progress),
       std::make_shared<fault_injector>(cfg.faults),

@@ -69,6 +69,7 @@ const std::map<std::string, std::string> text_samples = {
   {"optimizer.type", "adam"},
   {"table_optimizer.type", "sgd"},
   {"training.checkpoint_dir", "/tmp/checkpoints"},
+  {"training.export_dir", "/tmp/models"},
   {"training.early_stopping_monitor", "test_loss"},
 };
 
