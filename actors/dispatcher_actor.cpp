@@ -507,6 +507,32 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
       return enlist_worker(self, w, std::move(worker));
     },
     [=](leave_atom, uint32_t w) { return begin_leave(self, w); },
+    [=](move_atom, uint32_t from, uint32_t to) -> caf::result<uint32_t> {
+      if (auto err = check_move(self->state, from, to)) {
+        log::error("dispatcher", -1, "{}", self->system().render(err));
+        return err;
+      }
+      auto req = std::make_shared<move_request>();
+      req->promise = self->make_response_promise<uint32_t>();
+      plan_moves(self, from, to, req);
+      return req->promise;
+    },
+    [=](ps_join_atom, uint32_t index, ps_actor& ps) -> caf::result<uint32_t> {
+      if (auto err = join_server(self, index, std::move(ps)))
+        return err;
+      return index;
+    },
+    [=](ps_drain_atom, uint32_t p) -> caf::result<uint32_t> {
+      if (auto err = check_drain(self->state, p)) {
+        log::error("dispatcher", -1, "{}", self->system().render(err));
+        return err;
+      }
+      auto req = std::make_shared<move_request>();
+      req->promise = self->make_response_promise<uint32_t>();
+      plan_drain(self, p, req);
+      return req->promise;
+    },
+    [=](move_atom, uint64_t number) { retry_move(self, number); },
   };
 }
 

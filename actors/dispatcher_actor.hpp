@@ -116,7 +116,30 @@ using dispatcher_actor = caf::typed_actor<
   // done is lost as usual (its closures go back to the queue) and the
   // reply is the error errc::no_workers.
   // Errors: errc::no_workers if no worker of that index is in service.
-  caf::replies_to<leave_atom, uint32_t>::with<uint32_t>>;
+  caf::replies_to<leave_atom, uint32_t>::with<uint32_t>,
+  // A planned move: every replica parameter server `from` holds moves to
+  // server `to` while training goes on, one group at a time (see
+  // actors/dispatcher_moves.cpp): no update lost or applied twice. Replies
+  // with the number of replicas moved once every move ended.
+  // Errors: errc::bad_message, saying why, if refused (a server the job
+  // does not have, the same server, `from` lost or holding nothing, `to`
+  // lost or leaving) or if a move failed (its group stays where it was).
+  caf::replies_to<move_atom, uint32_t, uint32_t>::with<uint32_t>,
+  // Parameter server `index` joins the running job as `ps`, holding
+  // nothing; replicas can then move to it. Replies with `index`.
+  // Errors: errc::bad_message unless `index` is the next server index.
+  caf::replies_to<ps_join_atom, uint32_t, ps_actor>::with<uint32_t>,
+  // Parameter server `index` leaves the running job: each replica it holds
+  // moves to the server holding the fewest (with replication, every group
+  // keeps a backup elsewhere), then it is stopped (ps_recovery::retire).
+  // Replies with the number of replicas moved.
+  // Errors: errc::bad_message if refused (no such server, lost, leaving or
+  // left already, or the last parameter server) or if a replica could not
+  // move (the server then stays).
+  caf::replies_to<ps_drain_atom, uint32_t>::with<uint32_t>,
+  // Internal: the running move number `n` waited for its group (busy with
+  // a failover or a backup being built) and tries again.
+  caf::reacts_to<move_atom, uint64_t>>;
 
 /// Makes a new incarnation of worker `index` (in one process).
 /// @throws std::exception if it cannot (logged; counts as a restart).
@@ -140,6 +163,10 @@ struct ps_recovery {
   /// @throws std::exception if there is none (and the job does not allow
   ///         starting the group again from its initial values).
   std::function<void(const ps_actor& ps, uint32_t group)> restore_group;
+  /// Stops server `index` (`ps`), which left the job (drained): in one
+  /// process its actor ends, across processes its node exits 0. Must not
+  /// block. Empty: it is only forgotten.
+  std::function<void(uint32_t index, const ps_actor& ps)> retire;
   /// Backups per group: 0 or 1 (cluster.replicas).
   uint32_t replicas = 0;
   /// The view every group starts at (see replica_config).

@@ -17,8 +17,10 @@ namespace {
 
 using std::chrono::steady_clock;
 
-/// How long a server may take to answer a role change.
+/// How long a server may take to answer a role change, and one that waits
+/// for its new backup to install a copy of its state.
 constexpr auto configure_timeout = std::chrono::seconds(10);
+constexpr auto install_timeout = std::chrono::minutes(10);
 
 /// Closures completed between two watermarks sent to the servers.
 constexpr uint64_t prune_every = 256;
@@ -57,17 +59,18 @@ void note_pause(dispatcher_ptr self) {
   }
 }
 
-/// Sets server `p`'s role in a group; calls `done` with the outcome.
-template <class F>
-void configure(dispatcher_ptr self, uint32_t p, replica_config cfg, F done) {
-  self->request(self->state.servers[p].actor, configure_timeout,
-                configure_atom_v, std::move(cfg))
+} // namespace
+
+void configure(dispatcher_ptr self, uint32_t p, replica_config cfg,
+               std::function<void(const caf::error&)> done) {
+  // An install's answer waits for the backup to take the state.
+  auto timeout = cfg.install ? install_timeout : configure_timeout;
+  self->request(self->state.servers[p].actor, timeout, configure_atom_v,
+                std::move(cfg))
     .then([=](bool) { done(caf::error{}); },
           [=](caf::error& err) { done(err); });
 }
 
-/// Runs `fn(ps)` in a helper thread (it blocks), then sends the dispatcher
-/// (replica_atom, g, p, restored, error).
 void create_on(dispatcher_ptr self, uint32_t p, uint32_t g, bool restore) {
   auto& rec = self->state.recovery;
   auto create = rec.create_group;
@@ -97,8 +100,6 @@ void create_on(dispatcher_ptr self, uint32_t p, uint32_t g, bool restore) {
     [=](caf::blocking_actor* helper) { run(helper, me); });
 }
 
-/// Server `b` holds a replica of group `g`: makes it the group's backup
-/// (first its own role, then the primary copies its state to it).
 void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
   auto& gs = self->state.groups[g];
   auto view = gs.view;
@@ -113,6 +114,7 @@ void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
                   log::warn("dispatcher", -1,
                             "group {}: ps{} not made its backup: {}", g, b,
                             self->system().render(err));
+                backup_added(self, g, b, false);
                 return;
               }
               auto primary = gs.primary;
@@ -123,13 +125,16 @@ void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
                                  st.servers[b].actor),
                                true, b},
                 [=](const caf::error& err) {
-                  auto& gs = self->state.groups[g];
+                  auto& st = self->state;
+                  auto& gs = st.groups[g];
                   gs.adding = -1;
-                  if (err) {
-                    log::warn("dispatcher", -1,
-                              "group {}: ps{} could not take ps{} as its "
-                              "backup: {}",
-                              g, primary, b, self->system().render(err));
+                  if (err || !st.servers[b].alive || gs.primary != primary) {
+                    if (err)
+                      log::warn("dispatcher", -1,
+                                "group {}: ps{} could not take ps{} as its "
+                                "backup: {}",
+                                g, primary, b, self->system().render(err));
+                    backup_added(self, g, b, false);
                     return;
                   }
                   gs.backup = b;
@@ -137,34 +142,50 @@ void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b) {
                             "group {}: ps{} is its new backup (a copy of "
                             "ps{})",
                             g, b, primary);
+                  backup_added(self, g, b, true);
                 });
             });
 }
 
-/// Gives every group without a backup one (with replication), choosing the
-/// next live server after its primary.
 void ensure_backups(dispatcher_ptr self) {
   auto& st = self->state;
   if (st.recovery.replicas == 0 || st.fatal)
     return;
   auto n = static_cast<uint32_t>(st.servers.size());
+  auto usable = [&](uint32_t b) {
+    auto& s = st.servers[b];
+    return s.alive && !s.returning && !s.draining;
+  };
   for (uint32_t g = 0; g < st.groups.size(); ++g) {
     auto& gs = st.groups[g];
-    if (gs.lost || gs.promoting || gs.backup >= 0 || gs.adding >= 0)
+    if (gs.lost || gs.promoting || gs.backup >= 0 || gs.adding >= 0
+        || gs.moving)
       continue;
-    for (uint32_t k = 1; k < n; ++k) {
+    // A server that holds a copy already (a backup left behind by a move,
+    // or back with its state) first, then the next one after the primary.
+    int64_t pick = -1;
+    for (uint32_t k = 1; k < n && pick < 0; ++k) {
       auto b = (gs.primary + k) % n;
-      if (!st.servers[b].alive || st.servers[b].returning)
-        continue;
-      gs.adding = b;
-      if (st.servers[b].holds.count(g) > 0)
-        add_backup(self, g, b);
-      else
-        create_on(self, b, g, false);
-      break;
+      if (usable(b) && st.servers[b].holds.count(g) > 0)
+        pick = b;
     }
+    for (uint32_t k = 1; k < n && pick < 0; ++k) {
+      auto b = (gs.primary + k) % n;
+      if (usable(b))
+        pick = b;
+    }
+    if (pick < 0)
+      continue;
+    auto b = static_cast<uint32_t>(pick);
+    gs.adding = b;
+    if (st.servers[b].holds.count(g) > 0)
+      add_backup(self, g, b);
+    else
+      create_on(self, b, g, false);
   }
 }
+
+namespace {
 
 /// Makes backup `b` the primary of group `g` at a new view.
 void promote(dispatcher_ptr self, uint32_t g, uint32_t b) {
@@ -292,6 +313,12 @@ void server_lost(dispatcher_ptr self, uint32_t p, const std::string& why) {
     }
   }
   note_pause(self);
+  if (moves_on_server_lost(self, p) && !orphaned) {
+    // Leaving anyway, and every group it held is served elsewhere.
+    log::info("dispatcher", -1, "ps {} was being removed: not brought back",
+              p);
+    return;
+  }
   if (!st.recovery.bring_back) {
     if (orphaned)
       fail_job(self, caf::make_error(errc::ps_lost,
@@ -370,6 +397,7 @@ void group_created(dispatcher_ptr self, uint32_t g, uint32_t p, bool restored,
       if (err)
         log::warn("dispatcher", -1, "group {}: no backup on ps{}: {}", g, p,
                   self->system().render(err));
+      backup_added(self, g, p, false);
       return;
     }
     st.servers[p].holds.insert(g);

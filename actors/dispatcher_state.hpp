@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,6 +39,9 @@ struct group_state {
   bool lost = false;
   bool promoting = false;
   int64_t adding = -1;
+  /// A planned move of the group runs (dispatcher_state::move): its backup
+  /// is the move's business, not ensure_backups'.
+  bool moving = false;
 };
 
 /// What the dispatcher keeps for one worker (slot w is worker index w).
@@ -86,6 +91,48 @@ struct ps_slot {
   bool returning = false;
   /// The groups it holds a replica of.
   std::set<uint32_t> holds;
+  /// Leaving the job: its replicas move elsewhere and it takes no new ones
+  /// (draining), then it is stopped and forgotten (retired).
+  bool draining = false;
+  bool retired = false;
+};
+
+/// A request to move replicas (move_atom) or drain a server (ps_drain_atom):
+/// its reply, once each of its moves ended.
+struct move_request {
+  caf::typed_response_promise<uint32_t> promise;
+  /// Moves not ended yet, moves done, and why the others failed.
+  uint32_t left = 0;
+  uint32_t moved = 0;
+  std::string failures;
+  /// A drain: the server to stop when its replicas are elsewhere (-1: none).
+  int64_t retire = -1;
+};
+
+/// One planned move: group `group`'s replica on server `from` goes to
+/// server `to` (-1: the dispatcher chooses when the move starts).
+struct planned_move {
+  uint32_t group = 0;
+  uint32_t from = 0;
+  int64_t to = -1;
+  std::shared_ptr<move_request> request;
+};
+
+/// The move that runs (one at a time), with its phase's start times.
+struct running_move {
+  planned_move plan;
+  uint32_t to = 0;
+  /// Names the move for the answers it waits for (a late answer of an
+  /// ended move is dropped).
+  uint64_t number = 0;
+  /// The group's backup before the move, kept for the log (-1: none).
+  int64_t old_backup = -1;
+  std::chrono::steady_clock::time_point start;
+  std::chrono::steady_clock::time_point handoff;
+  /// Tries to start it while the group was busy (a backup being built).
+  uint32_t waits = 0;
+  /// The target is being made the primary (after the handoff).
+  bool taking_over = false;
 };
 
 struct dispatcher_state {
@@ -132,6 +179,17 @@ struct dispatcher_state {
   bool paused = false;
   /// Completions since the servers were last told the closure-id watermark.
   uint64_t since_prune = 0;
+  // -- planned moves (dispatcher_moves.cpp) ---------------------------------------
+  std::deque<planned_move> moves;
+  /// The move that runs, if `moving`.
+  running_move move;
+  bool moving = false;
+  uint64_t move_number = 0;
+  /// The longest time pushes to a moving group waited so far (from the
+  /// handoff's request to the new routes), seconds, and the moves done (of
+  /// primaries and of backups), for the log.
+  double longest_move_stall_s = 0;
+  uint64_t moves_done = 0;
 
   /// Nobody would complete what is left: cancel it.
   ~dispatcher_state() {
@@ -230,5 +288,68 @@ void reinstall_backups(dispatcher_ptr self);
 /// Every few completions: tells the servers the smallest closure id that
 /// may still push, so that they forget the applied ids below it.
 void maybe_prune(dispatcher_ptr self, const detail::closure_state& c);
+
+/// Sets server `p`'s role in a group (replica_config); calls `done` with
+/// the outcome (an empty error: done). With an install, the answer waits
+/// for the backup to take the primary's state (up to 10 minutes).
+void configure(dispatcher_ptr self, uint32_t p, replica_config cfg,
+               std::function<void(const caf::error&)> done);
+
+/// Creates group `g`'s shards on server `p` in a helper thread (it blocks),
+/// restored from the newest checkpoint if `restore`; then the dispatcher
+/// gets (replica_atom, g, p, restore, error): group_created.
+void create_on(dispatcher_ptr self, uint32_t p, uint32_t g, bool restore);
+
+/// Server `b` holds a replica of group `g`: makes it the group's backup
+/// (first its own role, then the primary copies its state to it); ends in
+/// backup_added.
+void add_backup(dispatcher_ptr self, uint32_t g, uint32_t b);
+
+/// Gives every group without a backup one (with replication): a live
+/// server that is not leaving, one holding a copy of the group first, else
+/// the next after its primary. Groups in a planned move are left alone.
+void ensure_backups(dispatcher_ptr self);
+
+// -- dispatcher_moves.cpp ----------------------------------------------------------
+
+/// Why moving every replica of server `from` to server `to` is refused
+/// (no such server, the same, lost, leaving, nothing to move); empty: it
+/// is not.
+caf::error check_move(const dispatcher_state& st, uint32_t from, uint32_t to);
+
+/// Queues the moves of every replica server `from` holds to server `to`
+/// (move_atom, after check_move); `req` is answered when they ended.
+void plan_moves(dispatcher_ptr self, uint32_t from, uint32_t to,
+                std::shared_ptr<move_request> req);
+
+/// Why removing server `p` is refused (no such server, lost, leaving or
+/// left already, the last one); empty: it is not.
+caf::error check_drain(const dispatcher_state& st, uint32_t p);
+
+/// Queues the moves that drain server `p` (ps_drain_atom, after
+/// check_drain), each to the server holding the fewest replicas; when they
+/// ended, `p` is stopped (recovery.retire) if it holds nothing, and `req`
+/// is answered.
+void plan_drain(dispatcher_ptr self, uint32_t p,
+                std::shared_ptr<move_request> req);
+
+/// Server `index` joins the job as `ps`, holding nothing (ps_join_atom).
+/// @returns an error if `index` is not the next server index.
+caf::error join_server(dispatcher_ptr self, uint32_t index, ps_actor ps);
+
+/// Starts the next planned move unless one runs.
+void next_move(dispatcher_ptr self);
+
+/// The running move numbered `number` waited for its busy group: it tries
+/// to start again (move_atom, number).
+void retry_move(dispatcher_ptr self, uint64_t number);
+
+/// An attempt to make server `b` group `g`'s backup ended (`ok`): a
+/// planned move that waited for it goes on, or ends.
+void backup_added(dispatcher_ptr self, uint32_t g, uint32_t b, bool ok);
+
+/// Server `p` was lost: a move from or to it ends. @returns true if `p` was
+/// leaving and need not come back (then it is retired).
+bool moves_on_server_lost(dispatcher_ptr self, uint32_t p);
 
 } // namespace actorps::detail

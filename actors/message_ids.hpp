@@ -117,4 +117,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(actorps, caf::first_custom_type_id)
   CAF_ADD_ATOM(actorps, actorps, enlist_atom, "enlist")
   // a worker leaves gracefully: it finishes what it holds, then goes
   CAF_ADD_ATOM(actorps, actorps, leave_atom, "leave")
+  // a planned move: a group's replicas on one server go to another
+  CAF_ADD_ATOM(actorps, actorps, move_atom, "move")
+  // a moving group's primary stops applying pushes and waits until its
+  // backup (the move's target) has every update it applied
+  CAF_ADD_ATOM(actorps, actorps, handoff_atom, "handoff")
+  // a server forgets a group that moved away (it answers "moved" then)
+  CAF_ADD_ATOM(actorps, actorps, drop_atom, "drop")
+  // a new parameter server joins the running job
+  CAF_ADD_ATOM(actorps, actorps, ps_join_atom, "ps_join")
+  // a parameter server leaves the running job: its groups move, it stops
+  CAF_ADD_ATOM(actorps, actorps, ps_drain_atom, "ps_drain")
 CAF_END_TYPE_ID_BLOCK(actorps)

@@ -14,6 +14,7 @@
 #include "caf/typed_response_promise.hpp"
 
 #include "actors/ps_chain.hpp"
+#include "actors/ps_move.hpp"
 #include "actors/ps_replica.hpp"
 #include "actors/ps_state.hpp"
 #include "actors/telemetry.hpp"
@@ -88,45 +89,6 @@ void release_pulls(ps_ptr self, ps_replica& r) {
     else
       r.held_pulls.push_back(std::move(h));
   }
-}
-
-
-/// Async replication: where acknowledgements wait while the backup is more
-/// than `lag` forwards behind (on the forward `lag` places before the
-/// newest: answered, the backlog is `lag` again); nullptr when it is not.
-std::vector<ack_promise>* backlog_wait(ps_replica& r, uint32_t lag) {
-  if (r.forwards.size() <= lag)
-    return nullptr;
-  return &r.forwards[r.forwards.size() - 1 - lag].acks;
-}
-
-/// Applies the sync round's mean gradient and acknowledges every push of it
-/// (after the backup applied it too).
-void close_round(ps_ptr self, ps_replica& r) {
-  auto scale = 1.0f / static_cast<float>(r.round_ids.size());
-  auto update = round_update(r);
-  apply_update(r, update, scale);
-  ++r.stats.clock;
-  auto ids = std::move(r.round_ids);
-  r.round_ids.clear();
-  std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
-  auto acks = std::move(r.round_acks);
-  r.round_acks.clear();
-  auto lag = self->state.opts.replication_lag;
-  if (r.backup && lag == 0) {
-    forward(self, r, std::move(ids), scale, std::move(update),
-            std::move(acks));
-    return;
-  }
-  if (r.backup) {
-    forward(self, r, std::move(ids), scale, std::move(update), {});
-    if (auto* wait = backlog_wait(r, lag)) {
-      wait->insert(wait->end(), acks.begin(), acks.end());
-      return;
-    }
-  }
-  for (auto& ack : acks)
-    ack.deliver(r.stats.clock);
 }
 
 
@@ -255,6 +217,8 @@ caf::result<uint64_t> push(ps_ptr self, push_request& req) {
   if (!found)
     return found.error();
   auto& r = **found;
+  if (r.handing_off)
+    return hold_push(self, r, req);
   auto w = req.id.worker;
   if (auto err = decode_gradient(st, r, req))
     return err;
@@ -349,6 +313,7 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       if (auto err = refusal(self, ps_request::create))
         return err;
       auto i = st.groups.find(req.group);
+      st.moved.erase(req.group); // moved here again
       if (i == st.groups.end())
         i = st.groups.emplace(req.group,
                               ps_replica{req.group, st.opts, st.dense_rule})
@@ -410,6 +375,21 @@ ps_actor::behavior_type ps_behavior(ps_ptr self, ps_options opts,
       if (auto err = refusal(self, ps_request::configure))
         return err;
       return configure(self, cfg);
+    },
+    [=](handoff_atom, uint32_t g, uint64_t view) -> caf::result<uint64_t> {
+      if (auto err = refusal(self, ps_request::handoff))
+        return err;
+      return handoff(self, g, view);
+    },
+    [=](drop_atom, uint32_t g, uint64_t view) -> caf::result<bool> {
+      if (auto err = refusal(self, ps_request::drop))
+        return err;
+      return drop_group(self, g, view);
+    },
+    [=](caf::timeout_atom, uint32_t g, uint64_t number) {
+      // A timer of this server's own: from anyone else it is dropped.
+      if (!self->state.opts.authorize || self->current_sender() == self->ctrl())
+        handoff_expired(self, g, number);
     },
     [=](install_atom, uint32_t g, uint64_t view,
         ps_snapshot& snap) -> caf::result<uint64_t> {
@@ -551,6 +531,10 @@ const char* to_string(ps_request kind) {
       return "prune";
     case ps_request::ping:
       return "ping";
+    case ps_request::handoff:
+      return "handoff";
+    case ps_request::drop:
+      return "drop";
   }
   return "unknown";
 }

@@ -69,10 +69,29 @@ using ps_actor = caf::typed_actor<
   // server is not the group's backup at that view (e.g. it was promoted).
   caf::replies_to<replicate_atom, replicate_request>::with<uint64_t>,
   // The coordinator sets this server's role in a group (see
-  // replica_config). Replies with true.
+  // replica_config). Replies with true; with a backup to install, once the
+  // backup has installed this server's state (else with its error).
   // Errors: errc::unknown_group; errc::stale_view for a view older than the
   // group's.
   caf::replies_to<configure_atom, replica_config>::with<bool>,
+  // A planned move (the coordinator's): as the primary of group `group` at
+  // view `view`, this server stops applying pushes for it (they wait here)
+  // and replies with the group's clock once its backup, the move's target,
+  // has applied every update applied here (its install and every forward);
+  // an open sync round is closed first. The pushes held are answered
+  // stale_view when the group is dropped here (the workers send them again
+  // to the new primary), or applied here if the handoff is abandoned: after
+  // 10 s (then errc::cancelled) or when the backup is lost (errc::ps_lost).
+  // Errors: errc::unknown_group; errc::stale_view (not the group's primary
+  // at that view); errc::bad_message (no backup to hand the group to, or a
+  // handoff already in progress).
+  caf::replies_to<handoff_atom, uint32_t, uint64_t>::with<uint64_t>,
+  // Group `group` moved away at view `view` (not older than this server's):
+  // what waits here for it is answered stale_view, its values and slots are
+  // freed, and later requests naming it are answered stale_view ("moved")
+  // until it is created here again. Replies with true.
+  // Errors: errc::unknown_group; errc::stale_view for an older view.
+  caf::replies_to<drop_atom, uint32_t, uint64_t>::with<bool>,
   // A new backup receives its primary's state for group `group` at view
   // `view` (values, slots, steps, clock, applied ids, ssp clocks). Replies
   // with the clock. Errors: errc::unknown_group; errc::stale_view;
@@ -114,7 +133,10 @@ using ps_actor = caf::typed_actor<
   // Internal (sync): group `group`'s round `round` (the clock it closes at)
   // has waited its timeout; if it is still open, it is closed with the
   // pushes it has.
-  caf::reacts_to<caf::flush_atom, uint32_t, uint64_t>>;
+  caf::reacts_to<caf::flush_atom, uint32_t, uint64_t>,
+  // Internal: group `group`'s handoff number `n` has waited its timeout; if
+  // it is still waiting, it is abandoned.
+  caf::reacts_to<caf::timeout_atom, uint32_t, uint64_t>>;
 
 /// The worker index of pulls that are not a worker's (evaluation, tests).
 inline constexpr uint32_t no_worker = std::numeric_limits<uint32_t>::max();
@@ -151,6 +173,8 @@ enum class ps_request : uint8_t {
   restore,
   prune,
   ping,
+  handoff,
+  drop,
 };
 
 /// The request's name for people and log lines ("pull", "save", ...).

@@ -1,4 +1,5 @@
 #include "actors/ps_chain.hpp"
+#include "actors/ps_move.hpp"
 #include "actors/ps_pieces.hpp"
 
 #include <algorithm>
@@ -49,12 +50,14 @@ void complete_forward(ps_ptr self, uint32_t g, uint64_t seq,
     r.primary = false;
     for (auto& ack : fw.acks)
       ack.deliver(err);
+    end_handoff(r, err);
     return;
   }
   // Applied by the backup, or the backup is gone (then this copy is the only
   // one: the update is as durable as it can be).
   for (auto& ack : fw.acks)
     ack.deliver(fw.clock);
+  handoff_progress(self, r);
 }
 
 } // namespace
@@ -105,17 +108,59 @@ void forward(ps_ptr self, ps_replica& r, std::vector<update_id> ids,
           });
 }
 
+std::vector<ack_promise>* backlog_wait(ps_replica& r, uint32_t lag) {
+  if (r.forwards.size() <= lag)
+    return nullptr;
+  return &r.forwards[r.forwards.size() - 1 - lag].acks;
+}
+
+void close_round(ps_ptr self, ps_replica& r) {
+  auto scale = 1.0f / static_cast<float>(r.round_ids.size());
+  auto update = round_update(r);
+  apply_update(r, update, scale);
+  ++r.stats.clock;
+  auto ids = std::move(r.round_ids);
+  r.round_ids.clear();
+  std::fill(r.pushed_this_round.begin(), r.pushed_this_round.end(), false);
+  auto acks = std::move(r.round_acks);
+  r.round_acks.clear();
+  auto lag = self->state.opts.replication_lag;
+  if (r.backup && lag == 0) {
+    forward(self, r, std::move(ids), scale, std::move(update),
+            std::move(acks));
+    return;
+  }
+  if (r.backup) {
+    forward(self, r, std::move(ids), scale, std::move(update), {});
+    if (auto* wait = backlog_wait(r, lag)) {
+      wait->insert(wait->end(), acks.begin(), acks.end());
+      return;
+    }
+  }
+  for (auto& ack : acks)
+    ack.deliver(r.stats.clock);
+}
+
 /// The group's backup is gone: pending forwards are acknowledged (this copy
 /// is the only one now) and updates apply here alone until a new backup.
-void backup_lost(ps_ptr self, ps_replica& r, const std::string& why) {
-  log::warn("ps", static_cast<int>(self->state.opts.index),
-            "group {}: backup lost ({}); applying alone", r.group, why);
+void backup_lost(ps_ptr self, ps_replica& r, const std::string& why,
+                 bool planned) {
+  if (planned)
+    log::info("ps", static_cast<int>(self->state.opts.index),
+              "group {}: its backup is replaced ({})", r.group, why);
+  else
+    log::warn("ps", static_cast<int>(self->state.opts.index),
+              "group {}: backup lost ({}); applying alone", r.group, why);
   auto pending = std::move(r.forwards);
   r.forwards.clear();
   for (auto& f : pending)
     for (auto& ack : f.acks)
       ack.deliver(f.clock);
   r.backup = caf::actor{};
+  r.installing = false;
+  abandon_handoff(self, r,
+                  caf::make_error(errc::ps_lost, "the backup of group",
+                                  r.group, why));
 }
 
 /// Makes this server a backup of `r`'s group (or a deposed primary): what
@@ -136,7 +181,9 @@ void step_down(ps_replica& r, uint32_t ps_index) {
     for (auto& ack : f.acks)
       ack.deliver(stale);
   r.forwards.clear();
+  end_handoff(r, stale);
   r.backup = caf::actor{};
+  r.installing = false;
   r.primary = false;
 }
 
@@ -169,7 +216,7 @@ caf::result<bool> configure(ps_ptr self, replica_config& cfg) {
   }
   if (backup != r.backup) {
     if (r.backup)
-      backup_lost(self, r, "replaced by the coordinator");
+      backup_lost(self, r, "by the coordinator", true);
     r.backup = backup;
     if (backup)
       self->monitor(backup);
@@ -177,19 +224,33 @@ caf::result<bool> configure(ps_ptr self, replica_config& cfg) {
   if (backup && cfg.install) {
     // Sent before any later forward: the backup installs this state, then
     // applies the updates after it, in order.
+    // The reply waits for the install: once it comes, the backup holds
+    // every update acknowledged here (a planned move relies on it).
     auto g = r.group;
     auto index = static_cast<int>(st.opts.index);
+    r.installing = true;
+    auto rp = self->make_response_promise<bool>();
     self->request(backup, caf::infinite, install_atom_v, r.group, r.view,
                   save_replica(r, true))
-      .then([](uint64_t) {},
-            [=](caf::error& err) {
-              log::error("ps", index, "group {}: installing the backup "
-                                      "failed: {}",
-                         g, self->system().render(err));
-              auto i = self->state.groups.find(g);
-              if (i != self->state.groups.end() && i->second.backup)
-                backup_lost(self, i->second, "its install failed");
-            });
+      .then(
+        [=](uint64_t) mutable {
+          rp.deliver(true);
+          // (An answer of a backup replaced since is not this install's.)
+          auto i = self->state.groups.find(g);
+          if (i == self->state.groups.end() || i->second.backup != backup)
+            return;
+          i->second.installing = false;
+          handoff_progress(self, i->second);
+        },
+        [=](caf::error& err) mutable {
+          log::error("ps", index, "group {}: installing the backup failed: {}",
+                     g, self->system().render(err));
+          rp.deliver(err);
+          auto i = self->state.groups.find(g);
+          if (i != self->state.groups.end() && i->second.backup == backup)
+            backup_lost(self, i->second, "its install failed");
+        });
+    return rp;
   }
   return true;
 }

@@ -26,9 +26,20 @@ namespace actorps {
 void forward(ps_ptr self, ps_replica& r, std::vector<update_id> ids,
              float scale, push_request update, std::vector<ack_promise> acks);
 
-/// The group's backup is gone (`why`, for the log): pending forwards are
+/// Async replication: where acknowledgements wait while the backup is more
+/// than `lag` forwards behind (on the forward `lag` places before the
+/// newest: answered, the backlog is `lag` again); nullptr when it is not.
+std::vector<ack_promise>* backlog_wait(ps_replica& r, uint32_t lag);
+
+/// Applies the sync round's mean gradient and acknowledges every push of it
+/// (after the backup applied it too).
+void close_round(ps_ptr self, ps_replica& r);
+
+/// The group's backup is gone (`why`, for the log; `planned`: the
+/// coordinator replaced it, logged as such): pending forwards are
 /// acknowledged and updates apply here alone until a new backup.
-void backup_lost(ps_ptr self, ps_replica& r, const std::string& why);
+void backup_lost(ps_ptr self, ps_replica& r, const std::string& why,
+                 bool planned = false);
 
 /// Makes this server a backup of `r`'s group (or a deposed primary): what
 /// waits for an answer as a primary is refused with stale_view.

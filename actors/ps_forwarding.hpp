@@ -46,6 +46,15 @@ ps_forwarding_behavior(Self self, Server server, Handlers... handlers) {
     [=](caf::flush_atom a, uint32_t g, uint64_t round) {
       return self->delegate(server(), a, g, round);
     },
+    [=](handoff_atom a, uint32_t g, uint64_t view) {
+      return self->delegate(server(), a, g, view);
+    },
+    [=](drop_atom a, uint32_t g, uint64_t view) {
+      return self->delegate(server(), a, g, view);
+    },
+    [=](caf::timeout_atom a, uint32_t g, uint64_t n) {
+      return self->delegate(server(), a, g, n);
+    },
     std::move(handlers)...,
   };
 }

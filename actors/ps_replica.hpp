@@ -4,6 +4,7 @@
 // one ps index, their values and optimizer state, the clock and the applied
 // update ids (actors/ps_actor.cpp routes messages here).
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -53,6 +54,23 @@ struct ps_replica {
   };
   std::vector<forward> forwards;
   uint64_t next_forward = 0;
+  /// The install of the backup's copy awaits the backup's answer.
+  bool installing = false;
+  // -- a planned move (actors/ps_move.hpp) ------------------------------------------
+  /// Handing the group over to its backup: pushes wait in held_pushes
+  /// (since fenced_at, for the log line).
+  bool handing_off = false;
+  std::chrono::steady_clock::time_point fenced_at;
+  /// Names the current handoff (for its timer), and its reply (pending
+  /// from the coordinator's request): the clock once the backup has every
+  /// update applied here.
+  uint64_t handoff_number = 0;
+  std::vector<caf::typed_response_promise<uint64_t>> handoff_replies;
+  struct held_push {
+    push_request req;
+    caf::typed_response_promise<uint64_t> promise;
+  };
+  std::vector<held_push> held_pushes;
   // -- values ---------------------------------------------------------------------
   dense_region dense;
   uint64_t dense_shards = 0;

@@ -28,6 +28,9 @@ struct ps_state {
   std::shared_ptr<const update_rule> table_rule;
   /// The replica groups this server holds, by group.
   std::map<uint32_t, ps_replica> groups;
+  /// Groups that moved away (a planned move), with the view they moved
+  /// at: requests naming them are answered stale_view ("moved").
+  std::map<uint32_t, uint64_t> moved;
   /// Requests refused by opts.authorize so far (for the log line).
   uint64_t refused = 0;
   static constexpr const char* name = "parameter-server";
@@ -41,6 +44,9 @@ using ack_promise = caf::typed_response_promise<uint64_t>;
 /// nothing at all yet).
 inline caf::expected<ps_replica*> find_group(ps_state& st, uint32_t g) {
   auto i = st.groups.find(g);
+  if (i == st.groups.end() && st.moved.count(g) > 0)
+    return caf::make_error(errc::stale_view, "ps", st.opts.index, "group", g,
+                           "moved at view", st.moved.at(g));
   if (i == st.groups.end() && st.groups.empty())
     return caf::make_error(errc::no_shards, st.opts.index);
   if (i == st.groups.end())

@@ -92,6 +92,26 @@ caf::error server_error(worker_ptr self, uint32_t p, caf::error err) {
   return err;
 }
 
+bool awaits_route(worker_ptr self, uint32_t p, const caf::error& err) {
+  // The server's refusal of a group that moved away: ("ps", index,
+  // "group", g, "moved at view", view); see ps_state.hpp's find_group.
+  if (err != errc::stale_view)
+    return false;
+  auto& ctx = err.context();
+  if (ctx.size() != 6 || !ctx.match_element<std::string>(4)
+      || ctx.get_as<std::string>(4) != "moved at view"
+      || !ctx.match_element<uint64_t>(5))
+    return false;
+  auto& slot = self->state.slots[p];
+  if (ctx.get_as<uint64_t>(5) <= slot.view)
+    return false;
+  log::debug("worker", static_cast<int>(self->state.opts.index),
+             "group {} moved away from ps{}: its request goes to the new "
+             "server with the new route",
+             p, slot.server_index);
+  return true;
+}
+
 namespace {
 
 /// Uses the wire format chosen by measurement (between steps: a push sent

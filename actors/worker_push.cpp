@@ -108,6 +108,7 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
   if (slot.in_flight == 0) {
     slot.in_flight = ++st.next_token;
     slot.outstanding = 0;
+    slot.in_flight_since = steady_clock::now();
   }
   auto token = slot.in_flight;
   slot.runs_sent.emplace_back(from, to);
@@ -142,7 +143,8 @@ void push_run(worker_ptr self, uint32_t p, uint64_t from, uint64_t to) {
       },
       [=](caf::error& err) {
         auto& st = self->state;
-        if (st.seq == seq && st.slots[p].in_flight == token)
+        if (st.seq == seq && st.slots[p].in_flight == token
+            && !awaits_route(self, p, err))
           fail(self, server_error(self, p, std::move(err)));
       });
 }

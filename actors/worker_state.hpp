@@ -109,8 +109,10 @@ struct server_slot {
   /// neither count twice nor be waited for.
   uint64_t in_flight = 0;
   /// The requests of the token in_flight awaiting their answer (a push in
-  /// pieces sends several).
+  /// pieces sends several), and when its first was sent (for the log line
+  /// of a request sent again after a move).
   uint32_t outstanding = 0;
+  std::chrono::steady_clock::time_point in_flight_since;
   /// Layer pushes: the region offset from which pieces were pushed during
   /// the compute (the region's size: none).
   uint64_t sent_from = 0;
@@ -231,6 +233,12 @@ void step_error(worker_ptr self, const char* where, const std::exception& e);
 /// A pull or push to server `p` failed with `err`: a server that is gone is
 /// reported as errc::ps_lost (the dispatcher may wait for its recovery).
 caf::error server_error(worker_ptr self, uint32_t p, caf::error err);
+
+/// Whether `err` is server `p`'s answer that group `p` moved away at a view
+/// newer than the worker knows (a planned move): the dispatcher's new route
+/// is on its way, and the request goes again with it (resend), so the
+/// closure does not fail.
+bool awaits_route(worker_ptr self, uint32_t p, const caf::error& err);
 
 // -- worker_step.cpp ----------------------------------------------------------
 

@@ -179,7 +179,8 @@ void pull_slices(worker_ptr self, uint32_t p) {
         },
         [=](caf::error& err) {
           auto& st = self->state;
-          if (st.seq == seq && st.slots[p].in_flight == token)
+          if (st.seq == seq && st.slots[p].in_flight == token
+              && !awaits_route(self, p, err))
             fail(self, server_error(self, p, std::move(err)));
         });
   }
@@ -217,7 +218,8 @@ void pull_one(worker_ptr self, uint32_t p, bool dense = true,
       },
       [=](caf::error& err) {
         auto& st = self->state;
-        if (st.seq == seq && st.slots[p].in_flight == token)
+        if (st.seq == seq && st.slots[p].in_flight == token
+            && !awaits_route(self, p, err))
           fail(self, server_error(self, p, std::move(err)));
       });
 }
@@ -422,9 +424,20 @@ void resend(worker_ptr self, uint32_t p) {
   }
   if (slot.in_flight == 0)
     return;
-  log::info("worker", static_cast<int>(st.opts.index),
-            "closure {}: its {} of group {} is sent again to the new server",
-             st.result.closure, st.at == phase::pushing ? "push" : "pull", p);
+  auto pushing = st.at == phase::pushing;
+  if (pushing)
+    log::info("worker", static_cast<int>(st.opts.index),
+              "closure {}: its push of group {} is sent again to the new "
+              "server after {:.1f} ms",
+              st.result.closure, p,
+              std::chrono::duration<double, std::milli>(
+                steady_clock::now() - slot.in_flight_since)
+                .count());
+  else
+    log::info("worker", static_cast<int>(st.opts.index),
+              "closure {}: its pull of group {} is sent again to the new "
+              "server",
+              st.result.closure, p);
   slot.in_flight = 0;
   if (st.at == phase::pushing)
     resend_pushes(self, p);

@@ -207,8 +207,11 @@ int run_launch(const std::vector<std::string>& args) {
     throw actorps::input_error("launch: --tls-cert/--tls-key name one node's "
                                "files; give every node its own with --tls DIR "
                                "(made by actorps certs), or --tls off");
+  // Servers that join later (join:ps in the plan) start with the others,
+  // idle until their join (the coordinator gives them nothing before).
+  auto servers = actorps::servers_ever(job.faults, job.ps);
   if (!job.tls.given()) {
-    certs = std::make_unique<actorps::launch_certs>(job.ps, job.workers);
+    certs = std::make_unique<actorps::launch_certs>(servers, job.workers);
     if (!cmd.train.quiet)
       fmt::print(stderr, "[launch] TLS: throw-away certificates of a new CA "
                          "in {} (each node gets only its own key; the CA's "
@@ -244,7 +247,7 @@ int run_launch(const std::vector<std::string>& args) {
   constexpr uint32_t attempts = 3;
   auto exe = self_path();
   for (uint32_t attempt = 0;; ++attempt) {
-    launcher->place(job.ps, job.workers, attempt);
+    launcher->place(servers, job.workers, attempt);
     auto cpus = node_cpus(cmd, attempt == 0);
     std::vector<actorps::child_spec> children;
     auto add = [&](const std::string& role, const std::string& name,
@@ -253,9 +256,10 @@ int run_launch(const std::vector<std::string>& args) {
       c.name = name;
       c.argv = {exe, "node", "--role", role, "--index", std::to_string(index)};
       if (role != "coordinator" && cpus) {
-        auto& mine = (role == "ps" ? cpus->ps : cpus->workers).at(index);
-        c.argv.insert(c.argv.end(),
-                      {"--cpu-set", actorps::format_cpu_list(mine)});
+        auto& sets = role == "ps" ? cpus->ps : cpus->workers;
+        if (index < sets.size()) // (not a server that joins later)
+          c.argv.insert(c.argv.end(),
+                        {"--cpu-set", actorps::format_cpu_list(sets[index])});
       }
       c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
       if (certs)
@@ -295,13 +299,18 @@ int run_launch(const std::vector<std::string>& args) {
       auto type = role == "coordinator" ? std::string{"chief"} : role;
       children.push_back(launcher->wrap({type, index}, std::move(c)));
     };
-    for (uint32_t i = 0; i < job.ps; ++i)
+    for (uint32_t i = 0; i < servers; ++i)
       add("ps", "ps" + std::to_string(i), i);
     for (uint32_t i = 0; i < job.workers; ++i)
       add("worker", "worker" + std::to_string(i), i);
     add("coordinator", "coordinator", 0);
     if (!cmd.train.quiet && attempt == 0)
-      fmt::print(stderr, "[launch] {} ps, {} workers {}\n", job.ps,
+      fmt::print(stderr, "[launch] {} ps{}, {} workers {}\n", job.ps,
+                 servers > job.ps
+                   ? fmt::format(" (and {} that join later, started now and "
+                                 "idle until then)",
+                                 servers - job.ps)
+                   : std::string{},
                  job.workers, launcher->describe());
     actorps::launch_options opts;
     if (attempt + 1 < attempts)

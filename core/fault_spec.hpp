@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace actorps {
 
@@ -20,28 +21,54 @@ namespace actorps {
 /// model or dataset would: the step's own error, which fails its closure
 /// (errc::step_failed, not retried) and then the job, while the worker stays.
 ///
-/// `join` and `leave` (role "worker", data.sharding dynamic) are membership
-/// events rather than failures: a new worker joins the running job (the next
-/// index; `index` is not used), or worker `index` leaves it gracefully (it
-/// finishes the closures it holds; nothing is re-executed).
+/// Membership, not failures. Workers (role "worker", data.sharding
+/// dynamic): `join` adds a new worker to the running job (the next index;
+/// `index` is not used), `leave` lets worker `index` go gracefully (it
+/// finishes the closures it holds; nothing is re-executed). Parameter
+/// servers (role "ps"): `move` moves every replica ps `index` holds to ps
+/// `to` while training goes on (a view change per group: nothing lost or
+/// applied twice); `join` starts a new, empty ps, whose index is the next
+/// one (the job's ps count, plus the joins before it); `leave` drains ps
+/// `index` (its replicas move to the other servers) and then stops it.
 struct fault_spec {
-  enum class kind { kill, stop, drop, delay, error, join, leave };
+  enum class kind { kill, stop, drop, delay, error, move, join, leave };
   kind action = kind::kill;
   std::string role = "worker"; ///< "worker" or "ps"
   uint32_t index = 0;
   uint64_t step = 0;
   double seconds = 0; ///< stop: how long; delay: by how much
   double share = 0;   ///< drop, delay: in (0, 1]
+  uint32_t to = 0;    ///< move: the server the replicas go to
 };
+
+/// Whether `f` changes the set of parameter servers or what they hold
+/// (move, join and leave of role ps) rather than injecting a failure.
+bool changes_servers(const fault_spec& f);
 
 /// Parses "kill:worker:1@40", "stop:ps:0@100:2.5" (stop for 2.5 s),
 /// "drop:ps:10%@50" (drop 10% of the messages to the servers from step 50),
 /// "delay:ps:20%@50:0.05" (delay 20% of them by 50 ms), "join:worker@80" (a
-/// worker joins at step 80) or "leave:worker:1@120".
+/// worker joins at step 80), "leave:worker:1@120", "move:ps:0>2@300" (ps
+/// 0's replicas move to ps 2 at step 300), "join:ps@200" (a new ps joins
+/// at step 200) or "leave:ps:0@400" (ps 0 is drained and stops).
 /// @throws input_error quoting `text` and what is wrong.
 fault_spec parse_fault(const std::string& text);
 
 /// Renders a fault as parse_fault reads it.
 std::string to_string(const fault_spec& f);
+
+/// Checks the parameter-server indices of `faults` for a job that starts
+/// with `ps` servers, taking the events in the order they fire (by step;
+/// equal steps in the order given): each ps index names a server that
+/// exists then (a joined one counts from its join on) and did not leave,
+/// a move goes to another server, and no leave takes the last server.
+/// @returns an empty string, or the position in `faults` of the first
+///          event that fails and why (`position` set).
+std::string check_server_plan(const std::vector<fault_spec>& faults,
+                              uint32_t ps, size_t* position);
+
+/// The number of parameter servers a job that starts with `ps` ever has:
+/// `ps` plus the joins of role ps among `faults`.
+uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps);
 
 } // namespace actorps

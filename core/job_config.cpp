@@ -236,16 +236,19 @@ void read_faults(section& root, job_config& cfg, const std::string& source) {
       x.action = fault_spec::kind::delay;
     else if (action == "error")
       x.action = fault_spec::kind::error;
+    else if (action == "move")
+      x.action = fault_spec::kind::move;
     else if (action == "join")
       x.action = fault_spec::kind::join;
     else if (action == "leave")
       x.action = fault_spec::kind::leave;
     else if (action != "kill")
       f.fail(field + ".action", "expected kill, stop, drop, delay, error, "
-                                "join or leave, got \""
+                                "move, join or leave, got \""
                                   + action + "\"");
     f.get("role", x.role);
     f.get("index", x.index, 0, 1u << 20);
+    f.get("to", x.to, 0, 1u << 20);
     f.get("step", x.step, 0);
     float seconds = 0;
     f.get("seconds", seconds, 0.0, 3600.0);
@@ -520,17 +523,20 @@ void validate(const job_config& cfg) {
   // Workers that join take the next indices: a later leave may name them.
   auto joins = static_cast<uint32_t>(
     std::count_if(cfg.faults.begin(), cfg.faults.end(), [](const auto& f) {
-      return f.action == fault_spec::kind::join;
+      return f.action == fault_spec::kind::join && f.role == "worker";
     }));
   for (size_t i = 0; i < cfg.faults.size(); ++i) {
     auto& f = cfg.faults[i];
     auto field = fmt::format("faults[{}] ({})", i, to_string(f));
     if (f.role != "worker" && f.role != "ps")
       fail(field, "role must be worker or ps");
-    bool membership = f.action == fault_spec::kind::join
-                      || f.action == fault_spec::kind::leave;
-    if (membership && f.role != "worker")
-      fail(field, "workers join and leave a running job: role worker");
+    // Workers that join or leave (membership); a parameter server's join,
+    // leave and move are checked in step order below (check_server_plan).
+    bool membership = f.role == "worker"
+                      && (f.action == fault_spec::kind::join
+                          || f.action == fault_spec::kind::leave);
+    if (f.action == fault_spec::kind::move && f.role != "ps")
+      fail(field, "a move acts on parameter servers: role ps");
     if (membership && cfg.sharding != "dynamic" && cfg.stream_dir.empty())
       fail(field, "workers join and leave a job whose examples the "
                   "coordinator hands out: data.sharding dynamic (with "
@@ -539,19 +545,17 @@ void validate(const job_config& cfg) {
     if (membership && cfg.mode != "async")
       fail(field, "workers join and leave an async job (sync and ssp count "
                   "a fixed set of workers per round)");
-    if (f.action == fault_spec::kind::join)
-      continue; // the next index
-    auto n = f.role == "worker"
-               ? cfg.workers
-                   + (f.action == fault_spec::kind::leave
-                          || f.action == fault_spec::kind::kill
-                        ? joins
-                        : 0)
-               : cfg.ps;
-    if (f.index >= n)
-      fail(field, fmt::format("index {} is out of range: the job has {} {}",
-                              f.index, n, f.role == "worker" ? "workers"
-                                                             : "ps"));
+    if (f.role == "worker" && f.action != fault_spec::kind::join) {
+      auto n = cfg.workers
+               + (f.action == fault_spec::kind::leave
+                      || f.action == fault_spec::kind::kill
+                    ? joins
+                    : 0);
+      if (f.index >= n)
+        fail(field, fmt::format("index {} is out of range: the job has {} "
+                                "workers",
+                                f.index, n));
+    }
     bool messages = f.action == fault_spec::kind::drop
                     || f.action == fault_spec::kind::delay;
     if (messages && f.role != "ps")
@@ -565,6 +569,10 @@ void validate(const job_config& cfg) {
         && !(f.seconds > 0))
       fail(field, "a stop or delay needs seconds > 0");
   }
+  size_t at = 0;
+  auto plan = check_server_plan(cfg.faults, cfg.ps, &at);
+  if (!plan.empty())
+    fail(fmt::format("faults[{}] ({})", at, to_string(cfg.faults[at])), plan);
   if (cfg.heartbeat_interval_ms > 0
       && cfg.heartbeat_timeout_ms <= cfg.heartbeat_interval_ms)
     fail("cluster.heartbeat_timeout_ms",

@@ -225,8 +225,9 @@ table's (each refuses fields it does not know, naming them):
   defaults): momentum: `momentum`, `nesterov`; adagrad:
   `initial_accumulator`, `epsilon`; adam: `beta1`, `beta2`, `epsilon`;
   ftrl: `initial_accumulator`, `l1`, `l2`, `beta`.
-- `faults`: each entry `{"action": "kill", "stop", "drop", "delay" or
-  "error", "role": "worker" or "ps", "index", "step", "seconds", "share"}`.
+- `faults`: each entry `{"action": "kill", "stop", "drop", "delay",
+  "error", "move", "join" or "leave", "role": "worker" or "ps", "index",
+  "step", "seconds", "share", "to"}` (`to`: the server a move goes to).
 
 What the options do at length: [Failures](../guide/failures.md) (replicas,
 faults), [Compressed pushes and pulls](../guide/compression.md) (formats,

@@ -458,13 +458,16 @@ std::vector<job_option> make_table() {
          "in the metric's units"),
     // -- faults ---------------------------------------------------------------
     by_hand("faults", "--fault", "SPEC",
-            "array of {action, role, index, step, seconds, share}", "[]",
+            "array of {action, role, index, step, seconds, share, to}", "[]",
             [](job_config& cfg, const std::string& value) {
               cfg.faults.push_back(parse_fault(value));
             },
             "failures to inject: kill:worker:1@40, stop:ps:0@100:2.5, "
-            "drop:ps:10%@50, delay:ps:20%@50:0.05, error:worker:1@40 (the "
-            "flag is repeatable and adds to the config's)"),
+            "drop:ps:10%@50, delay:ps:20%@50:0.05, error:worker:1@40; and "
+            "planned changes of the parameter servers: move:ps:0>2@300 "
+            "(ps 0's replicas move to ps 2), join:ps@200 (a new ps joins), "
+            "leave:ps:0@400 (ps 0 is drained and stops) (the flag is "
+            "repeatable and adds to the config's)"),
   };
 }
 

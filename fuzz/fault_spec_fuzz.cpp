@@ -1,5 +1,5 @@
 // Fuzz target: a fault spec as `--fault` and the job config's "faults" array
-// give it ("kill:worker:1@40", "delay:ps:20%@50:0.05").
+// give it ("kill:worker:1@40", "delay:ps:20%@50:0.05", "move:ps:0>2@300").
 //
 // Properties: parse_fault returns a spec or throws input_error; the index
 // of a spec it returns is the number written (not cut to 32 bits); the
@@ -24,8 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   auto written = fuzz::as_string(data, size);
-  // A join names no index (the next one); drop and delay a share.
+  // A join names no index (the next one); drop and delay a share; a move
+  // two servers.
   if (f.action != fault_spec::kind::drop && f.action != fault_spec::kind::delay
+      && f.action != fault_spec::kind::move
       && f.action != fault_spec::kind::join) {
     auto head = written.substr(0, written.find('@'));
     auto digits = head.substr(head.rfind(':') + 1);
@@ -42,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   fuzz::check(back.action == f.action && back.role == f.role
                 && back.index == f.index && back.step == f.step
-                && back.seconds == f.seconds && back.share == f.share,
+                && back.seconds == f.seconds && back.share == f.share
+                && back.to == f.to,
               "a fault changes in a round trip");
   return 0;
 }

@@ -3,7 +3,7 @@
 # `actorps node` processes started one by one on 127.0.0.1.
 # usage: cluster_test.sh ACTORPS_BINARY SOURCE_DIR CASE
 # CASE: launch | fingerprint | garbage | heartbeat | bad_input | faults |
-#       pause | pause_in_process | step_error | lost_ps | replication
+#       pause | pause_in_process | step_error | lost_ps | replication | move
 set -u
 bin=$1
 src=$2
@@ -905,6 +905,51 @@ case_replication() {
   exactly_once "$tmp/rl.log" \
     && ok "replicated launch: 0 lost, every closure applied once per ps: $(grep -o 'closures: .*' "$tmp/rl.log")" \
     || bad "replicated launch counts: $(grep -o 'closures: .*' "$tmp/rl.log")"
+}
+
+case_move() {
+  # Planned changes of the servers under launch, 2 ps + 2 workers, no
+  # replicas: ps2 joins in epoch 1 (launch started its process with the
+  # others, idle until then), ps0's group moves to it (ps2 is its backup for
+  # the move, then its primary), then ps1 leaves in epoch 2 (its group moves
+  # to the server holding the fewest, ps0, and its process exits 0, not
+  # restarted). Every closure's push is applied once per group (2 groups),
+  # none lost, none re-executed.
+  "$bin" launch "${short[@]}" --train-limit 12800 --epochs 3 --workers 2 --ps 2 \
+    --fault join:ps@50 --fault 'move:ps:0>2@60' --fault leave:ps:1@260 \
+    >"$tmp/ml.log" 2>&1 &
+  local launcher=$!
+  pids+=($launcher)
+  wait_exit "$launcher" 150
+  if [[ $status == 0 ]] && grep -q 'epoch   3/3' "$tmp/ml.log"; then
+    ok "launch with a join, a move and a leave: job done: $(grep -o 'done: .*' "$tmp/ml.log")"
+  else
+    bad "launch with moves: exit $status: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$tmp/ml.log" | tail -40)"
+  fi
+  local moved
+  moved=$(grep -o 'group 0 moved from ps0 to ps2 (view [0-9]*): pushes to it waited [0-9.]* ms' "$tmp/ml.log" | head -1)
+  [[ -n $moved ]] && grep -q 'ps 2 joined the job' "$tmp/ml.log" && ok "ps2 joined; $moved" \
+    || bad "no move of group 0: $(grep -E 'group 0|move' "$tmp/ml.log" | head -10)"
+  if grep -q 'group 1 moved from ps1 to ps0' "$tmp/ml.log" \
+     && grep -q '^\[launch\] ps1 exited with status 0' "$tmp/ml.log" \
+     && ! grep -q 'ps1: restarting' "$tmp/ml.log"; then
+    ok "ps1 was drained (group 1 to ps0) and exited 0"
+  else
+    bad "ps1 not drained: $(grep -E 'ps1|ps 1|group 1' "$tmp/ml.log" | tail -10)"
+  fi
+  local line finished applied
+  line=$(grep -o 'closures: .*' "$tmp/ml.log")
+  finished=$(echo "$line" | awk '{print $4}')
+  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
+  # A request that reached the old server after the group left it waits
+  # for the new route (the worker does not fail its closure): nothing is
+  # re-executed.
+  if [[ -n $line && $applied == $((2 * finished)) && $line != *lost* \
+        && $line == *" 0 re-executed"* ]]; then
+    ok "moves under launch: 0 lost, 0 re-executed, every closure applied once per group: $line"
+  else
+    bad "moves under launch: counts: $line"
+  fi
 }
 
 # clashed: whether a node of this script could not listen on its port

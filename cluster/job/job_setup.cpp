@@ -1,6 +1,8 @@
 #include "cluster/job/job_setup.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,25 +33,36 @@ std::vector<server_route> routes_of(caf::actor_system& sys,
                                     const dispatcher_actor& dispatcher,
                                     size_t groups, bool require_live) {
   caf::scoped_actor self{sys};
-  std::vector<server_route> out(groups);
-  std::string failure;
-  self->request(dispatcher, setup_timeout, route_atom_v)
-    .receive(
-      [&](std::vector<group_route>& routes) {
-        for (auto& r : routes)
-          if (r.group < groups)
-            out[r.group] = server_route{caf::actor_cast<ps_actor>(r.actor),
-                                        r.view, r.ps};
-      },
-      [&](caf::error& err) { failure = sys.render(err); });
-  if (!failure.empty())
-    throw runtime_failure("asking the dispatcher for the routes: " + failure);
-  for (size_t g = 0; g < groups && require_live; ++g)
-    if (!out[g].ps)
+  // A group changing hands (a failover's or a planned move's new primary
+  // confirming its role, a few ms) has no route for a moment: asked again
+  // for up to a second before it counts as without a live copy.
+  constexpr int tries = 50;
+  for (int attempt = 1;; ++attempt) {
+    std::vector<server_route> out(groups);
+    std::string failure;
+    self->request(dispatcher, setup_timeout, route_atom_v)
+      .receive(
+        [&](std::vector<group_route>& routes) {
+          for (auto& r : routes)
+            if (r.group < groups)
+              out[r.group] = server_route{caf::actor_cast<ps_actor>(r.actor),
+                                          r.view, r.ps};
+        },
+        [&](caf::error& err) { failure = sys.render(err); });
+    if (!failure.empty())
+      throw runtime_failure("asking the dispatcher for the routes: "
+                            + failure);
+    size_t g = 0;
+    while (g < groups && (!require_live || out[g].ps))
+      ++g;
+    if (g == groups)
+      return out;
+    if (attempt == tries)
       throw runtime_failure(fmt::format("parameter-server group {} has no "
                                         "live copy",
                                         g));
-  return out;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void setup_groups(caf::actor_system& sys, const placement& layout,

@@ -15,7 +15,7 @@ namespace {
 /// The parameter server's column of the table in the header, by role.
 struct ps_permissions {
   const char* role;
-  std::array<ps_request, 9> may; // the first `count` entries
+  std::array<ps_request, 11> may; // the first `count` entries
   size_t count;
 };
 
@@ -23,8 +23,9 @@ constexpr std::array<ps_permissions, 3> ps_table{{
   {"chief",
    {ps_request::create, ps_request::pull, ps_request::configure,
     ps_request::install, ps_request::stats, ps_request::save,
-    ps_request::restore, ps_request::prune, ps_request::ping},
-   9},
+    ps_request::restore, ps_request::prune, ps_request::ping,
+    ps_request::handoff, ps_request::drop},
+   11},
   {"worker",
    {ps_request::pull, ps_request::push, ps_request::ping},
    3},

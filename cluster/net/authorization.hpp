@@ -13,7 +13,8 @@
 //   --------------+-------------------------+------------------------------
 //   chief         | hello (as the chief),   | create, pull (any worker),
 //                 | shutdown, ping, and the | configure, install, stats,
-//                 | faults of its job plan  | save, restore, prune, ping
+//                 | faults of its job plan  | save, restore, prune, ping,
+//                 |                         | handoff, drop (a planned move)
 //   worker        | hello, ping             | pull, push (its own index
 //                 |                         | only; a pull also as no
 //                 |                         | worker), ping

@@ -20,6 +20,11 @@ namespace {
 /// Refuses a fault that names a node the job does not have (before the
 /// simulation starts, not when it fires).
 void check_fault(const fault_spec& f, uint32_t workers, uint32_t ps) {
+  if (changes_servers(f))
+    throw input_error(fmt::format("fault {}: moves, adds and removes of "
+                                  "parameter servers are not simulated; "
+                                  "run them with actorps train or launch",
+                                  to_string(f)));
   auto n = f.role == "ps" ? ps : workers;
   if (f.index >= n)
     throw input_error(fmt::format("fault {}: the job has {} {}{}",
@@ -194,9 +199,10 @@ void sim_cluster::inject(const fault_spec& f) {
     case fault_spec::kind::error:
       step_errors_[f.index]->armed = true;
       return;
-    case fault_spec::kind::join: // refused by check_fault
+    case fault_spec::kind::move:
+    case fault_spec::kind::join:
     case fault_spec::kind::leave:
-      return;
+      return; // refused before the simulation (check_fault)
   }
 }
 

@@ -54,7 +54,9 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
     fn_(fn),
     net_(net),
     first_workers_(cfg.workers),
-    faults_(std::make_shared<local_faults>(cfg.faults, cfg.ps, cfg.workers)) {
+    cfg_(cfg),
+    faults_(std::make_shared<local_faults>(
+      cfg.faults, servers_ever(cfg.faults, cfg.ps), cfg.workers)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
   // Build the datasets first: their errors are the user's to fix.
   std::vector<std::shared_ptr<batch_source>> data;
@@ -129,6 +131,15 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
                                                uint32_t g) {
     restore_ps_from_latest(sys, *layout, cfg, ps, g);
   };
+  // A drained server (leave:ps:N) ends; it is no longer watched.
+  recovery.retire = [shared](uint32_t p, const ps_actor& ps) {
+    {
+      std::lock_guard<std::mutex> guard{shared->mtx};
+      if (p < shared->servers.size())
+        shared->servers[p] = ps_actor{};
+    }
+    caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+  };
   // With every worker lost and none restarting, queued closures wait
   // connect_timeout_ms for one (as across processes) before they fail.
   dispatcher_ = spawn_dispatcher(
@@ -145,8 +156,10 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
         std::vector<std::pair<std::string, caf::actor>> roles;
         std::lock_guard<std::mutex> guard{shared->mtx};
         for (uint32_t p = 0; p < shared->servers.size(); ++p)
-          roles.emplace_back("ps" + std::to_string(p),
-                             caf::actor_cast<caf::actor>(shared->servers[p]));
+          if (shared->servers[p]) // (not a server that left)
+            roles.emplace_back("ps" + std::to_string(p),
+                               caf::actor_cast<caf::actor>(
+                                 shared->servers[p]));
         for (uint32_t w = 0; w < shared->workers.size(); ++w)
           if (shared->workers[w]) // not one that left
             roles.emplace_back("worker" + std::to_string(w),
@@ -241,7 +254,27 @@ void local_cluster::leave_worker(uint32_t w) {
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
+void local_cluster::change_servers(const fault_spec& f) {
+  log::warn("coordinator", -1, "planned change of the parameter servers: {}",
+            to_string(f));
+  if (f.action == fault_spec::kind::move) {
+    caf::anon_send(dispatcher_, move_atom_v, f.index, f.to);
+  } else if (f.action == fault_spec::kind::leave) {
+    caf::anon_send(dispatcher_, ps_drain_atom_v, f.index);
+  } else {
+    // A new, empty server with the next index; the dispatcher learns it.
+    std::lock_guard<std::mutex> guard{shared_->mtx};
+    auto p = static_cast<uint32_t>(shared_->servers.size());
+    auto ps = faults_->wrap_ps(sys_, p, spawn_ps(sys_, ps_options_of(cfg_, p)));
+    shared_->spawned.push_back(caf::actor_cast<caf::actor>(ps));
+    shared_->servers.push_back(ps);
+    caf::anon_send(dispatcher_, ps_join_atom_v, p, ps);
+  }
+}
+
 void local_cluster::inject(const fault_spec& f) {
+  if (changes_servers(f))
+    return change_servers(f);
   if (f.action == fault_spec::kind::join) {
     log::warn("coordinator", -1, "event: {}", to_string(f));
     join_worker();

@@ -19,6 +19,7 @@
 #include "cluster/job/system_config.hpp"
 #include "cluster/services/fit.hpp"
 #include "core/dataset.hpp"
+#include "core/job_config.hpp"
 #include "core/metrics.hpp"
 #include "core/placement.hpp"
 
@@ -98,12 +99,18 @@ private:
   /// actor stops.
   void leave_worker(uint32_t w);
 
+  /// A move, join or leave of a parameter server in the plan (inject):
+  /// sent to the dispatcher; a joining server is spawned here.
+  void change_servers(const fault_spec& f);
+
   caf::actor_system& sys_;
   /// What a joining worker is made of (see the constructor).
   dataset_fn fn_;
   std::shared_ptr<const model> net_;
   worker_options wire_;
   uint32_t first_workers_ = 0;
+  /// The job's config (for the options of servers that join later).
+  job_config cfg_;
   std::shared_ptr<const placement> layout_;
   std::vector<ps_actor> servers_;
   std::vector<worker_actor> workers_;

@@ -34,7 +34,8 @@ local_faults::local_faults(const std::vector<fault_spec>& faults, uint32_t ps,
           step_errors_[f.index] = std::make_shared<step_error_switch>();
         break;
       case fault_spec::kind::kill:
-      case fault_spec::kind::join: // local_cluster's own
+      case fault_spec::kind::move:
+      case fault_spec::kind::join:
       case fault_spec::kind::leave:
         break;
     }
@@ -91,6 +92,13 @@ void local_faults::inject(const fault_spec& f, const caf::actor& target) {
         throw missing();
       step_errors_[f.index]->armed = true;
       return;
+    case fault_spec::kind::move:
+    case fault_spec::kind::join:
+    case fault_spec::kind::leave:
+      throw runtime_failure("fault " + to_string(f)
+                            + ": a change of the servers, not a fault "
+                              "(local_cluster::inject sends it to the "
+                              "dispatcher)");
     case fault_spec::kind::drop:
     case fault_spec::kind::delay:
       if (f.action == fault_spec::kind::drop) {

@@ -242,6 +242,15 @@ int join_running_job(caf::actor_system& sys, const job_config& cfg,
   return by_itself ? opts.exit_status->load() : exit_stopped;
 }
 
+/// The dense floats a data channel to server `p` carries at most: its
+/// group's region, or for a server that joined later (holding whatever
+/// moves to it) the largest.
+uint64_t region_floats(const placement& layout, uint32_t p) {
+  if (p < layout.ps_sizes.size())
+    return layout.ps_sizes[p];
+  return *std::max_element(layout.ps_sizes.begin(), layout.ps_sizes.end());
+}
+
 int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
   // A ps needs the placement, so the model, so the data's schema (for
   // MovieLens the vocabularies, read from the export; no examples are kept).
@@ -304,9 +313,14 @@ int run_worker(const job_config& given, const cluster_spec& spec,
   std::vector<cluster_member> servers;
   for (uint32_t p = 0; p < spec.ps.size(); ++p)
     servers.push_back({"ps", p, spec.ps[p]});
+  // The job's own servers; one that joins later (join:ps) is dialled by
+  // its route.
   std::vector<joined_member> joined;
   try {
-    joined = join_members(sys, servers, me, caf::actor{},
+    joined = join_members(sys,
+                          std::vector<cluster_member>(
+                            servers.begin(), servers.begin() + cfg.ps),
+                          me, caf::actor{},
                           std::chrono::milliseconds(cfg.connect_timeout_ms));
   } catch (const transient_failure&) {
     throw;
@@ -365,7 +379,7 @@ int run_worker(const job_config& given, const cluster_spec& spec,
                             tls ? &expect : nullptr, std::chrono::seconds(5),
                             fmt::format("worker {} -> ps {}", index, p),
                             {transport,
-                             layout->ps_sizes.at(p) * sizeof(float),
+                             region_floats(*layout, p) * sizeof(float),
                              std::chrono::milliseconds(idle / 2)}));
     } catch (const input_error& e) {
       if (at_start)
@@ -425,10 +439,12 @@ int run_worker(const job_config& given, const cluster_spec& spec,
 int run_node(const job_config& cfg, const cluster_spec& spec,
              const task_id& task, const train_options& opts,
              const std::optional<host_port>& join) {
-  if (cfg.workers != spec.worker.size() || cfg.ps != spec.ps.size())
+  // (Servers that join later are in the spec after the job's own.)
+  auto servers = servers_ever(cfg.faults, cfg.ps);
+  if (cfg.workers != spec.worker.size() || servers != spec.ps.size())
     throw input_error(fmt::format(
       "the cluster spec has {} workers and {} ps, the job config {} and {}",
-      spec.worker.size(), spec.ps.size(), cfg.workers, cfg.ps));
+      spec.worker.size(), spec.ps.size(), cfg.workers, servers));
   // -- watching a job: metrics endpoint, sidecar evaluator -------
   auto port = metrics_port_of(opts.metrics_port, spec, task);
   // A node's endpoint binds its own address, not every interface.

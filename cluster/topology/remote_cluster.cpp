@@ -178,9 +178,12 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       caf::anon_send(watcher_, joined[i].node, members_[i].name(),
                      members_[i].role, members_[i].index);
       if (members_[i].role == "ps") {
-        servers.push_back(caf::actor_cast<ps_actor>(role_actor));
+        // Servers after the job's own join later (join:ps): idle till then.
+        auto ps = caf::actor_cast<ps_actor>(role_actor);
+        if (members_[i].index < cfg.ps)
+          servers.push_back(ps);
         std::lock_guard<std::mutex> guard{table_->mtx};
-        table_->servers.push_back(servers.back());
+        table_->servers.push_back(ps);
       } else {
         workers_.push_back(caf::actor_cast<worker_actor>(role_actor));
       }
@@ -238,6 +241,7 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   auto watcher = watcher_;
   auto members = members_;
   auto groups = static_cast<uint32_t>(servers.size());
+  groups_ = groups;
   ps_recovery recovery;
   recovery.replicas = cfg.replicas;
   recovery.initial_view = view0_;
@@ -274,6 +278,12 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   recovery.restore_group = [&sys, cfg, layout](const ps_actor& ps,
                                                uint32_t g) {
     restore_ps_from_latest(sys, *layout, cfg, ps, g);
+  };
+  // A drained server (leave:ps:N): the watcher lets its node go (exit 0).
+  recovery.retire = [watcher, members](uint32_t p, const ps_actor&) {
+    for (uint64_t slot = 0; slot < members.size(); ++slot)
+      if (members[slot].role == "ps" && members[slot].index == p)
+        caf::anon_send(watcher, ps_drain_atom_v, slot);
   };
   dispatcher_ = spawn_dispatcher(
     sys, workers_, nullptr, 0, timeout, servers, std::move(recovery),
@@ -357,6 +367,22 @@ remote_cluster::~remote_cluster() {
 }
 
 void remote_cluster::inject(const fault_spec& f) {
+  if (changes_servers(f)) {
+    log::warn("coordinator", -1, "planned change of the parameter servers: {}",
+              to_string(f));
+    if (f.action == fault_spec::kind::move) {
+      caf::anon_send(dispatcher_, move_atom_v, f.index, f.to);
+    } else if (f.action == fault_spec::kind::leave) {
+      caf::anon_send(dispatcher_, ps_drain_atom_v, f.index);
+    } else {
+      // The next server of the spec, running idle since the start.
+      std::lock_guard<std::mutex> guard{table_->mtx};
+      auto p = static_cast<uint32_t>(groups_ + joins_++);
+      if (p < table_->servers.size())
+        caf::anon_send(dispatcher_, ps_join_atom_v, p, table_->servers[p]);
+    }
+    return;
+  }
   // Sent by an actor of this process, not anonymously: a node handles a
   // fault only from the coordinator that joined it (node_actor.hpp).
   caf::scoped_actor self{sys_};

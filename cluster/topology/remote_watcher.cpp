@@ -298,6 +298,15 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
       return rp;
     },
     [=](shutdown_atom) { self->state.closing = true; },
+    [=](ps_drain_atom, uint64_t slot) { // a drained server: it exits 0
+      if (slot >= self->state.nodes.size())
+        return;
+      auto& n = self->state.nodes[slot];
+      n.lost = true; // no longer watched
+      self->demonitor(n.node);
+      self->request(n.node, std::chrono::seconds(5), shutdown_atom_v,
+                    int32_t{0}).then([](uint32_t) {}, [](caf::error&) {});
+    },
   };
 }
 

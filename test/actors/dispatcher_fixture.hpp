@@ -200,6 +200,9 @@ inline ps_actor::behavior_type fake_ps(ps_actor::pointer) {
     [=](prune_atom, uint64_t, uint64_t) {},
     [=](ping_atom) { return uint32_t{0}; },
     [=](caf::flush_atom, uint32_t, uint64_t) {},
+    [=](handoff_atom, uint32_t, uint64_t) { return uint64_t{0}; },
+    [=](drop_atom, uint32_t, uint64_t) { return true; },
+    [=](caf::timeout_atom, uint32_t, uint64_t) {},
   };
 }
 

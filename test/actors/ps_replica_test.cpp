@@ -83,6 +83,11 @@ ps_actor::behavior_type silent_backup(ps_actor::pointer self,
       if (i < log->promises.size())
         log->promises[i].deliver(clock);
     },
+    [=](handoff_atom, uint32_t, uint64_t) -> caf::result<uint64_t> {
+      return no();
+    },
+    [=](drop_atom, uint32_t, uint64_t) -> caf::result<bool> { return no(); },
+    [=](caf::timeout_atom, uint32_t, uint64_t) {},
   };
 }
 

@@ -373,6 +373,64 @@ TEST_CASE("fault specs parse and render back", "[core][job_config][faults]") {
                     Catch::Contains("kill:worker:1") && Catch::Contains("@STEP"));
 }
 
+TEST_CASE("planned changes of the parameter servers parse, render back and "
+          "are checked in the order they fire",
+          "[core][job_config][faults]") {
+  auto m = parse_fault("move:ps:0>2@300");
+  CHECK(m.action == fault_spec::kind::move);
+  CHECK(m.index == 0);
+  CHECK(m.to == 2);
+  CHECK(m.step == 300);
+  CHECK(to_string(m) == "move:ps:0>2@300");
+  auto a = parse_fault("join:ps@200");
+  CHECK(a.action == fault_spec::kind::join);
+  CHECK(a.role == "ps");
+  CHECK(to_string(a) == "join:ps@200");
+  auto r = parse_fault("leave:ps:1@400");
+  CHECK(r.action == fault_spec::kind::leave);
+  CHECK(to_string(r) == "leave:ps:1@400");
+  for (auto bad : {"move:ps:0@3", "move:ps:0>0@3", "move:ps:0>x@3",
+                   "move:worker:0>1@3", "join:ps:2@3", "leave:ps:0@3:1",
+                   "join:ps@"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_fault(bad), input_error);
+  }
+  auto plan = [](std::vector<std::string> texts, uint32_t ps) {
+    std::vector<fault_spec> faults;
+    for (auto& t : texts)
+      faults.push_back(parse_fault(t));
+    size_t at = 99;
+    auto why = check_server_plan(faults, ps, &at);
+    return why.empty() ? std::string{"ok"}
+                       : std::to_string(at) + ": " + why;
+  };
+  // An added server has the next index from its step on.
+  CHECK(plan({"join:ps@10", "move:ps:0>2@20", "kill:ps:2@30"}, 2) == "ok");
+  CHECK_THAT(plan({"move:ps:0>2@20", "join:ps@30"}, 2),
+             Catch::StartsWith("0: ps 2 does not exist then"));
+  // Events fire by step, not in the order written.
+  CHECK(plan({"move:ps:0>2@20", "join:ps@10"}, 2) == "ok");
+  CHECK_THAT(plan({"leave:ps:0@10", "kill:ps:0@20"}, 2),
+             Catch::StartsWith("1: ps 0 left the job before"));
+  CHECK_THAT(plan({"leave:ps:0@10", "leave:ps:1@20"}, 2),
+             Catch::StartsWith("1: ps 1 is the last parameter server"));
+  CHECK(plan({"join:ps@5", "leave:ps:0@10", "leave:ps:1@20"}, 2) == "ok");
+  CHECK(servers_ever({parse_fault("join:ps@5"), parse_fault("join:ps@6")}, 2)
+        == 4);
+  // The same through a job's config: exit 2 naming the event.
+  CHECK_THROWS_WITH(
+    parse_job_config(R"({"cluster": {"workers": 1, "ps": 2},
+      "faults": [{"action": "move", "role": "ps", "index": 1, "to": 3,
+                  "step": 5}]})"),
+    Catch::Contains("faults[0] (move:ps:1>3@5)")
+      && Catch::Contains("ps 3 does not exist then"));
+  auto cfg = parse_job_config(R"({"cluster": {"workers": 1, "ps": 2},
+    "faults": [{"action": "join", "role": "ps", "step": 5},
+               {"action": "move", "role": "ps", "index": 1, "to": 2,
+                "step": 6}]})");
+  CHECK(to_string(cfg.faults[1]) == "move:ps:1>2@6");
+}
+
 TEST_CASE("the faults array is read and checked against the cluster",
           "[core][job_config][faults]") {
   auto cfg = parse_job_config(R"({"cluster": {"workers": 2, "ps": 1},
