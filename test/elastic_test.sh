@@ -203,14 +203,21 @@ case_join() {
       bad "join $name: exit $rc, expected 2 and '$expect': $(tail -2 "$tmp/$name.log")"
     fi
   done
+  # The joined worker leaves as any worker does: SIGTERM, exit 0.
+  kill -TERM "$joiner"
+  wait_exit "$joiner" 30
+  local joiner_status=$status
   wait_exit "$launcher" 90
   local job_status=$status
-  wait_exit "$joiner" 30
+  status=$joiner_status
+  grep -q 'left the job after finishing' "$tmp/w2.log" \
+    && ok "the joined worker left on SIGTERM: $(grep -o 'left the job.*' "$tmp/w2.log")" \
+    || bad "the joined worker did not leave: exit $joiner_status: $(tail -3 "$tmp/w2.log")"
   local line
   line=$(once_per_epoch "$tmp/j.log")
   if [[ $job_status == 0 && $status == 0 ]] && once_per_epoch "$tmp/j.log" >/dev/null \
      && grep -q 'worker 2: shm\|worker 2: tcp' "$tmp/j.log"; then
-    ok "the job with worker 2 exit 0, worker 2 exit 0 and ran closures: $line"
+    ok "the job exit 0, worker 2 (joined, then left) exit 0 and ran closures: $line"
   else
     bad "join: job exit $job_status, worker 2 exit $status: $(grep -E 'worker2|worker 2|data:|closures|failed' "$tmp/j.log" | tail -8)"
   fi

@@ -252,11 +252,12 @@ caf::behavior watcher(watcher_actor* self, std::chrono::milliseconds interval,
       auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
       bool local = self->current_sender()
                    && self->current_sender()->node() == self->node();
-      size_t slot = 0;
-      while (slot < st.nodes.size()
-             && !(st.nodes[slot].role == "worker"
-                  && st.nodes[slot].index == index))
-        ++slot;
+      // The newest node of that worker (one that joined again after it
+      // was lost has a later entry).
+      auto slot = st.nodes.size();
+      for (size_t i = 0; i < st.nodes.size(); ++i)
+        if (st.nodes[i].role == "worker" && st.nodes[i].index == index)
+          slot = i;
       if (slot == st.nodes.size() || !st.dispatcher || st.closing)
         return caf::make_error(errc::no_workers, "worker", index,
                                "is not in this job");
