@@ -489,20 +489,20 @@ node_command parse_node_args(const std::vector<std::string>& args) {
                                   cmd.spec.worker.size()));
   // Servers that join later (join:ps in the plan) are in the spec too,
   // after the job's own: the job has the others' count of ps (its groups).
-  auto joining = servers_ever(job.faults, 0);
-  if (has("--ps") && job.ps + joining != cmd.spec.ps.size())
+  auto ps_joining = servers_ever(job.faults, 0);
+  if (has("--ps") && job.ps + ps_joining != cmd.spec.ps.size())
     throw input_error(fmt::format("--ps: {}{}, but {} lists {} ps", job.ps,
-                                  joining == 0
+                                  ps_joining == 0
                                     ? std::string{}
-                                    : fmt::format(" and {} joining later",
-                                                  joining),
+                                    : fmt::format(" and {} ps_joining later",
+                                                  ps_joining),
                                   source, cmd.spec.ps.size()));
-  if (cmd.spec.ps.size() <= joining)
+  if (cmd.spec.ps.size() <= ps_joining)
     throw input_error(fmt::format("{} lists {} ps, but the plan has {} join "
                                   "later: none would start the job",
-                                  source, cmd.spec.ps.size(), joining));
+                                  source, cmd.spec.ps.size(), ps_joining));
   job.workers = static_cast<uint32_t>(cmd.spec.worker.size());
-  job.ps = static_cast<uint32_t>(cmd.spec.ps.size() - joining);
+  job.ps = static_cast<uint32_t>(cmd.spec.ps.size() - ps_joining);
   validate(job);
   return cmd;
 }

@@ -95,10 +95,11 @@ void local_faults::inject(const fault_spec& f, const caf::actor& target) {
     case fault_spec::kind::move:
     case fault_spec::kind::join:
     case fault_spec::kind::leave:
+      // Membership, not a fault: local_cluster::inject handles these (a
+      // server's change goes to the dispatcher, a worker's joins or leaves).
       throw runtime_failure("fault " + to_string(f)
-                            + ": a change of the servers, not a fault "
-                              "(local_cluster::inject sends it to the "
-                              "dispatcher)");
+                            + ": a change of membership, not a fault "
+                              "(local_cluster::inject handles it)");
     case fault_spec::kind::drop:
     case fault_spec::kind::delay:
       if (f.action == fault_spec::kind::drop) {
@@ -110,9 +111,6 @@ void local_faults::inject(const fault_spec& f, const caf::actor& target) {
       for (auto& proxy : proxies_)
         if (proxy)
           caf::anon_send(proxy, chaos_atom_v, drop_, delay_, delay_ms_);
-      return;
-    case fault_spec::kind::join: // local_cluster::inject handles these
-    case fault_spec::kind::leave:
       return;
   }
 }
