@@ -83,12 +83,13 @@ case_events() {
   else
     bad "events: exit $rc: $(grep -E 'join|left|lost|data:|failed|error' "$tmp/e.log" | tail -10)"
   fi
-  # Bad input: static slices, sync mode, a leave of a worker that never was.
+  # Bad input: static slices, sync mode, a leave of a worker that never was,
+  # of a server that never was (leave:ps is the servers' event: a drain).
   local args expect
   for args in "--fault join:worker@20|data.sharding dynamic" \
               "--sharding dynamic --mode sync --fault join:worker@20|async job" \
               "--sharding dynamic --fault leave:worker:5@20|out of range" \
-              "--sharding dynamic --fault leave:ps:0@20|role worker"; do
+              "--sharding dynamic --fault leave:ps:5@20|ps 5 does not exist"; do
     expect=${args#*|}
     read -r -a argv <<<"${args%|*}"
     "$bin" train "${short[@]}" "${argv[@]}" >"$tmp/b.log" 2>&1
