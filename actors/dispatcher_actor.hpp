@@ -201,4 +201,14 @@ dispatcher_actor spawn_dispatcher(
   std::vector<ps_actor> servers = {}, ps_recovery recovery = {},
   uint32_t closures_per_worker = 1);
 
+struct fault_spec;
+
+/// Sends `dispatcher` a planned change of the parameter servers from the
+/// job's plan (core/fault_spec.hpp), logged: a move (move_atom) or a leave
+/// (ps_drain_atom). Returns false, sending nothing, for anything else: a
+/// join's new server is the caller's to start (in this process, or the
+/// spec's next node) before it tells the dispatcher (ps_join_atom).
+bool send_server_change(const dispatcher_actor& dispatcher,
+                        const fault_spec& f);
+
 } // namespace actorps

@@ -20,6 +20,7 @@
 #include "caf/actor_system.hpp"
 
 #include "actors/dispatcher_state.hpp"
+#include "core/fault_spec.hpp"
 #include "core/log.hpp"
 
 namespace actorps::detail {
@@ -467,3 +468,22 @@ bool moves_on_server_lost(dispatcher_ptr self, uint32_t p) {
 }
 
 } // namespace actorps::detail
+
+namespace actorps {
+
+bool send_server_change(const dispatcher_actor& dispatcher,
+                        const fault_spec& f) {
+  if (f.role != "ps"
+      || (f.action != fault_spec::kind::move
+          && f.action != fault_spec::kind::leave))
+    return false;
+  log::warn("coordinator", -1, "planned change of the parameter servers: {}",
+            to_string(f));
+  if (f.action == fault_spec::kind::move)
+    caf::anon_send(dispatcher, move_atom_v, f.index, f.to);
+  else
+    caf::anon_send(dispatcher, ps_drain_atom_v, f.index);
+  return true;
+}
+
+} // namespace actorps

@@ -255,14 +255,11 @@ void local_cluster::leave_worker(uint32_t w) {
 }
 
 void local_cluster::change_servers(const fault_spec& f) {
-  log::warn("coordinator", -1, "planned change of the parameter servers: {}",
-            to_string(f));
-  if (f.action == fault_spec::kind::move) {
-    caf::anon_send(dispatcher_, move_atom_v, f.index, f.to);
-  } else if (f.action == fault_spec::kind::leave) {
-    caf::anon_send(dispatcher_, ps_drain_atom_v, f.index);
-  } else {
-    // A new, empty server with the next index; the dispatcher learns it.
+  if (!send_server_change(dispatcher_, f)) {
+    // A join: a new, empty server with the next index; the dispatcher
+    // learns it.
+    log::warn("coordinator", -1, "planned change of the parameter servers: "
+              "{}", to_string(f));
     std::lock_guard<std::mutex> guard{shared_->mtx};
     auto p = static_cast<uint32_t>(shared_->servers.size());
     auto ps = faults_->wrap_ps(sys_, p, spawn_ps(sys_, ps_options_of(cfg_, p)));

@@ -368,14 +368,10 @@ remote_cluster::~remote_cluster() {
 
 void remote_cluster::inject(const fault_spec& f) {
   if (changes_servers(f)) {
-    log::warn("coordinator", -1, "planned change of the parameter servers: {}",
-              to_string(f));
-    if (f.action == fault_spec::kind::move) {
-      caf::anon_send(dispatcher_, move_atom_v, f.index, f.to);
-    } else if (f.action == fault_spec::kind::leave) {
-      caf::anon_send(dispatcher_, ps_drain_atom_v, f.index);
-    } else {
-      // The next server of the spec, running idle since the start.
+    if (!send_server_change(dispatcher_, f)) {
+      // A join: the next server of the spec, running idle since the start.
+      log::warn("coordinator", -1, "planned change of the parameter "
+                "servers: {}", to_string(f));
       std::lock_guard<std::mutex> guard{table_->mtx};
       auto p = static_cast<uint32_t>(groups_ + joins_++);
       if (p < table_->servers.size())
