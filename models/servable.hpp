@@ -85,4 +85,10 @@ public:
 /// @throws input_error naming MODEL_DIR if it exists but cannot be listed.
 std::optional<uint64_t> latest_export_version(const std::string& model_dir);
 
+/// Every version in `model_dir` by the rule above, ascending (a server that
+/// cannot load the newest falls back on an older one).
+/// @throws input_error "MODEL_DIR: cannot list the export's versions: WHY"
+///         if it cannot be read (also when it does not exist).
+std::vector<uint64_t> export_versions(const std::string& model_dir);
+
 } // namespace actorps

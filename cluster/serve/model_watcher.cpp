@@ -14,33 +14,6 @@ namespace actorps {
 
 namespace fs = std::filesystem;
 
-std::vector<uint64_t> export_versions(const std::string& model_dir) {
-  std::vector<uint64_t> out;
-  std::error_code ec;
-  fs::directory_iterator it{model_dir, ec};
-  if (ec)
-    throw input_error(fmt::format("{}: cannot list the export's versions: {}",
-                                  model_dir, ec.message()));
-  for (; it != fs::directory_iterator{}; it.increment(ec)) {
-    if (ec)
-      throw input_error(fmt::format("{}: cannot list the export's versions: "
-                                    "{}",
-                                    model_dir, ec.message()));
-    auto name = it->path().filename().string();
-    if (name.empty() || name.size() > 19 || (name[0] == '0' && name.size() > 1)
-        || !std::all_of(name.begin(), name.end(),
-                        [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    std::error_code dir_ec;
-    if (!it->is_directory(dir_ec)
-        || !fs::exists(it->path() / "manifest.json", dir_ec))
-      continue;
-    out.push_back(std::stoull(name));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 model_watcher::model_watcher(std::string model_dir, servable_loader load,
                              std::chrono::milliseconds poll,
                              load_hook on_load)

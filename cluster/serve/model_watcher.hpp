@@ -32,14 +32,6 @@ namespace actorps {
 using servable_loader
   = std::function<std::shared_ptr<const servable>(const std::string& dir)>;
 
-/// The versions in `model_dir`: its subfolders named by a decimal number
-/// (no leading zeros, at most 19 digits) that hold a manifest.json,
-/// ascending; the rule of latest_export_version (models/servable.hpp),
-/// which gives only the highest. Temporary folders (".tmp-*") and other
-/// names are left out.
-/// @throws input_error "MODEL_DIR: cannot list ...: WHY" if it cannot be read.
-std::vector<uint64_t> export_versions(const std::string& model_dir);
-
 /// Keeps the newest loadable version of an export folder.
 class model_watcher {
 public:

@@ -1,4 +1,4 @@
-// servable::load and latest_export_version (models/servable.hpp): an export
+// servable::load, export_versions and latest_export_version (models/servable.hpp): an export
 // read back, checked file by file against its manifest, and answered with
 // the model's own forward pass (model::predict).
 
@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <fmt/format.h>
@@ -362,32 +362,41 @@ std::shared_ptr<const servable> servable::load(const std::string& dir) {
   return loaded_servable::load_dir(dir);
 }
 
+std::vector<uint64_t> export_versions(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  std::vector<uint64_t> out;
+  std::error_code ec;
+  fs::directory_iterator it{model_dir, ec};
+  if (ec)
+    throw input_error(fmt::format("{}: cannot list the export's versions: {}",
+                                  model_dir, ec.message()));
+  for (; it != fs::directory_iterator{}; it.increment(ec)) {
+    if (ec)
+      throw input_error(fmt::format("{}: cannot list the export's versions: "
+                                    "{}",
+                                    model_dir, ec.message()));
+    auto name = it->path().filename().string();
+    if (name.empty() || name.size() > 19 || (name[0] == '0' && name.size() > 1)
+        || name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::error_code dir_ec;
+    if (!it->is_directory(dir_ec)
+        || !fs::exists(it->path() / "manifest.json", dir_ec))
+      continue;
+    out.push_back(std::stoull(name));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::optional<uint64_t> latest_export_version(const std::string& model_dir) {
-  DIR* d = ::opendir(model_dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT)
-      return std::nullopt;
-    throw input_error(fmt::format("{}: cannot list: {}", model_dir,
-                                  detail::errno_text(errno)));
-  }
-  std::optional<uint64_t> best;
-  while (auto* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.empty() || name.size() > 19
-        || name.find_first_not_of("0123456789") != std::string::npos
-        || (name.size() > 1 && name[0] == '0'))
-      continue;
-    struct stat st;
-    auto manifest = detail::join_path(detail::join_path(model_dir, name),
-                                      "manifest.json");
-    if (::stat(manifest.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-      continue;
-    auto v = std::stoull(name);
-    if (!best || v > *best)
-      best = v;
-  }
-  ::closedir(d);
-  return best;
+  std::error_code ec;
+  if (!std::filesystem::exists(model_dir, ec))
+    return std::nullopt;
+  auto versions = export_versions(model_dir);
+  if (versions.empty())
+    return std::nullopt;
+  return versions.back();
 }
 
 } // namespace actorps
