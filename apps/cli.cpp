@@ -487,14 +487,22 @@ node_command parse_node_args(const std::vector<std::string>& args) {
     throw input_error(fmt::format("--workers: {}, but {} lists {} workers",
                                   job.workers, source,
                                   cmd.spec.worker.size()));
-  // Servers that join later (join:ps in the plan) are in the spec too,
-  // after the job's own: the job has the others' count of ps (its groups).
-  auto ps_joining = servers_ever(job.faults, 0);
+  // Servers that join later (join:ps in the plan, or actorps scale up to
+  // cluster.max_ps) are in the spec too, after the job's own: the job has
+  // the others' count of ps (its groups). With max_ps the job's count is
+  // the one given (config or --ps), not the spec's.
+  if (job.max_ps != 0 && cmd.spec.ps.size() > job.max_ps)
+    throw input_error(fmt::format("{} lists {} ps, more than cluster.max_ps "
+                                  "({})",
+                                  source, cmd.spec.ps.size(), job.max_ps));
+  auto ps_joining = job.max_ps != 0
+                      ? servers_ever(job.faults, job.ps, job.max_ps) - job.ps
+                      : servers_ever(job.faults, 0);
   if (has("--ps") && job.ps + ps_joining != cmd.spec.ps.size())
     throw input_error(fmt::format("--ps: {}{}, but {} lists {} ps", job.ps,
                                   ps_joining == 0
                                     ? std::string{}
-                                    : fmt::format(" and {} ps_joining later",
+                                    : fmt::format(" and {} joining later",
                                                   ps_joining),
                                   source, cmd.spec.ps.size()));
   if (cmd.spec.ps.size() <= ps_joining)

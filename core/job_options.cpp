@@ -194,6 +194,9 @@ std::vector<job_option> make_table() {
           "number of workers (actorps simulate: up to 100000)"),
     whole("cluster.ps", "--ps", field<&job::ps>, 1, 1024,
           "number of parameter servers"),
+    whole("cluster.max_ps", "--max-ps", field<&job::max_ps>, 0, 1024,
+          "parameter servers launch starts for actorps scale --ps, idle "
+          "past cluster.ps until scaled to (0 = cluster.ps)"),
     whole("cluster.threads", "--threads", field<&job::threads>, 0, 1024,
           "CAF scheduler threads (0 = one per core in train, one per process "
           "for the nodes of a cluster)"),

@@ -1,4 +1,4 @@
-#include "cluster/launch/launcher.hpp"
+#include "cluster/launch/node_launcher.hpp"
 
 #include <algorithm>
 #include <cerrno>
