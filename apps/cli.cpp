@@ -245,7 +245,9 @@ flags; the spec decides the numbers of workers and ps.
   --index I              position in the role's address list (default 0)
   --join HOST:PORT       a worker joins a running job (--sharding dynamic)
                          through its coordinator at HOST:PORT (the spec's
-                         chief address); --index past the spec's workers
+                         chief address); --index past the spec's workers,
+                         or, with --cluster-resolver jobset, none: the pod
+                         is worker --workers + JOB_COMPLETION_INDEX
   --cluster FILE         cluster spec file (default: $TF_CONFIG)
   --cluster-resolver R   where the spec comes from instead: tf_config
                          ($TF_CONFIG, as Kubeflow's TFJob sets it) or slurm
