@@ -215,6 +215,11 @@ std::optional<std::string> scale_desk::scale_workers(child_control& ctl,
                        "SIGTERM to launch (it checkpoints and exits 75)"};
   if (n == now)
     return fmt::format("the job has {} worker(s) in service already", now);
+  if (opts_.mode != "async")
+    return fmt::format("workers join and leave a job of mode async only "
+                       "(this one's is {}: its rounds count a fixed set of "
+                       "workers)",
+                       opts_.mode);
   running_->what = fmt::format("workers {} -> {}", now, n);
   if (n > now) {
     if (opts_.sharding != "dynamic")

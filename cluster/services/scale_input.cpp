@@ -150,6 +150,19 @@ std::chrono::milliseconds scale_input::poll_interval(const fit_state&) const {
 
 void scale_input::on_train_end(fit_state&) {
   stop();
+  // Changes close to the end: their "after" over what was left.
+  auto now = clock::now();
+  const auto window = std::chrono::seconds(speed_window_s);
+  for (auto& [due, text] : due_) {
+    auto from = due - window;
+    auto secs = std::chrono::duration<double>(now - from).count();
+    if (secs <= 0)
+      continue;
+    log::info("coordinator", -1, "scale: {}: {:.0f} samples/s in the {:.1f} "
+              "s after (to the end of training)",
+              text, examples_between(from, now) / secs, secs);
+  }
+  due_.clear();
 }
 
 void scale_input::stop() {

@@ -28,8 +28,9 @@ namespace actorps {
 /// - `mark TEXT`: nothing injected (a change made outside the coordinator,
 ///   e.g. a worker process started with --join); only the speed lines.
 /// For each, it logs "scale: TEXT: X samples/s in the S s before" at once
-/// and "scale: TEXT: Y samples/s in the S s after" S seconds later (the
-/// examples of finished closures over wall time; S = 3). A line it cannot
+/// and "scale: TEXT: Y samples/s in the S s after" S seconds later, or at
+/// the end of training if that comes first (the examples of finished
+/// closures over wall time; S = 3). A line it cannot
 /// read is logged and ignored: the job goes on. The reader stops at EOF.
 class scale_input : public fit_callback {
 public:
