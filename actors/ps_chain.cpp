@@ -338,6 +338,10 @@ caf::result<uint64_t> replicate(ps_ptr self, replicate_request& req) {
   }
   r.stats.clock = req.clock;
   for (auto& id : req.ids) {
+    // Each update id counts once (a push counted here already is not
+    // counted again with a round that names it).
+    if (r.was_applied(id.closure))
+      continue;
     r.applied.insert(id.closure);
     ++r.stats.pushes;
     if (st.opts.mode == consistency::ssp && id.worker < r.worker_clock.size())

@@ -18,9 +18,10 @@ optimizer_config sgd(float lr) {
   return optimizer_config{"sgd", lr, {}};
 }
 
-/// A push of closure `closure` to group 0 at view `view`.
-push_request push_at(uint64_t view, uint64_t closure, std::vector<float> grad) {
-  auto req = make_push(0, closure, std::move(grad));
+/// A push of closure `closure` of worker `worker` to group 0 at view `view`.
+push_request push_at(uint64_t view, uint64_t closure, std::vector<float> grad,
+                     uint32_t worker = 0) {
+  auto req = make_push(0, closure, std::move(grad), worker);
   req.view = view;
   return req;
 }
@@ -34,9 +35,12 @@ struct moving : deterministic {
   ps_actor target;
   caf::scoped_actor worker{sys};
 
-  moving() {
-    source = spawn(options(sgd(0.5f), sgd(0.5f)));
-    target = spawn(options(sgd(0.5f), sgd(0.5f)));
+  explicit moving(consistency mode = consistency::async,
+                  uint32_t workers = 1) {
+    auto opts = options(sgd(0.5f), sgd(0.5f), mode, workers);
+    opts.round_timeout = std::chrono::milliseconds{0}; // rounds wait
+    source = spawn(opts);
+    target = spawn(opts);
     create(source, dense_shard("w", 2, 1, {1, 2}));
     create(target, dense_shard("w", 2, 1, {0, 0}));
   }
@@ -78,6 +82,13 @@ struct moving : deterministic {
                       FAIL("expected an error, got nothing");
                     });
     return result;
+  }
+};
+
+/// The same under sync with two workers: a round closes when both pushed.
+struct moving_sync : moving {
+  moving_sync() : moving(consistency::sync, 2) {
+    // nop
   }
 };
 
@@ -181,4 +192,71 @@ TEST_CASE_METHOD(moving,
                     replica_config{0, 5, true, nullptr, false}));
   CHECK(refusal<bool>(target, drop_atom_v, uint32_t{0}, uint64_t{4})
         == errc::stale_view);
+}
+
+// Under sync a push joins the open round (its id is taken, its gradient
+// summed) and is applied when the round closes. A copy made for the target
+// while a round is open must not count that round as applied: its
+// gradient is not in the values copied, and it reaches the target with the
+// round's forward.
+
+TEST_CASE_METHOD(moving_sync,
+                 "under sync, a round open when the target's copy is made is "
+                 "applied once there and its pushes are counted once",
+                 "[actors][ps][move]") {
+  // Worker 0's push opens round 1; the copy is made while it is open.
+  worker->send(source, push_atom_v, push_at(0, 1, {1, 1}, 0));
+  run();
+  CHECK(worker_ack() == 0); // waits for the round
+  attach();
+  CHECK(values(target) == std::vector<float>{1, 2});
+  // Worker 1's push closes the round: its mean applies at the source and
+  // is forwarded to the target.
+  worker->send(source, push_atom_v, push_at(0, 2, {3, 3}, 1));
+  run();
+  CHECK(worker_ack() == 1);
+  CHECK(worker_ack() == 1);
+  CHECK(values(source) == std::vector<float>{0, 1});
+  CHECK(values(target) == values(source));
+  CHECK(stats(source).pushes == 2);
+  CHECK(stats(target).pushes == 2);
+}
+
+TEST_CASE_METHOD(moving_sync,
+                 "under sync, a round closed by the handoff reaches the "
+                 "target, and pushes of the next round racing the view change "
+                 "apply there exactly once",
+                 "[actors][ps][move]") {
+  // Round 1 is open (worker 0's push) when the copy is made and when the
+  // handoff comes: the handoff closes it with the one push it has.
+  worker->send(source, push_atom_v, push_at(0, 1, {1, 1}, 0));
+  run();
+  attach();
+  self->send(source, handoff_atom_v, uint32_t{0}, uint64_t{0});
+  // Worker 1's push comes after the handoff: it waits at the source.
+  worker->send(source, push_atom_v, push_at(0, 2, {3, 3}, 1));
+  run();
+  CHECK(reply<uint64_t>() == 1); // once the target applied round 1
+  CHECK(worker_ack() == 1);      // closure 1, in round 1 alone
+  CHECK(worker_ack() == 0);      // closure 2 waits
+  CHECK(values(source) == std::vector<float>{0.5f, 1.5f});
+  CHECK(values(target) == values(source));
+  // The view change: closure 2 is refused at the source ("moved").
+  REQUIRE(ask<bool>(target, configure_atom_v,
+                    replica_config{0, 1, true, nullptr, false}));
+  REQUIRE(ask<bool>(source, drop_atom_v, uint32_t{0}, uint64_t{1}));
+  CHECK(worker_error() == errc::stale_view);
+  // At the new route: closure 1 sent again is a duplicate; closure 2 and
+  // worker 0's next push (closure 3) make round 2 there.
+  CHECK(push(target, push_at(1, 1, {1, 1}, 0)) == 1);
+  worker->send(target, push_atom_v, push_at(1, 2, {3, 3}, 1));
+  worker->send(target, push_atom_v, push_at(1, 3, {1, 1}, 0));
+  run();
+  CHECK(worker_ack() == 2);
+  CHECK(worker_ack() == 2);
+  auto s = stats(target);
+  CHECK(s.pushes == 3);
+  CHECK(s.duplicates == 1);
+  CHECK(s.clock == 2);
+  CHECK(values(target) == std::vector<float>{-0.5f, 0.5f});
 }
