@@ -150,6 +150,13 @@ using worker_respawn = std::function<worker_actor(uint32_t index,
 /// replicas. The functions block, and the dispatcher runs them in helper
 /// threads, unless `blocking` is false. Without `bring_back`, a lost server
 /// ends the job.
+/// Where one replica group is served: its primary and its backup, as
+/// server indices (backup -1: none).
+struct group_place {
+  uint32_t primary = 0;
+  int64_t backup = -1;
+};
+
 struct ps_recovery {
   /// Brings server `index` back: a new actor in one process, or the process
   /// that joined again (the same incarnation, still holding its replicas, if
@@ -171,6 +178,12 @@ struct ps_recovery {
   uint32_t replicas = 0;
   /// The view every group starts at (see replica_config).
   uint64_t initial_view = 0;
+  /// Where each group starts, one per group, when the servers hold them
+  /// elsewhere than the default (a coordinator restarted after moves learns
+  /// it from the servers). Empty: group g on server g, its backup
+  /// (replicas 1) on server (g + 1) mod n, n groups for n servers. A group
+  /// without a backup gets one as after a failure.
+  std::vector<group_place> placement;
   /// True: the functions block (they ask actors and wait), so the
   /// dispatcher runs them in helper threads. False: they only spawn actors
   /// and send messages (a simulation, where every actor runs on one thread
@@ -187,7 +200,8 @@ struct ps_recovery {
 /// come back (replace_atom) before they fail with errc::no_workers; 0 fails
 /// them at once.
 /// The dispatcher watches `servers` (server p starts as the primary of group
-/// p and, with recovery.replicas 1, as the backup of group (p - 1) mod n):
+/// p and, with recovery.replicas 1, as the backup of group (p - 1) mod n;
+/// or as recovery.placement says):
 /// see above for what happens when one is lost; closures that failed with
 /// errc::ps_lost meanwhile run again.
 /// Each worker is handed up to `closures_per_worker` closures at once (at

@@ -251,6 +251,25 @@ void init_servers(dispatcher_ptr self, std::vector<ps_actor> servers,
   for (uint32_t p = 0; p < n; ++p)
     st.servers[p].actor = std::move(servers[p]);
   st.recovery = std::move(recovery);
+  if (!st.recovery.placement.empty()) {
+    // Where the servers hold the groups (checked by the caller).
+    auto& place = st.recovery.placement;
+    st.groups.assign(place.size(), group_state{});
+    for (uint32_t g = 0; g < place.size(); ++g) {
+      auto& gs = st.groups[g];
+      gs.primary = place[g].primary;
+      gs.view = st.recovery.initial_view;
+      st.servers.at(gs.primary).holds.insert(g);
+      if (place[g].backup >= 0 && st.recovery.replicas > 0) {
+        gs.backup = place[g].backup;
+        st.servers.at(static_cast<size_t>(gs.backup)).holds.insert(g);
+      }
+    }
+    for (auto& s : st.servers)
+      self->monitor(s.actor);
+    ensure_backups(self);
+    return;
+  }
   st.groups.assign(n, group_state{});
   for (uint32_t g = 0; g < n; ++g) {
     st.groups[g].primary = g;

@@ -541,14 +541,6 @@ void validate(const job_config& cfg) {
                           || f.action == fault_spec::kind::leave);
     if (f.action == fault_spec::kind::move && f.role != "ps")
       fail(field, "a move acts on parameter servers: role ps");
-    // A sync round caught by a handoff once counted a push twice (241
-    // pushes for 240 = 3 groups x 80 closures, move_test in CI): until that
-    // is understood, groups move under async and ssp only.
-    if (f.role == "ps" && cfg.mode == "sync"
-        && (f.action == fault_spec::kind::move
-            || f.action == fault_spec::kind::leave))
-      fail(field, "moves of parameter-server groups (move, leave) are not "
-                  "supported under sync yet: use async or ssp");
     if (membership && cfg.sharding != "dynamic" && cfg.stream_dir.empty())
       fail(field, "workers join and leave a job whose examples the "
                   "coordinator hands out: data.sharding dynamic (with "

@@ -17,6 +17,7 @@
 
 #include "cluster/topology/node_actor.hpp"
 #include "cluster/topology/remote_watcher.hpp"
+#include "cluster/job/group_survey.hpp"
 #include "cluster/net/authorization.hpp"
 #include "cluster/net/gate.hpp"
 #include "cluster/net/tls.hpp"
@@ -165,6 +166,9 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   // The servers as joined; afterwards table_->servers is the current list (a
   // recovered server replaces a lost one there).
   std::vector<ps_actor> servers;
+  // Where the groups start when an earlier coordinator moved them (empty:
+  // group g on server g).
+  std::vector<group_place> moved_placement;
   try {
     auto joined = join_members(sys, members_, mine, watcher_,
                                connect_timeout);
@@ -192,37 +196,60 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     // before this one (which died; this one was started with --resume or
     // joins a running job): they stay as they are.
     auto n = static_cast<uint32_t>(servers.size());
-    std::vector<bool> held_backup(n, false);
-    uint64_t newest_view = 0;
-    bool any_held = false;
-    for (uint32_t p = 0; p < n; ++p) {
-      auto held = groups_held(sys, servers[p], n, &newest_view);
-      any_held = any_held || !held.empty();
-      auto has = [&](uint32_t g) {
-        return std::find(held.begin(), held.end(), g) != held.end();
-      };
-      if (cfg.replicas > 0 && n > 1)
-        held_backup[(p + n - 1) % n] = has((p + n - 1) % n);
-      if (!has(p)) {
-        create_shards(sys, *layout_, servers[p], p, cfg, *net);
-        continue;
-      }
-      auto stats = group_stats(sys, servers[p], p);
-      if (stats.floats != layout_->ps_sizes[p]
-          || stats.shards != layout_->shards_of(p).size())
-        throw runtime_failure(fmt::format(
-          "ps{} holds {} shards with {} floats, this job places {} with {}",
-          p, stats.shards, stats.floats, layout_->shards_of(p).size(),
-          layout_->ps_sizes[p]));
-      log::info("coordinator", -1,
-                "ps{} already holds its {} shards (clock {}): kept", p,
-                stats.shards, stats.clock);
+    // Where the servers hold the groups: moves of the predecessor may have
+    // put them elsewhere than group g on server g (also on servers that
+    // joined the job), which only the servers know.
+    std::vector<ps_actor> spec_servers;
+    {
+      std::lock_guard<std::mutex> guard{table_->mtx};
+      spec_servers = table_->servers;
     }
-    // Views of a restarted coordinator start above its predecessor's newest
-    // (which may have failed groups over), so that its role changes are not
-    // taken for stale ones; workers, too, take its routes as newer.
-    view0_ = any_held ? newest_view + 1 : 0;
-    setup_groups(sys, *layout_, servers, cfg, *net, held_backup, view0_);
+    auto survey = survey_groups(sys, spec_servers, n);
+    if (survey.any_held && !survey.at_home()) {
+      view0_ = survey.newest_view + 1;
+      auto used = std::max(n, survey.servers_used());
+      servers.assign(spec_servers.begin(), spec_servers.begin() + used);
+      moved_placement = setup_surveyed_groups(sys, *layout_, servers, cfg,
+                                              *net, survey, view0_);
+      // The servers past the job's own that hold groups joined already.
+      joins_ = used - n;
+      log::info("coordinator", -1,
+                "the groups stay where an earlier coordinator moved them "
+                "(view {})",
+                view0_);
+    } else {
+      std::vector<bool> held_backup(n, false);
+      uint64_t newest_view = 0;
+      bool any_held = false;
+      for (uint32_t p = 0; p < n; ++p) {
+        auto held = groups_held(sys, servers[p], n, &newest_view);
+        any_held = any_held || !held.empty();
+        auto has = [&](uint32_t g) {
+          return std::find(held.begin(), held.end(), g) != held.end();
+        };
+        if (cfg.replicas > 0 && n > 1)
+          held_backup[(p + n - 1) % n] = has((p + n - 1) % n);
+        if (!has(p)) {
+          create_shards(sys, *layout_, servers[p], p, cfg, *net);
+          continue;
+        }
+        auto stats = group_stats(sys, servers[p], p);
+        if (stats.floats != layout_->ps_sizes[p]
+            || stats.shards != layout_->shards_of(p).size())
+          throw runtime_failure(fmt::format(
+            "ps{} holds {} shards with {} floats, this job places {} with {}",
+            p, stats.shards, stats.floats, layout_->shards_of(p).size(),
+            layout_->ps_sizes[p]));
+        log::info("coordinator", -1,
+                  "ps{} already holds its {} shards (clock {}): kept", p,
+                  stats.shards, stats.clock);
+      }
+      // Views of a restarted coordinator start above its predecessor's newest
+      // (which may have failed groups over), so that its role changes are not
+      // taken for stale ones; workers, too, take its routes as newer.
+      view0_ = any_held ? newest_view + 1 : 0;
+      setup_groups(sys, *layout_, servers, cfg, *net, held_backup, view0_);
+    }
   } catch (...) {
     caf::anon_send_exit(watcher_, caf::exit_reason::user_shutdown);
     throw;
@@ -240,11 +267,12 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   auto table = table_;
   auto watcher = watcher_;
   auto members = members_;
-  auto groups = static_cast<uint32_t>(servers.size());
+  auto groups = static_cast<uint32_t>(layout_->ps_sizes.size());
   groups_ = groups;
   ps_recovery recovery;
   recovery.replicas = cfg.replicas;
   recovery.initial_view = view0_;
+  recovery.placement = std::move(moved_placement);
   recovery.bring_back = [&sys, table, watcher, members, mine, timeout,
                          groups](uint32_t p) {
     uint64_t slot = 0;

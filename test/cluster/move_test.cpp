@@ -40,19 +40,9 @@ void check_once_per_group(const train_report& r, uint32_t groups) {
 } // namespace
 
 TEST_CASE("a group moved to another parameter server in epoch 2 loses no "
-          "update and applies none twice, under async and ssp (refused "
-          "under sync)",
+          "update and applies none twice, under async, sync and ssp",
           "[cluster][e2e][move]") {
-  {
-    // Under sync a round caught by the handoff once counted a push twice
-    // (241 for 240): refused at start until that is understood.
-    auto cfg = small_job(3);
-    cfg.mode = "sync";
-    cfg.faults = {parse_fault("move:ps:0>2@50")};
-    CHECK_THROWS_WITH(run_quietly(cfg),
-                      Catch::Contains("not supported under sync yet"));
-  }
-  for (auto mode : {"async", "ssp"}) {
+  for (auto mode : {"async", "sync", "ssp"}) {
     INFO("mode " << mode);
     auto cfg = small_job(3);
     cfg.mode = mode;
