@@ -182,7 +182,8 @@ struct ps_recovery {
   /// elsewhere than the default (a coordinator restarted after moves learns
   /// it from the servers). Empty: group g on server g, its backup
   /// (replicas 1) on server (g + 1) mod n, n groups for n servers. A group
-  /// without a backup gets one as after a failure.
+  /// without a backup gets one as after a failure. With a placement, a null
+  /// server among the dispatcher's servers is one that left the job.
   std::vector<group_place> placement;
   /// True: the functions block (they ask actors and wait), so the
   /// dispatcher runs them in helper threads. False: they only spawn actors

@@ -265,8 +265,15 @@ void init_servers(dispatcher_ptr self, std::vector<ps_actor> servers,
         st.servers.at(static_cast<size_t>(gs.backup)).holds.insert(g);
       }
     }
-    for (auto& s : st.servers)
-      self->monitor(s.actor);
+    for (auto& s : st.servers) {
+      if (s.actor) {
+        self->monitor(s.actor);
+        continue;
+      }
+      // A server that left the job before this dispatcher started.
+      s.alive = false;
+      s.retired = true;
+    }
     ensure_backups(self);
     return;
   }

@@ -3,7 +3,8 @@
 # `actorps node` processes started one by one on 127.0.0.1.
 # usage: cluster_test.sh ACTORPS_BINARY SOURCE_DIR CASE
 # CASE: launch | fingerprint | garbage | heartbeat | bad_input | faults |
-#       pause | pause_in_process | step_error | lost_ps | replication | move
+#       pause | pause_in_process | step_error | lost_ps | replication | move |
+#       move_resume
 set -u
 bin=$1
 src=$2
@@ -24,6 +25,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
@@ -949,6 +952,62 @@ case_move() {
     ok "moves under launch: 0 lost, 0 re-executed, every closure applied once per group: $line"
   else
     bad "moves under launch: counts: $line"
+  fi
+}
+
+case_move_resume() {
+  # A coordinator killed after moves: launch starts it again with --resume,
+  # and it asks the servers where the groups are instead of expecting group
+  # g on ps g. ps2 joins, ps0 leaves (its group moves to ps2, its process
+  # exits 0 and is not restarted); the coordinator is SIGKILLed after a
+  # checkpoint taken after the leave. The restarted one does not expect
+  # ps0, keeps group 0 on ps2, and the job ends: exit 0, every closure's
+  # push applied once per group (2 groups), none lost.
+  local log="$tmp/mr.log"
+  "$bin" launch "${short[@]}" --train-limit 25600 --epochs 4 --workers 2 \
+    --ps 2 --checkpoint-dir "$tmp/mrck" --checkpoint-every 50 \
+    --fault join:ps@50 --fault leave:ps:0@60 >"$log" 2>&1 &
+  local launcher=$!
+  pids+=($launcher)
+  if [[ $(wait_for_line "$log" 'ckpt-0000000150' 90) == never ]]; then
+    bad "move_resume: no checkpoint after the leave: $(tail -5 "$log")"
+    return
+  fi
+  local child chief
+  for child in $(pgrep -P "$launcher"); do pids+=("$child"); done
+  chief=$(pgrep -f -- "--role coordinator .*--checkpoint-dir $tmp/mrck" | head -1)
+  if [[ -z $chief ]] || ! grep -q 'ps 0 left the job' "$log"; then
+    bad "move_resume: no coordinator to kill ($chief) or ps0 did not leave: $(grep -E 'group 0|ps 0' "$log" | tail -5)"
+    return
+  fi
+  kill -KILL "$chief"
+  wait_exit "$launcher" 150
+  for child in $(pgrep -P "$launcher" 2>/dev/null); do pids+=("$child"); done
+  if [[ $status == 0 ]] \
+     && grep -q 'coordinator killed by signal 9 (SIGKILL); restarting' "$log" \
+     && grep -q 'resumed from' "$log" && grep -q 'epoch   4/4' "$log"; then
+    ok "move_resume: the killed coordinator was restarted with --resume, job done"
+  else
+    bad "move_resume: exit $status: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$log" | grep -E 'coordinator|launch' | tail -20)"
+    return
+  fi
+  if grep -q 'ps0 does not answer .*it left the job' "$log" \
+     && grep -q 'group 0: ps2 already holds it' "$log" \
+     && grep -q 'group 1: ps1 already holds it' "$log" \
+     && grep -q 'the groups stay where an earlier coordinator moved them' "$log" \
+     && ! grep -q 'ps0: restarting' "$log"; then
+    ok "move_resume: group 0 stayed on ps2, group 1 on ps1, ps0 (left) not expected"
+  else
+    bad "move_resume: placement: $(grep -E 'already holds|does not answer|ps0|group 0' "$log" | tail -10)"
+  fi
+  local line finished applied
+  line=$(grep -o 'closures: .*' "$log" | tail -1)
+  finished=$(echo "$line" | awk '{print $4}')
+  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
+  if [[ -n $line && $applied == $((2 * finished)) && $line != *lost* ]]; then
+    ok "move_resume: 0 lost, every closure applied once per group: $line"
+  else
+    bad "move_resume: counts: $line"
   fi
 }
 

@@ -108,13 +108,24 @@ setup_surveyed_groups(caf::actor_system& sys, const placement& layout,
   for (uint32_t g = 0; g < groups; ++g) {
     auto& found = survey.groups[g];
     if (found.primary < 0) {
-      // Nobody holds it: created at home; the resume restores it.
-      create_shards(sys, layout, servers.at(g), g, cfg, net);
-      configure_at(sys, servers[g], g,
+      // Nobody holds it: created at home (or, if that server left, on the
+      // first that did not); the resume restores it.
+      uint32_t home = g;
+      while (home < servers.size() && !servers[home])
+        ++home;
+      if (home == servers.size())
+        home = 0;
+      while (home < servers.size() && !servers[home])
+        ++home;
+      if (home == servers.size())
+        throw runtime_failure(fmt::format("group {}: no server to hold it",
+                                          g));
+      create_shards(sys, layout, servers[home], g, cfg, net);
+      configure_at(sys, servers[home], home,
                    replica_config{g, view, true, nullptr, false});
-      out[g].primary = g;
+      out[g].primary = home;
       log::info("coordinator", -1,
-                "group {} is held by no server: created on ps{}", g, g);
+                "group {} is held by no server: created on ps{}", g, home);
       continue;
     }
     auto p = static_cast<uint32_t>(found.primary);

@@ -55,8 +55,9 @@ group_survey survey_groups(caf::actor_system& sys,
 /// Sets up the groups where `survey` found them, at view `view` (newer than
 /// any a server holds): each group's primary, with cfg.replicas 1 and a
 /// backup found, that backup (it gets the primary's state); a group no
-/// server holds is created on the server of its own index (then restored
-/// from the checkpoint like every group of a resumed job). Returns the
+/// server holds is created on the server of its own index, or the next one
+/// there (a null handle in `servers` is a server that left), and is then
+/// restored from the checkpoint like every group of a resumed job. Returns the
 /// placement to start the dispatcher with (recovery.placement).
 /// @throws runtime_failure if a server refuses, or holds a group whose size
 ///         differs from this job's.

@@ -1,6 +1,7 @@
 #include "cluster/topology/remote_cluster.hpp"
 
 #include <map>
+#include <set>
 #include <random>
 #include <mutex>
 #include <thread>
@@ -145,10 +146,62 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
   }
 }
 
+namespace {
+
+/// The servers the job's plan drains (leave:ps:N).
+std::set<uint32_t> planned_leaves(const job_config& cfg) {
+  std::set<uint32_t> out;
+  for (auto& f : cfg.faults)
+    if (f.role == "ps" && f.action == fault_spec::kind::leave)
+      out.insert(f.index);
+  return out;
+}
+
+/// join_members, except for the servers in `may_have_left` (a resumed job's
+/// servers that the plan drains, and which may have left before this
+/// coordinator started): each is tried for a few seconds, and one that does
+/// not answer counts as gone (its entry has no node).
+std::vector<joined_member>
+join_all(caf::actor_system& sys, const std::vector<cluster_member>& members,
+         const handshake& mine, const caf::actor& chief,
+         std::chrono::milliseconds timeout,
+         const std::set<uint32_t>& may_have_left) {
+  std::vector<size_t> required;
+  std::vector<size_t> optional;
+  for (size_t i = 0; i < members.size(); ++i)
+    (members[i].role == "ps" && may_have_left.count(members[i].index) > 0
+       ? optional
+       : required)
+      .push_back(i);
+  std::vector<joined_member> out(members.size());
+  std::vector<cluster_member> some;
+  for (auto i : required)
+    some.push_back(members[i]);
+  auto got = join_members(sys, some, mine, chief, timeout);
+  for (size_t k = 0; k < required.size(); ++k)
+    out[required[k]] = std::move(got[k]);
+  auto brief = std::min(timeout, std::chrono::milliseconds(3000));
+  for (auto i : optional) {
+    try {
+      out[i] = std::move(join_members(sys, {members[i]}, mine, chief,
+                                      brief)[0]);
+    } catch (const transient_failure& e) {
+      log::info("coordinator", -1,
+                "{} does not answer ({}): it left the job (the plan drains "
+                "it), and is not expected",
+                members[i].name(), e.what());
+    }
+  }
+  return out;
+}
+
+} // namespace
+
 remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                                const cluster_spec& spec,
                                std::shared_ptr<const model> net,
-                               std::chrono::milliseconds connect_timeout)
+                               std::chrono::milliseconds connect_timeout,
+                               bool resume)
   : sys_(sys),
     shutdown_timeout_(std::max<uint64_t>(cfg.heartbeat_timeout_ms, 200)) {
   layout_ = std::make_shared<const placement>(job_placement(cfg, *net));
@@ -170,8 +223,8 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   // group g on server g).
   std::vector<group_place> moved_placement;
   try {
-    auto joined = join_members(sys, members_, mine, watcher_,
-                               connect_timeout);
+    auto joined = join_all(sys, members_, mine, watcher_, connect_timeout,
+                           resume ? planned_leaves(cfg) : std::set<uint32_t>{});
     for (size_t i = 0; i < members_.size(); ++i) {
       auto& role_actor = joined[i].welcome.role_actor;
       {
@@ -179,8 +232,9 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
         table_->nodes.push_back(joined[i].node);
         table_->incarnations.push_back(joined[i].welcome.node.incarnation);
       }
-      caf::anon_send(watcher_, joined[i].node, members_[i].name(),
-                     members_[i].role, members_[i].index);
+      if (joined[i].node) // (not a server that left)
+        caf::anon_send(watcher_, joined[i].node, members_[i].name(),
+                       members_[i].role, members_[i].index);
       if (members_[i].role == "ps") {
         // Servers after the job's own join later (join:ps): idle till then.
         auto ps = caf::actor_cast<ps_actor>(role_actor);
@@ -205,7 +259,9 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
       spec_servers = table_->servers;
     }
     auto survey = survey_groups(sys, spec_servers, n);
-    if (survey.any_held && !survey.at_home()) {
+    bool all_there = std::all_of(servers.begin(), servers.end(),
+                                 [](const ps_actor& ps) { return bool(ps); });
+    if (survey.any_held && (!survey.at_home() || !all_there)) {
       view0_ = survey.newest_view + 1;
       auto used = std::max(n, survey.servers_used());
       servers.assign(spec_servers.begin(), spec_servers.begin() + used);
@@ -218,6 +274,12 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
                 "(view {})",
                 view0_);
     } else {
+      for (uint32_t p = 0; p < n; ++p)
+        if (!servers[p])
+          throw transient_failure(fmt::format(
+            "ps{} does not answer, and no server holds the job's shards: "
+            "this is not a job whose servers moved its groups away",
+            p));
       std::vector<bool> held_backup(n, false);
       uint64_t newest_view = 0;
       bool any_held = false;

@@ -63,7 +63,10 @@ struct node_table {
 /// over CAF's network layer. The constructor joins every node (see
 /// join_members), creates the variables on the parameter servers that hold
 /// none yet (a server that already holds them, from a coordinator that died,
-/// keeps them) and starts the dispatcher over the remote workers. Every node is watched: a lost one
+/// keeps them where it holds them: cluster/job/group_survey.hpp) and starts
+/// the dispatcher over the remote workers. With `resume`, a server the
+/// job's plan drains (leave:ps:N) may have left already: one that does not
+/// answer within 3 s is not expected. Every node is watched: a lost one
 /// is logged at once (CAF heartbeats: within about heartbeat_timeout); a lost
 /// worker's closure is re-queued and the worker taken back when it joins
 /// again; a lost ps is recovered when its node comes back (restarted by
@@ -74,7 +77,8 @@ public:
   /// @throws runtime_failure as join_members, or if a server refuses a shard.
   remote_cluster(caf::actor_system& sys, const job_config& cfg,
                  const cluster_spec& spec, std::shared_ptr<const model> net,
-                 std::chrono::milliseconds connect_timeout);
+                 std::chrono::milliseconds connect_timeout,
+                 bool resume = false);
 
   /// Stops the dispatcher and tells every node to shut down: with status 0,
   /// or 1 when the destructor runs because of an exception (a failed job).

@@ -494,7 +494,8 @@ train_report train_chief(const job_config& given, const cluster_spec& spec,
                     -> std::unique_ptr<cluster> {
                     return std::make_unique<remote_cluster>(
                       sys, cfg, spec, net,
-                      std::chrono::milliseconds(cfg.connect_timeout_ms));
+                      std::chrono::milliseconds(cfg.connect_timeout_ms),
+                      opts.resume);
                   },
                   false);
 }
