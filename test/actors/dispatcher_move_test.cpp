@@ -2,7 +2,8 @@
 // a group moved to another server at a new view with its state, a server
 // joining and one drained and stopped, backups kept with replication, and
 // the refusals (the same server, a server the job does not have, the last
-// one). Deterministic.
+// one); a dispatcher started from where the servers hold the groups (a
+// restarted coordinator's). Deterministic.
 
 #include "test/actors/dispatcher_fixture.hpp"
 #include "test/actors/ps_fixture.hpp"
@@ -206,4 +207,49 @@ TEST_CASE_METHOD(three_replicated,
   // An update to group 0 reaches both copies.
   CHECK(push_to(servers[1], 0, 1, 2) == 2);
   CHECK(values_of(2, 0) == values_of(1, 0));
+}
+
+TEST_CASE_METHOD(three_servers,
+                 "a dispatcher started from where the servers hold the groups "
+                 "serves them there, and a server that left is not expected",
+                 "[actors][dispatcher][move]") {
+  // The first coordinator's dispatcher moves group 0 to ps2 and drains ps0,
+  // then dies.
+  CHECK(ask<uint32_t>(d, move_atom_v, uint32_t{0}, uint32_t{2}) == 1);
+  CHECK(ask<uint32_t>(d, ps_drain_atom_v, uint32_t{0}) == 0);
+  CHECK(retired == std::vector<uint32_t>{0});
+  caf::anon_send_exit(d, caf::exit_reason::kill);
+  run_all();
+  // The next starts at view 2 from the placement the servers reported
+  // (cluster/job/group_survey.hpp), ps0 gone (a null handle).
+  for (auto [p, g] : {std::pair{2u, 0u}, {1u, 1u}, {2u, 2u}})
+    REQUIRE(ask<bool>(servers[p], configure_atom_v,
+                      replica_config{g, 2, true, nullptr, false}));
+  ps_recovery rec;
+  rec.blocking = false;
+  rec.initial_view = 2;
+  rec.create_group = [](const ps_actor& ps, uint32_t g) {
+    auto shard = dense_shard("w", 2, 1, {0, 0});
+    shard.group = g;
+    caf::anon_send(ps, create_atom_v, std::move(shard));
+  };
+  rec.placement = {group_place{2, -1}, group_place{1, -1},
+                   group_place{2, -1}};
+  d = add_dispatcher(add_workers(1), 0ms, nullptr, 0,
+                     {ps_actor{}, servers[1], servers[2]}, std::move(rec));
+  run_all();
+  CHECK(route(0) == std::make_pair(uint32_t{2}, uint64_t{2}));
+  CHECK(route(1) == std::make_pair(uint32_t{1}, uint64_t{2}));
+  CHECK(route(2) == std::make_pair(uint32_t{2}, uint64_t{2}));
+  CHECK(push_to(servers[2], 0, 2, 7) == 1);
+  auto again = refusal<uint32_t>(d, ps_drain_atom_v, uint32_t{0});
+  CHECK_THAT(refusal_text(again), Catch::Contains("left the job already"));
+  auto gone = refusal<uint32_t>(d, move_atom_v, uint32_t{1}, uint32_t{0});
+  CHECK_THAT(refusal_text(gone), Catch::Contains("cannot take replicas"));
+  // A later join takes the next index; a group moves there as before.
+  auto added = spawn_server();
+  CHECK(ask<uint32_t>(d, ps_join_atom_v, uint32_t{3}, added) == 3);
+  servers.push_back(added);
+  CHECK(ask<uint32_t>(d, move_atom_v, uint32_t{1}, uint32_t{3}) == 1);
+  CHECK(route(1) == std::make_pair(uint32_t{3}, uint64_t{3}));
 }
