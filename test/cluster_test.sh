@@ -991,7 +991,7 @@ case_move_resume() {
     bad "move_resume: exit $status: $(grep -v '^\[launch\] .*: \(ps\|worker\)' "$log" | grep -E 'coordinator|launch' | tail -20)"
     return
   fi
-  if grep -q 'ps0 does not answer .*it left the job' "$log" \
+  if grep -q 'ps0 does not answer within 3 s, and the other servers hold every group: it left the job' "$log" \
      && grep -q 'group 0: ps2 already holds it' "$log" \
      && grep -q 'group 1: ps1 already holds it' "$log" \
      && grep -q 'the groups stay where an earlier coordinator moved them' "$log" \

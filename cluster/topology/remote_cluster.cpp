@@ -1,7 +1,6 @@
 #include "cluster/topology/remote_cluster.hpp"
 
 #include <map>
-#include <set>
 #include <random>
 #include <mutex>
 #include <thread>
@@ -148,49 +147,62 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
 
 namespace {
 
-/// The servers the job's plan drains (leave:ps:N).
-std::set<uint32_t> planned_leaves(const job_config& cfg) {
-  std::set<uint32_t> out;
-  for (auto& f : cfg.faults)
-    if (f.role == "ps" && f.action == fault_spec::kind::leave)
-      out.insert(f.index);
-  return out;
-}
-
-/// join_members, except for the servers in `may_have_left` (a resumed job's
-/// servers that the plan drains, and which may have left before this
-/// coordinator started): each is tried for a few seconds, and one that does
-/// not answer counts as gone (its entry has no node).
+/// join_members; with `resume`, a parameter server may have left the job
+/// before this coordinator started (drained by the plan or by `actorps
+/// scale`): every server is tried for a few seconds, and one that does not
+/// answer while the others hold every one of the `groups` groups is not
+/// expected (its entry has no node). Otherwise (a group only it can hold,
+/// or a job whose servers hold nothing) it is waited for as usual.
 std::vector<joined_member>
 join_all(caf::actor_system& sys, const std::vector<cluster_member>& members,
          const handshake& mine, const caf::actor& chief,
-         std::chrono::milliseconds timeout,
-         const std::set<uint32_t>& may_have_left) {
-  std::vector<size_t> required;
-  std::vector<size_t> optional;
+         std::chrono::milliseconds timeout, bool resume, uint32_t groups) {
+  if (!resume)
+    return join_members(sys, members, mine, chief, timeout);
+  std::vector<size_t> others;
+  std::vector<size_t> servers;
   for (size_t i = 0; i < members.size(); ++i)
-    (members[i].role == "ps" && may_have_left.count(members[i].index) > 0
-       ? optional
-       : required)
-      .push_back(i);
+    (members[i].role == "ps" ? servers : others).push_back(i);
   std::vector<joined_member> out(members.size());
   std::vector<cluster_member> some;
-  for (auto i : required)
+  for (auto i : others)
     some.push_back(members[i]);
   auto got = join_members(sys, some, mine, chief, timeout);
-  for (size_t k = 0; k < required.size(); ++k)
-    out[required[k]] = std::move(got[k]);
+  for (size_t k = 0; k < others.size(); ++k)
+    out[others[k]] = std::move(got[k]);
   auto brief = std::min(timeout, std::chrono::milliseconds(3000));
-  for (auto i : optional) {
+  std::vector<size_t> missing;
+  std::vector<ps_actor> by_index;
+  for (auto i : servers) {
     try {
       out[i] = std::move(join_members(sys, {members[i]}, mine, chief,
                                       brief)[0]);
-    } catch (const transient_failure& e) {
-      log::info("coordinator", -1,
-                "{} does not answer ({}): it left the job (the plan drains "
-                "it), and is not expected",
-                members[i].name(), e.what());
+      auto p = members[i].index;
+      if (by_index.size() <= p)
+        by_index.resize(p + 1);
+      by_index[p] = caf::actor_cast<ps_actor>(out[i].welcome.role_actor);
+    } catch (const transient_failure&) {
+      missing.push_back(i);
     }
+  }
+  if (missing.empty())
+    return out;
+  auto survey = survey_groups(sys, by_index, groups);
+  bool all_held = survey.any_held
+                  && std::all_of(survey.groups.begin(), survey.groups.end(),
+                                 [](const group_survey::found& f) {
+                                   return f.primary >= 0;
+                                 });
+  for (auto i : missing) {
+    if (all_held) {
+      log::info("coordinator", -1,
+                "{} does not answer within {} s, and the other servers hold "
+                "every group: it left the job, and is not expected",
+                members[i].name(), brief.count() / 1000.0);
+      continue;
+    }
+    out[i] = std::move(join_members(sys, {members[i]}, mine, chief,
+                                    timeout)[0]);
   }
   return out;
 }
@@ -224,7 +236,8 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   std::vector<group_place> moved_placement;
   try {
     auto joined = join_all(sys, members_, mine, watcher_, connect_timeout,
-                           resume ? planned_leaves(cfg) : std::set<uint32_t>{});
+                           resume,
+                           static_cast<uint32_t>(layout_->ps_sizes.size()));
     for (size_t i = 0; i < members_.size(); ++i) {
       auto& role_actor = joined[i].welcome.role_actor;
       {

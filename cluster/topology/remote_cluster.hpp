@@ -64,9 +64,9 @@ struct node_table {
 /// join_members), creates the variables on the parameter servers that hold
 /// none yet (a server that already holds them, from a coordinator that died,
 /// keeps them where it holds them: cluster/job/group_survey.hpp) and starts
-/// the dispatcher over the remote workers. With `resume`, a server the
-/// job's plan drains (leave:ps:N) may have left already: one that does not
-/// answer within 3 s is not expected. Every node is watched: a lost one
+/// the dispatcher over the remote workers. With `resume`, a server may have
+/// left already (drained): one that does not answer within 3 s while the
+/// others hold every group is not expected. Every node is watched: a lost one
 /// is logged at once (CAF heartbeats: within about heartbeat_timeout); a lost
 /// worker's closure is re-queued and the worker taken back when it joins
 /// again; a lost ps is recovered when its node comes back (restarted by
