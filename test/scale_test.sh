@@ -123,7 +123,7 @@ case_sequence() {
   fi
   # samples/s before and after each of the five changes.
   local before after
-  before=$(grep -c 'samples/s in the 3 s before' "$log")
+  before=$(grep -c 'samples/s in the [0-9.]* s before' "$log")
   after=$(grep -c 'samples/s in the [0-9.]* s after' "$log")
   [[ $before == 5 && $after == 5 ]] \
     && ok "samples/s before and after each change (5 and 5)" \
