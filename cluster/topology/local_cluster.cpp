@@ -45,6 +45,8 @@ worker_options worker_options_of(uint32_t index, uint32_t incarnation,
   opts.net = std::move(net);
   opts.data = std::move(data);
   opts.layout = std::move(layout);
+  opts.server_index = group_server_indices(
+    groups, static_cast<uint32_t>(servers.size()));
   opts.servers = group_servers(servers, groups);
   return opts;
 }
