@@ -488,7 +488,8 @@ node_command parse_node_args(const std::vector<std::string>& args) {
                                   job.workers, source,
                                   cmd.spec.worker.size()));
   // Servers that join later (join:ps in the plan) are in the spec too,
-  // after the job's own: the job has the others' count of ps (its groups).
+  // after the job's own: the job has the others' count of ps (on which its
+  // groups start; cluster.groups, not the spec, says how many groups).
   auto ps_joining = servers_ever(job.faults, 0);
   if (has("--ps") && job.ps + ps_joining != cmd.spec.ps.size())
     throw input_error(fmt::format("--ps: {}{}, but {} lists {} ps", job.ps,
