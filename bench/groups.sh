@@ -4,7 +4,7 @@
 # the same run without the join, alternating (A B A B ...), same seeds, in
 # one process (`actorps train`): MovieLens (configs/movielens.json, 3
 # epochs of 312 closures, the join at closure 500) and the synthetic click
-# log (configs/synthetic_ctr.json, 2 epochs of 1,000,000 examples, 1,953
+# log (configs/synthetic_ctr.json, 2 epochs of 1,000,000 examples, 1,952
 # closures each, the join at closure 2900). With LAUNCH=1, MovieLens once
 # more each way under `actorps launch` (TLS off).
 #
