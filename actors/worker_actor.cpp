@@ -224,8 +224,14 @@ worker_behavior(worker_actor::stateful_pointer<worker_state> self,
   st.opts.server_index.clear();
   plan_slices(self);
   // A remote server's death fails no pull or push: CAF only reports it here.
-  for (auto& slot : st.slots)
-    self->monitor(slot.server);
+  // A slot without a server (a worker that joined a running job could not
+  // reach a server that had left) waits for its group's route.
+  for (auto& slot : st.slots) {
+    if (slot.server)
+      self->monitor(slot.server);
+    else
+      slot.lost = true;
+  }
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     for (uint32_t p = 0; p < st.slots.size(); ++p)

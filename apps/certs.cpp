@@ -13,6 +13,7 @@
 #include "cluster/net/job_secret.hpp"
 #include "cluster/spec/cluster_spec.hpp"
 #include "core/error.hpp"
+#include "core/job_options.hpp" // to_count
 #include "core/remove_after_exit.hpp"
 
 namespace actorps {
@@ -43,14 +44,7 @@ started with --tls DIR then proves it holds, on top of its certificate
 
 uint32_t count_of(const std::string& flag, const std::string& value,
                   uint32_t lo, uint32_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  auto x = std::strtoul(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
-    throw input_error(fmt::format("{}: expected a whole number in [{}, {}], "
-                                  "got \"{}\"",
-                                  flag, lo, hi, value));
-  return static_cast<uint32_t>(x);
+  return static_cast<uint32_t>(to_count(flag, value, lo, hi));
 }
 
 } // namespace
@@ -117,12 +111,6 @@ int run_certs(const std::vector<std::string>& args) {
   return 0;
 }
 
-namespace {
-
-/// A fresh folder of mode 0700 in $TMPDIR (or /tmp) named
-/// "actorps-STEM-XXXXXX", removed when launch exits, even killed (SIGKILL
-/// runs no destructor): the keys and secrets it will hold go with it.
-/// @throws runtime_failure if it cannot be made.
 std::string private_run_dir(const char* stem) {
   auto* tmp = std::getenv("TMPDIR");
   std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp")
@@ -134,38 +122,47 @@ std::string private_run_dir(const char* stem) {
   return templ;
 }
 
-} // namespace
 
 launch_certs::launch_certs(uint32_t ps, uint32_t workers)
   : dir_(private_run_dir("tls")) {
   try {
     auto nodes = nodes_of(ps, workers);
-    make_cluster_certs(dir_, nodes, 7);
-    // Each node gets a folder with its own key, its certificate and the
-    // CA's certificate, nothing else; the CA's key is not needed any more
-    // (nothing is signed after this) and goes at once.
     namespace fs = std::filesystem;
-    for (auto& n : nodes) {
-      auto mine = fs::path{dir_} / n.name();
-      fs::create_directory(mine);
-      fs::permissions(mine, fs::perms::owner_all);
-      for (auto* file : {"ca.pem"})
-        fs::copy_file(fs::path{dir_} / file, mine / file);
-      for (auto ext : {".pem", ".key"}) {
-        fs::copy_file(fs::path{dir_} / (n.name() + ext),
-                      mine / (n.name() + ext));
-        fs::permissions(mine / (n.name() + ext),
-                        fs::perms::owner_read | fs::perms::owner_write);
-      }
-    }
-    for (auto& entry : fs::directory_iterator{dir_})
-      if (entry.is_regular_file())
-        fs::remove(entry.path());
+    // The CA in a folder of its own, which no node gets: its key signs the
+    // certificates of workers that join later (add_worker).
+    auto ca = fs::path{dir_} / "ca";
+    make_cluster_certs(ca.string(), {}, 7);
+    fs::permissions(ca, fs::perms::owner_all);
+    add_node_certs(ca.string(), dir_, nodes, 7);
+    // Each node gets a folder with its own key, its certificate and the
+    // CA's certificate, nothing else.
+    for (auto& n : nodes)
+      give_node_folder(n.name());
   } catch (...) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
     throw;
   }
+}
+
+void launch_certs::give_node_folder(const std::string& name) {
+  namespace fs = std::filesystem;
+  auto mine = fs::path{dir_} / name;
+  fs::create_directory(mine);
+  fs::permissions(mine, fs::perms::owner_all);
+  fs::copy_file(fs::path{dir_} / "ca" / "ca.pem", mine / "ca.pem");
+  for (auto ext : {".pem", ".key"}) {
+    fs::rename(fs::path{dir_} / (name + ext), mine / (name + ext));
+    fs::permissions(mine / (name + ext),
+                    fs::perms::owner_read | fs::perms::owner_write);
+  }
+}
+
+std::string launch_certs::add_worker(uint32_t index) {
+  node_identity n{"worker", index};
+  add_node_certs(dir_ + "/ca", dir_, {n}, 7);
+  give_node_folder(n.name());
+  return dir_of(n.name());
 }
 
 launch_certs::~launch_certs() {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,12 @@ namespace actorps {
 /// a job secret DIR/secret (cluster/net/job_secret.hpp), and lists the files. Returns the exit
 /// status. @throws input_error for bad flags or an unusable folder.
 int run_certs(const std::vector<std::string>& args);
+
+/// A fresh folder of mode 0700 in $TMPDIR (or /tmp) named
+/// "actorps-STEM-XXXXXX", removed when launch exits, even killed (SIGKILL
+/// runs no destructor): the keys, secrets and sockets it will hold go with
+/// it. @throws runtime_failure if it cannot be made.
+std::string private_run_dir(const char* stem);
 
 /// Throw-away certificates of one `actorps launch` (a new CA each time) in
 /// a private temporary folder, removed with this object.
@@ -31,13 +38,21 @@ public:
 
   /// The folder of node `name` ("ps0", "worker1", "coordinator"), for that
   /// node's `--tls DIR`: the CA's certificate and the node's own
-  /// certificate and key, nothing else (the CA's key is deleted once the
-  /// certificates are made).
+  /// certificate and key, nothing else. The CA's key stays in dir()/ca,
+  /// which no node is given, for workers that join later (add_worker).
   std::string dir_of(const std::string& name) const {
     return dir_ + "/" + name;
   }
 
+  /// Makes the folder of worker `index` (for one that joins the running
+  /// job: actorps scale), as the others', and returns it.
+  /// @throws input_error / runtime_failure as add_node_certs.
+  std::string add_worker(uint32_t index);
+
 private:
+  /// Moves NAME.pem and NAME.key into dir()/NAME with the CA's certificate.
+  void give_node_folder(const std::string& name);
+
   std::string dir_;
 };
 

@@ -245,7 +245,9 @@ flags; the spec decides the numbers of workers and ps.
   --index I              position in the role's address list (default 0)
   --join HOST:PORT       a worker joins a running job (--sharding dynamic)
                          through its coordinator at HOST:PORT (the spec's
-                         chief address); --index past the spec's workers
+                         chief address); --index past the spec's workers,
+                         or, with --cluster-resolver jobset, none: the pod
+                         is worker --workers + JOB_COMPLETION_INDEX
   --cluster FILE         cluster spec file (default: $TF_CONFIG)
   --cluster-resolver R   where the spec comes from instead: tf_config
                          ($TF_CONFIG, as Kubeflow's TFJob sets it) or slurm
@@ -355,7 +357,8 @@ namespace {
 std::string resolve_node_spec(node_command& cmd, const std::string& file,
                               const std::string& role,
                               const std::optional<uint32_t>& index,
-                              const std::optional<uint16_t>& port_base) {
+                              const std::optional<uint16_t>& port_base,
+                              bool joining) {
   const cluster_resolver* resolver = nullptr;
   if (!cmd.resolver.empty()) {
     resolver = find_cluster_resolver(cmd.resolver);
@@ -375,11 +378,24 @@ std::string resolve_node_spec(node_command& cmd, const std::string& file,
     throw input_error("--port-base: only with a resolver that assigns ports "
                       "(--cluster-resolver slurm or jobset); other specs name "
                       "theirs");
+  resolver_options ro;
+  ro.ps = cmd.train.job.ps;
+  ro.workers = cmd.train.job.workers;
+  ro.port_base = port_base.value_or(ro.port_base);
+  ro.joining = joining;
+  // A resolver that cannot place a joining worker says so first.
+  if (assigns && joining)
+    cmd.spec = resolver->resolve(ro);
   if (assigns && (!role.empty() || index))
     throw input_error(fmt::format("{}: not with --cluster-resolver {}, which "
-                                  "gives every task its role",
+                                  "gives every task its role{}",
                                   role.empty() ? "--index" : "--role",
-                                  cmd.resolver));
+                                  cmd.resolver,
+                                  joining ? " (a worker that joins: --workers "
+                                            "+ its JOB_COMPLETION_INDEX)"
+                                          : ""));
+  if (assigns && joining)
+    return "the cluster of --cluster-resolver " + cmd.resolver;
   if (!file.empty()) {
     cmd.spec = load_cluster_spec(file);
     return file;
@@ -388,10 +404,6 @@ std::string resolve_node_spec(node_command& cmd, const std::string& file,
     cmd.spec = cluster_spec_from_env("TF_CONFIG");
     return "TF_CONFIG";
   }
-  resolver_options ro;
-  ro.ps = cmd.train.job.ps;
-  ro.workers = cmd.train.job.workers;
-  ro.port_base = port_base.value_or(ro.port_base);
   cmd.spec = resolver->resolve(ro);
   return "the cluster of --cluster-resolver " + cmd.resolver;
 }
@@ -438,9 +450,13 @@ node_command parse_node_args(const std::vector<std::string>& args) {
       }
   }
   // A worker that joins a running job has an index past the spec's
-  // workers: the spec is checked without it.
+  // workers: the spec is checked without it. A resolver that assigns roles
+  // (jobset) gives a joining pod its role and index itself.
   std::optional<uint32_t> joining;
-  if (cmd.join) {
+  const auto* named = cmd.resolver.empty() ? nullptr
+                                           : find_cluster_resolver(cmd.resolver);
+  bool resolver_places = cmd.join && named != nullptr && named->assigns_roles;
+  if (cmd.join && !resolver_places) {
     if (role != "worker")
       throw input_error("--join: only a worker joins a running job (--role "
                         "worker)");
@@ -451,7 +467,12 @@ node_command parse_node_args(const std::vector<std::string>& args) {
     index.reset();
     role.clear();
   }
-  auto source = resolve_node_spec(cmd, file, role, index, port_base);
+  auto source = resolve_node_spec(cmd, file, role, index, port_base,
+                                  cmd.join.has_value());
+  if (resolver_places) {
+    joining = cmd.spec.task->index;
+    cmd.spec.task.reset();
+  }
   if (role == "coordinator")
     role = "chief";
   if (!role.empty() || index) {
@@ -487,15 +508,23 @@ node_command parse_node_args(const std::vector<std::string>& args) {
     throw input_error(fmt::format("--workers: {}, but {} lists {} workers",
                                   job.workers, source,
                                   cmd.spec.worker.size()));
-  // Servers that join later (join:ps in the plan) are in the spec too,
-  // after the job's own: the job has the others' count of ps (on which its
-  // groups start; cluster.groups, not the spec, says how many groups).
-  auto ps_joining = servers_ever(job.faults, 0);
+  // Servers that join later (join:ps in the plan, or actorps scale up to
+  // cluster.max_ps) are in the spec too, after the job's own: the job has
+  // the others' count of ps (on which its groups start; cluster.groups says
+  // how many groups). With max_ps the job's count is
+  // the one given (config or --ps), not the spec's.
+  if (job.max_ps != 0 && cmd.spec.ps.size() > job.max_ps)
+    throw input_error(fmt::format("{} lists {} ps, more than cluster.max_ps "
+                                  "({})",
+                                  source, cmd.spec.ps.size(), job.max_ps));
+  auto ps_joining = job.max_ps != 0
+                      ? servers_ever(job.faults, job.ps, job.max_ps) - job.ps
+                      : servers_ever(job.faults, 0);
   if (has("--ps") && job.ps + ps_joining != cmd.spec.ps.size())
     throw input_error(fmt::format("--ps: {}{}, but {} lists {} ps", job.ps,
                                   ps_joining == 0
                                     ? std::string{}
-                                    : fmt::format(" and {} ps_joining later",
+                                    : fmt::format(" and {} joining later",
                                                   ps_joining),
                                   source, cmd.spec.ps.size()));
   if (cmd.spec.ps.size() <= ps_joining)

@@ -155,13 +155,14 @@ std::string to_string(const fault_spec& f) {
   return out;
 }
 
-uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps) {
+uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps,
+                      uint32_t max_ps) {
   auto joins = std::count_if(faults.begin(), faults.end(),
                              [](const fault_spec& f) {
                                return f.action == fault_spec::kind::join
                                       && f.role == "ps";
                              });
-  return ps + static_cast<uint32_t>(joins);
+  return std::max(ps + static_cast<uint32_t>(joins), max_ps);
 }
 
 std::string check_server_plan(const std::vector<fault_spec>& faults,

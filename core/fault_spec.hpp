@@ -68,7 +68,9 @@ std::string check_server_plan(const std::vector<fault_spec>& faults,
                               uint32_t ps, size_t* position);
 
 /// The number of parameter servers a job that starts with `ps` ever has:
-/// `ps` plus the joins of role ps among `faults`.
-uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps);
+/// `ps` plus the joins of role ps among `faults`, or `max_ps` if more
+/// (job_config::max_ps: servers started idle for actorps scale).
+uint32_t servers_ever(const std::vector<fault_spec>& faults, uint32_t ps,
+                      uint32_t max_ps = 0);
 
 } // namespace actorps

@@ -462,6 +462,10 @@ void validate(const job_config& cfg) {
                      cfg.groups, cfg.ps, max_groups_per_ps));
   if (cfg.replicas > 1)
     fail("cluster.replicas", "must be 0 or 1");
+  if (cfg.max_ps != 0 && cfg.max_ps < cfg.ps)
+    fail("cluster.max_ps", fmt::format("{} is fewer than cluster.ps ({}); "
+                                       "0 means cluster.ps",
+                                       cfg.max_ps, cfg.ps));
   if (cfg.replicas > 0 && cfg.ps < 2)
     fail("cluster.replicas",
          "a backup lives on another parameter server: needs cluster.ps >= 2");

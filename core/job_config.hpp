@@ -140,6 +140,12 @@ struct job_config {
   /// replicas, on the next one), and a join moves groups to the new server
   /// until the servers' primaries differ by at most one.
   uint32_t groups = 0;
+  /// Parameter servers `actorps launch` starts for the job, at least `ps`
+  /// (0 = `ps`, and the joins of the plan): the ones past `ps` run idle
+  /// until `actorps scale --ps` (or a join:ps of the plan) brings them in,
+  /// since every node learns the servers' addresses from the cluster spec
+  /// at its start.
+  uint32_t max_ps = 0;
   /// CAF scheduler threads (0 = one per core in `actorps train`; one per
   /// process for the nodes of a multi-process cluster).
   uint32_t threads = 0;

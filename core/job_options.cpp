@@ -198,6 +198,9 @@ std::vector<job_option> make_table() {
           "replica groups the variables are placed over (0 = one per ps; "
           "more than cluster.ps, at most 64 per ps: group g starts on ps "
           "g % ps, and a ps that joins takes groups from the busiest)"),
+    whole("cluster.max_ps", "--max-ps", field<&job::max_ps>, 0, 1024,
+          "parameter servers launch starts for actorps scale --ps, idle "
+          "past cluster.ps until scaled to (0 = cluster.ps)"),
     whole("cluster.threads", "--threads", field<&job::threads>, 0, 1024,
           "CAF scheduler threads (0 = one per core in train, one per process "
           "for the nodes of a cluster)"),

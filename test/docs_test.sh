@@ -117,6 +117,9 @@ current_doc=docs/guide/slurm.md
 rule 'srun -n 5 build/actorps node --cluster-resolver slurm *' slurm first "$epoch"
 rule 'build/actorps launch --launcher slurm *' slurm alloc 5 first "$epoch"
 # shellcheck disable=SC2016 # $CMD_FILE is the check's, not ours
+rule '#!/bin/bash #SBATCH --job-name=grow *' check 'bash -n "$CMD_FILE"' \
+  "a batch script that runs 10 epochs and joins a worker to it; test/slurm_test.sh's case join (ctest slurm.join) runs the same sequence (launch in the background, the spec written, srun -n 1 --exact actorps node --join) on a one-node cluster; checked: it parses (bash -n)"
+# shellcheck disable=SC2016 # $CMD_FILE is the check's, not ours
 rule '#!/bin/bash*' check 'bash -n "$CMD_FILE"' \
   "an sbatch script for a cluster of 2 hosts (--nodes=2) and 30 epochs; test/slurm_test.sh runs what it does (srun with the resolver, SIGTERM with a checkpoint, exit 75, scontrol requeue, --resume) on a one-node cluster; checked: it parses (bash -n)"
 

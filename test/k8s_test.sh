@@ -14,6 +14,10 @@
 #           again resume from the newest checkpoint (--resume-if-any)
 #   jobset  the same with --cluster-resolver jobset, and the refusals of an
 #           incomplete pod environment (exit 2, naming the variable)
+#   join    the JobSet running, then the pods of deploy/k8s/jobset-join.yaml
+#           (workers 2 and 3) start, join with --join, train closures and
+#           exit 0 with the job; each example once per epoch; a pod of
+#           another role with --join is refused (exit 2)
 # Needs root (a mount namespace); exits 77 (skipped) saying why otherwise.
 set -u
 bin=$1
@@ -36,39 +40,48 @@ source "$src/test/node_lib.sh" "k8s-$case"
 
 py=/usr/bin/python3
 manifest=$src/deploy/k8s/$case.yaml
+[[ $case == join ]] && manifest=$src/deploy/k8s/jobset.yaml
 vol=$tmp/vol
 mkdir -p "$vol/job" "$vol/ckpt"
 cp "$src/configs/fashion_mnist.json" "$vol/job/job.json"
-"$bin" certs --ps 2 --workers 2 --out "$vol/certs" >/dev/null 2>&1 \
+# Certificates for the JobSet's 2 workers and the 2 that join.
+"$bin" certs --ps 2 --workers 4 --out "$vol/certs" >/dev/null 2>&1 \
   || { echo "FAILED: actorps certs"; exit 1; }
 small=(--epochs 2 --train-limit 4000 --test-limit 1000)
 
 # The pods; every host name gets its own address.
-"$py" "$src/test/tools/k8s_pods.py" "$manifest" \
-  --map /etc/actorps/job="$vol/job" --map /etc/actorps/certs="$vol/certs" \
-  --map /var/lib/actorps/checkpoints="$vol/ckpt" >"$tmp/pods.jsonl" \
-  || { echo "FAILED: $manifest: no pods"; exit 1; }
+pods_of() {
+  "$py" "$src/test/tools/k8s_pods.py" "$1" \
+    --map /etc/actorps/job="$vol/job" --map /etc/actorps/certs="$vol/certs" \
+    --map /var/lib/actorps/checkpoints="$vol/ckpt" >"$2" \
+    || { echo "FAILED: $1: no pods"; exit 1; }
+}
+pods_of "$manifest" "$tmp/pods.jsonl"
+: >"$tmp/join.jsonl"
+[[ $case == join ]] && pods_of "$src/deploy/k8s/jobset-join.yaml" "$tmp/join.jsonl"
 cp /etc/hosts "$tmp/hosts"
-# Each case its own addresses: the two may run at once (ctest -j), on the
+# Each case its own addresses: they may run at once (ctest -j), on the
 # same port.
 n=20
 [[ $case == jobset ]] && n=40
+[[ $case == join ]] && n=60
 while read -r host; do
   echo "127.0.0.$n $host" >>"$tmp/hosts"
   n=$((n + 1))
-done < <(jq -r '.host' "$tmp/pods.jsonl")
+done < <(jq -r '.host' "$tmp/pods.jsonl" "$tmp/join.jsonl")
 mount --bind "$tmp/hosts" /etc/hosts || { echo "FAILED: mount --bind"; exit 1; }
 echo "pods: $(jq -r '.name' "$tmp/pods.jsonl" | tr '\n' ' ')"
 
-# run_pod LINE [FLAGS...]: pod LINE of pods.jsonl in the background, its
-# environment only (plus PATH), the manifest's command with FLAGS appended.
+# run_pod LINE [FLAGS...]: pod LINE of pods.jsonl (of $pods, if set) in the
+# background, its environment only (plus PATH), the manifest's command with
+# FLAGS appended.
 run_pod() {
-  local line=$1
+  local line=$1 file=${pods:-$tmp/pods.jsonl}
   shift
   local name cmd=() envs=()
-  name=$(sed -n "${line}p" "$tmp/pods.jsonl" | jq -r '.name')
-  mapfile -t cmd < <(sed -n "${line}p" "$tmp/pods.jsonl" | jq -r '.command[]')
-  mapfile -t envs < <(sed -n "${line}p" "$tmp/pods.jsonl" \
+  name=$(sed -n "${line}p" "$file" | jq -r '.name')
+  mapfile -t cmd < <(sed -n "${line}p" "$file" | jq -r '.command[]')
+  mapfile -t envs < <(sed -n "${line}p" "$file" \
                         | jq -r '.env | to_entries[] | "\(.key)=\(.value)"')
   [[ ${cmd[0]} == actorps ]] && cmd[0]=$bin
   env -i PATH="$PATH" "${envs[@]}" "${cmd[@]}" "$@" >"$tmp/$name.log" 2>&1 &
@@ -76,8 +89,7 @@ run_pod() {
   pids+=($!)
 }
 
-# run_all ROUND FLAGS...: every pod; waits for each (the coordinator within
-# 120 s, the others within 20 s of it); "NAME RC" lines in $tmp/ROUND.rc.
+# run_all ROUND FLAGS...: every pod; waits for each (see wait_pods).
 run_all() {
   local round=$1
   shift
@@ -86,11 +98,20 @@ run_all() {
   for ((l = 1; l <= count; l++)); do
     run_pod "$l" "$@"
   done
+  wait_pods "$round" "$tmp/pods.jsonl"
+}
+
+# wait_pods ROUND FILE...: waits for the pods of FILEs, started by run_pod
+# (the coordinator within 120 s, the others within 20 s of it); "NAME RC"
+# lines in $tmp/ROUND.rc, each pod's log copied to NAME.ROUND.log.
+wait_pods() {
+  local round=$1
+  shift
   : >"$tmp/$round.rc"
   local chief
-  chief=$(jq -r 'select(.role == "chief" or .role == "coordinator") | .name' "$tmp/pods.jsonl")
+  chief=$(jq -r 'select(.role == "chief" or .role == "coordinator") | .name' "$@")
   local order=("$chief")
-  mapfile -t -O 1 order < <(jq -r 'select(.role != "chief" and .role != "coordinator") | .name' "$tmp/pods.jsonl")
+  mapfile -t -O 1 order < <(jq -r 'select(.role != "chief" and .role != "coordinator") | .name' "$@")
   local limit=120
   for name in "${order[@]}"; do
     local pid waited=0
@@ -130,6 +151,84 @@ chief_log() {
   name=$(jq -r 'select(.role == "chief" or .role == "coordinator") | .name' "$tmp/pods.jsonl")
   echo "$tmp/$name.$1.log"
 }
+
+# -- join: pods of a later Job join the running JobSet ------------------------
+
+case_join() {
+  # Long enough for two pods to start and join while it trains: about 4 s
+  # after the join desk opens, alone on 2 cores; the joins take 0.9-1.7 s.
+  local job=(--epochs 4 --train-limit 12800 --test-limit 1000)
+  local count chief clog
+  count=$(wc -l <"$tmp/pods.jsonl")
+  for ((l = 1; l <= count; l++)); do
+    run_pod "$l" "${job[@]}"
+  done
+  chief=$(jq -r 'select(.role == "coordinator") | .name' "$tmp/pods.jsonl")
+  clog=$tmp/$chief.log
+  if ! wait_for_line "$clog" "workers may join this job at" 60; then
+    bad "no join desk: $(tail -3 "$clog")"
+    return
+  fi
+  ok "the coordinator pod: $(grep -o 'workers may join this job at [^ ]*' "$clog")"
+  # The Job's pods, as `kubectl apply -f deploy/k8s/jobset-join.yaml` starts
+  # them: command to each worker in service.
+  local t0 t1 w
+  t0=$(date +%s.%N)
+  pods=$tmp/join.jsonl run_pod 1 "${job[@]}"
+  pods=$tmp/join.jsonl run_pod 2 "${job[@]}"
+  for w in 2 3; do
+    if wait_for_line "$clog" "worker$w joined the running job" 30; then
+      t1=$(date +%s.%N)
+      ok "worker $w (pod fmnist-join-$((w - 2))) in service $(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.2f", a - b }') s after its pod started: $(grep -o "worker$w joined.*" "$clog")"
+    else
+      bad "worker $w did not join: $(tail -3 "$tmp/fmnist-join-$((w - 2)).log")"
+    fi
+  done
+  wait_pods join "$tmp/pods.jsonl" "$tmp/join.jsonl"
+  check_round join "a JobSet joined by 2 pods of a later Job"
+  local data
+  data=$(grep -o 'data: dynamic shards; .*' "$clog")
+  if [[ $data =~ ([0-9]+)\ examples\ trained\ of\ ([0-9]+)\ planned ]] \
+     && [[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] \
+     && [[ $data == *"(each example once per epoch)"* ]]; then
+    ok "$data"
+  else
+    bad "accounting: '$data'; $(grep -o 'closures: .*' "$clog")"
+  fi
+  # Each joined worker trained closures: the last checkpoint's manifest
+  # keeps the end of the last range each worker trained (epoch, offset;
+  # both 0 for a worker that trained none).
+  local manifest pos
+  manifest=$(find "$vol/ckpt" -name manifest.json | sort | tail -1)
+  for w in 2 3; do
+    pos=$(jq -c ".workers[$w] // empty" "$manifest" 2>/dev/null)
+    if [[ -n $pos && $pos != '{"epoch":0,"offset":0}' ]] \
+       && grep -q "worker $w: shm\|worker $w: tcp" "$clog" \
+       && grep -q "joined the running job through the coordinator at fmnist-coordinator-0-0.fmnist:2222" "$tmp/fmnist-join-$((w - 2)).log"; then
+      ok "worker $w trained closures: its last range ended at $pos (${manifest#"$tmp"/})"
+    else
+      bad "worker $w: $(grep -E 'worker '$w'|worker'$w "$clog" | tail -3); $(tail -3 "$tmp/fmnist-join-$((w - 2)).log")"
+    fi
+  done
+  # A pod of another role with --join: exit 2 before anything starts.
+  local line cmd envs rc
+  line=$(sed -n 1p "$tmp/join.jsonl")
+  mapfile -t cmd < <(jq -r '.command[]' <<<"$line")
+  cmd[0]=$bin
+  mapfile -t envs < <(jq -r '.env | .REPLICATED_JOB_NAME = "ps" | to_entries[] | "\(.key)=\(.value)"' <<<"$line")
+  env -i PATH="$PATH" "${envs[@]}" "${cmd[@]}" "${job[@]}" >"$tmp/bad.log" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q "only a worker joins" "$tmp/bad.log" \
+    && ok "a ps pod with --join: exit 2, $(grep -o 'error: .*' "$tmp/bad.log")" \
+    || bad "a ps pod with --join: exit $rc: $(tail -2 "$tmp/bad.log")"
+}
+
+if [[ $case == join ]]; then
+  case_join
+  echo "$passed passed, $failed failed"
+  [[ $failed -eq 0 ]]
+  exit
+fi
 
 run_all first "${small[@]}"
 check_round first "$case, first run"

@@ -13,6 +13,12 @@
 #             same job while a worker's node process is killed with kill -9
 #             and started again as a new job step; scancel of a running job
 #             leaves no process behind.
+#   join:     the job of `launch --launcher slurm --sharding dynamic` grows
+#             by another job step, `srun -n 1 actorps node --role worker
+#             --index 2 --join HOST:PORT --cluster SPEC`, started in the same
+#             batch script while it trains: the joined worker trains
+#             closures, the step and the job exit 0, each example once per
+#             epoch.
 # The daemons and every process of the cluster's jobs are stopped by pid when
 # the script exits, also when it fails, and by a watchdog process when the
 # script itself is killed (ctest's timeout).
@@ -345,11 +351,87 @@ EOF
   fi
 }
 
+# -- join: another job step joins the running job ------------------------------
+
+case_join() {
+  local port id
+  port=$(free_port 10)
+  # Certificates for the job's 2 workers and the one that joins.
+  "$bin" certs --ps 2 --workers 3 --out "$tmp/certs3" >/dev/null || return
+  # The sequence of docs/guide/slurm.md ("Growing a job"): launch in the
+  # background, the spec of its cluster written once its coordinator takes
+  # joins, then one more step. 6 tasks: 5 nodes and the one that joins.
+  local flags="--config $tmp/job.json --epochs 4 --train-limit 25600 --no-progress --sharding dynamic --tls $tmp/certs3"
+  cat >"$tmp/grow.sh" <<EOF
+#!/bin/bash
+"$bin" launch --launcher slurm --ps 2 --workers 2 --port-base $port $flags \\
+  --checkpoint-dir "$tmp/grow-ckpt" >"$tmp/grow-launch.log" 2>&1 &
+launcher=\$!
+for i in \$(seq 600); do
+  grep -q 'workers may join this job at' "$tmp/grow-launch.log" && break
+  sleep 0.1
+done
+host=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | head -1)
+cat >"$tmp/grow-spec.json" <<SPEC
+{"cluster": {"chief": ["\$host:$port"],
+             "ps": ["\$host:$((port + 1))", "\$host:$((port + 2))"],
+             "worker": ["\$host:$((port + 3))", "\$host:$((port + 4))"]}}
+SPEC
+date +%s.%N >"$tmp/grow.t0"
+srun -n 1 --exact --job-name=worker2 "$bin" node --role worker --index 2 \\
+  --join "\$host:$port" --cluster "$tmp/grow-spec.json" $flags \\
+  >"$tmp/grow-w2.log" 2>&1
+echo "join step exit \$?"
+wait \$launcher
+echo "launch exit \$?"
+EOF
+  id=$(submit grow -n 6)
+  local t1=
+  if wait_for_line "$tmp/grow-launch.log" 'worker2 joined the running job' 90; then
+    t1=$(date +%s.%N)
+  fi
+  wait_job "$id" 120
+  local log=$tmp/grow-launch.log t0
+  t0=$(cat "$tmp/grow.t0" 2>/dev/null)
+  if [[ -n $t1 && -n $t0 ]]; then
+    ok "worker 2 (srun ... actorps node --join) in service $(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.2f", a - b }') s after its srun: $(grep -o 'worker2 joined.*' "$log")"
+  else
+    bad "worker 2 did not join: $(tail -5 "$tmp/grow-w2.log"; tail -5 "$log")"
+  fi
+  if [[ $state == COMPLETED ]] && grep -q '^join step exit 0$' "$tmp/grow.out" \
+     && grep -q '^launch exit 0$' "$tmp/grow.out"; then
+    ok "job $id completed: the joined step and launch exit 0"
+  else
+    bad "grow job $id: $state: $(cat "$tmp/grow.out"; grep -E 'error|failed' "$log" | tail -5)"
+  fi
+  local data
+  data=$(grep -o 'data: dynamic shards; .*' "$log")
+  if [[ $data =~ ([0-9]+)\ examples\ trained\ of\ ([0-9]+)\ planned ]] \
+     && [[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] \
+     && [[ $data == *"(each example once per epoch)"* ]]; then
+    ok "$data"
+  else
+    bad "accounting: '$data'; $(grep -o 'closures: .*' "$log")"
+  fi
+  # The last checkpoint's manifest keeps the end of the last range each
+  # worker trained (both 0 for a worker that trained none).
+  local manifest pos
+  manifest=$(find "$tmp/grow-ckpt" -name manifest.json 2>/dev/null | sort | tail -1)
+  pos=$(jq -c '.workers[2] // empty' "$manifest" 2>/dev/null)
+  if [[ -n $pos && $pos != '{"epoch":0,"offset":0}' ]] \
+     && grep -q 'joined the running job through the coordinator at' "$tmp/grow-w2.log"; then
+    ok "worker 2 trained closures: its last range ended at $pos (${manifest#"$tmp"/})"
+  else
+    bad "worker 2 trained nothing: '$pos'; $(tail -3 "$tmp/grow-w2.log")"
+  fi
+}
+
 start_slurm
 echo "a one-node Slurm cluster is up [${SECONDS}s]: SLURM_CONF=$tmp/slurm.conf"
 case $case_name in
   resolver) case_resolver ;;
   launcher) case_launcher ;;
+  join) case_join ;;
   *) bad "unknown case $case_name" ;;
 esac
 finish

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <deque>
 #include <iterator>
 #include <stdexcept>
 #include <string_view>
@@ -24,6 +25,9 @@
 #include "core/error.hpp"
 
 namespace actorps {
+
+child_control::~child_control() = default;
+launch_control::~launch_control() = default;
 
 using detail::above_stdio;
 using detail::busy_guard;
@@ -62,6 +66,8 @@ struct child_state {
   int wait_status = 0;
   /// Read end of the child's stdout+stderr pipe; closed at EOF.
   unique_fd out;
+  /// This end of the child's stdin socket (child_spec::stdin_lines).
+  unique_fd in;
   /// Bytes read but not printed yet: the start of a line.
   std::string pending;
   /// Restarts so far, and when the next one is due (while restart_pending).
@@ -72,13 +78,12 @@ struct child_state {
 
 /// Starts, watches, restarts and stops the children of one run_children
 /// call, and relays their output.
-class child_supervisor {
+class child_supervisor : public child_control {
 public:
   child_supervisor(const std::vector<child_spec>& specs,
                    const launch_options& opts, const signal_guard& signals,
                    int devnull)
     : opts_(opts), signals_(signals), devnull_(devnull), buffer_(read_chunk) {
-    children_.reserve(specs.size());
     for (const auto& spec : specs) {
       children_.emplace_back();
       children_.back().spec = &spec;
@@ -112,10 +117,21 @@ public:
     for (const auto& entry : env)
       envp.push_back(const_cast<char*>(entry.c_str()));
     envp.push_back(nullptr);
-    unique_fd out_r, out_w, err_r, err_w;
+    unique_fd out_r, out_w, err_r, err_w, in_mine, in_child;
     if (!make_pipe(out_r, out_w) || !make_pipe(err_r, err_w))
       throw runtime_failure(fmt::format("cannot start {}: pipe: {}", spec.name,
                                         errno_text(errno)));
+    if (spec.stdin_lines) {
+      // A socket rather than a pipe: a write to a child that is gone fails
+      // with EPIPE (MSG_NOSIGNAL) instead of raising SIGPIPE here.
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        throw runtime_failure(fmt::format("cannot start {}: socketpair: {}",
+                                          spec.name, errno_text(errno)));
+      in_mine = unique_fd{sv[0]};
+      in_child = unique_fd{above_stdio(sv[1])};
+      ::shutdown(in_mine.get(), SHUT_RD);
+    }
     // Block every signal across fork, so that the child runs none of the
     // launcher's handlers before it resets them.
     sigset_t all, old_mask;
@@ -125,7 +141,8 @@ public:
     auto pid = ::fork();
     if (pid == 0)
       exec_child(path.c_str(), argv.data(), envp.data(), out_w.get(),
-                 err_w.get(), old_mask, parent);
+                 err_w.get(), in_child ? in_child.get() : devnull_, old_mask,
+                 parent);
     auto fork_err = errno;
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid < 0)
@@ -136,6 +153,8 @@ public:
     c.running = true;
     out_w.reset();
     err_w.reset();
+    in_child.reset();
+    c.in = std::move(in_mine);
     // EOF: exec succeeded (the pipe is close-on-exec); an int: its errno.
     int exec_err = 0;
     ssize_t n;
@@ -183,6 +202,8 @@ public:
       fds.clear();
       polled.clear();
       fds.push_back({wake_read_fd, POLLIN, 0});
+      int control_fd = opts_.control != nullptr ? opts_.control->fd() : -1;
+      fds.push_back({control_fd, POLLIN, 0}); // (ignored when -1)
       for (auto& c : children_) {
         if (c.out) {
           fds.push_back({c.out.get(), POLLIN, 0});
@@ -194,8 +215,14 @@ public:
                                           errno_text(errno)));
       if (fds[0].revents != 0)
         handle_signals(wake_read_fd);
+      main_exited_ = main_exited;
+      if (opts_.control != nullptr) {
+        if (control_fd >= 0 && fds[1].revents != 0)
+          opts_.control->readable(*this);
+        opts_.control->tick(*this);
+      }
       for (size_t i = 0; i < polled.size(); ++i)
-        if (fds[i + 1].revents != 0)
+        if (fds[i + 2].revents != 0)
           read_output(*polled[i]);
       give_up_if_aborted(sent_term, term_at);
       for (size_t i = 0; i < children_.size(); ++i) {
@@ -226,6 +253,9 @@ public:
         } else {
           launcher_line(fmt::format("{} {}", c.spec->name,
                                     describe_wait_status(c.wait_status)));
+          c.in.reset();
+          if (opts_.control != nullptr)
+            opts_.control->exited(*this, c.spec->name, c.wait_status);
           bool died = WIFSIGNALED(c.wait_status)
                       || (WIFEXITED(c.wait_status)
                           && WEXITSTATUS(c.wait_status) != 0
@@ -297,7 +327,8 @@ public:
 private:
   [[noreturn]] void exec_child(const char* path, char* const* argv,
                                char* const* envp, int out_fd, int err_fd,
-                               const sigset_t& old_mask, pid_t parent) {
+                               int in_fd, const sigset_t& old_mask,
+                               pid_t parent) {
     // A launcher killed outside its control (SIGKILL) takes its nodes with
     // it: the kernel sends SIGKILL to this child when the thread that forked
     // it (the launcher's only one) ends; and if the launcher is gone already,
@@ -311,7 +342,7 @@ private:
       ::sigaction(caught_signals[i], &act, nullptr);
     }
     // All sources are above 2 (see above_stdio); dup2 clears close-on-exec.
-    if (::dup2(devnull_, STDIN_FILENO) >= 0 && ::dup2(out_fd, STDOUT_FILENO) >= 0
+    if (::dup2(in_fd, STDIN_FILENO) >= 0 && ::dup2(out_fd, STDOUT_FILENO) >= 0
         && ::dup2(out_fd, STDERR_FILENO) >= 0) {
       ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       ::execve(path, argv, envp);
@@ -468,6 +499,72 @@ private:
     if (!aborted_ && opts_.abort_when
         && opts_.abort_when(c.spec->name, c.restarts, line))
       aborted_ = true;
+    if (opts_.control != nullptr)
+      opts_.control->line(*this, c.spec->name, line);
+  }
+
+  // -- child_control --------------------------------------------------------
+
+  void start_child(child_spec spec) override {
+    if (main_exited_ || stopping_ || aborted_)
+      throw runtime_failure(fmt::format("cannot start {}: the job is ending",
+                                        spec.name));
+    if (spec.argv.empty() || find(spec.name) != nullptr)
+      throw std::invalid_argument(fmt::format("start_child: child \"{}\": "
+                                              "empty argv or name taken",
+                                              spec.name));
+    owned_.push_back(std::move(spec));
+    children_.emplace_back();
+    children_.back().spec = &owned_.back();
+    try {
+      start(children_.size() - 1);
+    } catch (...) {
+      children_.pop_back();
+      owned_.pop_back();
+      throw;
+    }
+  }
+
+  bool signal_child(const std::string& name, int sig) override {
+    auto* c = find(name);
+    return c != nullptr && c->running && ::kill(c->pid, sig) == 0;
+  }
+
+  bool write_line(const std::string& name, std::string_view line) override {
+    auto* c = find(name);
+    if (c == nullptr || !c->running || !c->in)
+      return false;
+    std::string text{line};
+    text += '\n';
+    size_t done = 0;
+    while (done < text.size()) {
+      auto n = ::send(c->in.get(), text.data() + done, text.size() - done,
+                      MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  bool running(const std::string& name) const override {
+    for (auto& c : children_)
+      if (c.spec->name == name)
+        return c.running || c.restart_pending;
+    return false;
+  }
+
+  void say(std::string_view line) override {
+    launcher_line(line);
+  }
+
+  child_state* find(const std::string& name) {
+    for (auto& c : children_)
+      if (c.spec->name == name)
+        return &c;
+    return nullptr;
   }
 
   void launcher_line(std::string_view line) {
@@ -491,7 +588,12 @@ private:
   const launch_options& opts_;
   const signal_guard& signals_;
   int devnull_;
-  std::vector<child_state> children_;
+  /// A deque: children started later (start_child) leave the others where
+  /// they are.
+  std::deque<child_state> children_;
+  std::deque<child_spec> owned_;
+  /// The main child has exited: start_child refuses.
+  bool main_exited_ = false;
   std::vector<char> buffer_;
   std::string batch_;
 };
@@ -533,37 +635,6 @@ int run_children(const std::vector<child_spec>& children, size_t main_index,
     supervisor.kill_all();
     throw;
   }
-}
-
-std::vector<uint16_t> pick_free_ports(size_t n, const std::string& host) {
-  in_addr addr;
-  if (::inet_pton(AF_INET, host.c_str(), &addr) != 1)
-    throw runtime_failure(
-      fmt::format("pick_free_ports: \"{}\" is not an IPv4 address", host));
-  std::vector<unique_fd> sockets;
-  std::vector<uint16_t> ports;
-  for (size_t i = 0; i < n; ++i) {
-    unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-    if (!fd)
-      throw runtime_failure(fmt::format("pick_free_ports: socket: {}",
-                                        errno_text(errno)));
-    sockaddr_in sa = {};
-    sa.sin_family = AF_INET;
-    sa.sin_addr = addr;
-    sa.sin_port = 0;
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
-      throw runtime_failure(fmt::format("pick_free_ports: cannot bind {}:0: {}",
-                                        host, errno_text(errno)));
-    socklen_t len = sizeof(sa);
-    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
-      throw runtime_failure(fmt::format("pick_free_ports: getsockname: {}",
-                                        errno_text(errno)));
-    // Ports are distinct: the kernel never hands out a port that one of the
-    // sockets still open here is bound to (none uses SO_REUSEPORT).
-    ports.push_back(ntohs(sa.sin_port));
-    sockets.push_back(std::move(fd));
-  }
-  return ports;
 }
 
 } // namespace actorps

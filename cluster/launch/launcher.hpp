@@ -45,6 +45,58 @@ struct child_spec {
   /// SIGTERM by killing its task at once, but passes SIGUSR1 on, which
   /// `actorps node` takes as SIGTERM (cluster/job/stop_request.hpp).
   int stop_signal = SIGTERM;
+  /// The child's stdin is a socket the launcher writes lines to
+  /// (child_control::write_line), e.g. the coordinator's scale commands;
+  /// otherwise /dev/null.
+  bool stdin_lines = false;
+};
+
+/// What a launch_control may do with the children while run_children runs
+/// them (only from inside its calls, on the launcher's thread).
+class child_control {
+public:
+  virtual ~child_control();
+  /// Starts one more child (not the main one) and watches it like the
+  /// others. @throws runtime_failure as run_children's start does, or
+  ///         std::invalid_argument for a name already taken or an empty argv.
+  virtual void start_child(child_spec spec) = 0;
+  /// Sends `sig` to the running child `name`; false if none runs.
+  virtual bool signal_child(const std::string& name, int sig) = 0;
+  /// Writes `line` and a newline to the stdin of child `name` (started with
+  /// child_spec::stdin_lines); false if it does not run or does not read.
+  virtual bool write_line(const std::string& name, std::string_view line) = 0;
+  /// Whether child `name` runs now.
+  virtual bool running(const std::string& name) const = 0;
+  /// Prints "[launch] LINE".
+  virtual void say(std::string_view line) = 0;
+};
+
+/// Hooks into run_children for a launcher that changes its children while
+/// they run (actorps scale). Every call comes from the launcher's thread.
+class launch_control {
+public:
+  virtual ~launch_control();
+  /// A descriptor to watch (-1: none): readable() is called when it is.
+  virtual int fd() const {
+    return -1;
+  }
+  virtual void readable(child_control&) {
+    // nop
+  }
+  /// Each line a child prints (without the prefix).
+  virtual void line(child_control&, const std::string& /* name */,
+                    std::string_view /* line */) {
+    // nop
+  }
+  /// A child other than the main one exited (its raw wait status).
+  virtual void exited(child_control&, const std::string& /* name */,
+                      int /* wait_status */) {
+    // nop
+  }
+  /// At least every 250 ms, for deadlines.
+  virtual void tick(child_control&) {
+    // nop
+  }
 };
 
 /// How run_children starts, watches and stops its children.
@@ -68,6 +120,8 @@ struct launch_options {
   std::function<bool(const std::string& name, uint32_t restarts,
                      std::string_view line)>
     abort_when;
+  /// Hooks for changes while the children run (not owned; null: none).
+  launch_control* control = nullptr;
 };
 
 /// What run_children returns when launch_options::abort_when gave up.
@@ -109,15 +163,5 @@ constexpr int launch_aborted = -1;
 ///       reaped.
 int run_children(const std::vector<child_spec>& children, size_t main_index,
                  const launch_options& opts = {});
-
-/// Picks `n` distinct free TCP ports on `host` (an IPv4 literal such as
-/// "127.0.0.1") by binding n sockets to port 0 and reading the ports back; all
-/// n stay open until every port is picked, then all are closed. Another
-/// process may take a port before the children bind it: run_launch starts
-/// the job again on new ports when a node says so (abort_when).
-/// @throws runtime_failure if `host` is not an IPv4 literal or a socket cannot
-///         be created or bound.
-std::vector<uint16_t> pick_free_ports(size_t n,
-                                      const std::string& host = "127.0.0.1");
 
 } // namespace actorps

@@ -6,17 +6,54 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "cluster/launch/slurm_launcher.hpp"
+#include "cluster/launch/child_process.hpp"
 #include "core/error.hpp"
 #include "core/remove_after_exit.hpp"
 
 namespace actorps {
 
 node_launcher::~node_launcher() = default;
+
+std::vector<uint16_t> pick_free_ports(size_t n, const std::string& host) {
+  using detail::errno_text;
+  using detail::unique_fd;
+  in_addr addr;
+  if (::inet_pton(AF_INET, host.c_str(), &addr) != 1)
+    throw runtime_failure(
+      fmt::format("pick_free_ports: \"{}\" is not an IPv4 address", host));
+  std::vector<unique_fd> sockets;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    unique_fd fd{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    if (!fd)
+      throw runtime_failure(fmt::format("pick_free_ports: socket: {}",
+                                        errno_text(errno)));
+    sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = addr;
+    sa.sin_port = 0;
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
+      throw runtime_failure(fmt::format("pick_free_ports: cannot bind {}:0: {}",
+                                        host, errno_text(errno)));
+    socklen_t len = sizeof(sa);
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+      throw runtime_failure(fmt::format("pick_free_ports: getsockname: {}",
+                                        errno_text(errno)));
+    // Ports are distinct: the kernel never hands out a port that one of the
+    // sockets still open here is bound to (none uses SO_REUSEPORT).
+    ports.push_back(ntohs(sa.sin_port));
+    sockets.push_back(std::move(fd));
+  }
+  return ports;
+}
 
 namespace {
 

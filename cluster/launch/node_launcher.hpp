@@ -18,6 +18,16 @@
 
 namespace actorps {
 
+/// Picks `n` distinct free TCP ports on `host` (an IPv4 literal such as
+/// "127.0.0.1") by binding n sockets to port 0 and reading the ports back; all
+/// n stay open until every port is picked, then all are closed. Another
+/// process may take a port before the children bind it: run_launch starts
+/// the job again on new ports when a node says so (abort_when).
+/// @throws runtime_failure if `host` is not an IPv4 literal or a socket cannot
+///         be created or bound.
+std::vector<uint16_t> pick_free_ports(size_t n,
+                                      const std::string& host = "127.0.0.1");
+
 /// One way to start nodes. Implementations: local (fork/exec on this
 /// machine) and slurm (a job step per node, cluster/launch/slurm_launcher.hpp).
 class node_launcher {

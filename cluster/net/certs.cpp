@@ -132,6 +132,28 @@ void write_pem(const std::string& path, int mode, F write) {
     throw input_error(fmt::format("certificates: cannot write {}", path));
 }
 
+/// Writes NAME.key (0600) and NAME.pem into folder `base` (with '/').
+void save_pair(const std::string& base, const std::string& name, X509* cert,
+               EVP_PKEY* key, std::vector<std::string>& written) {
+  write_pem(base + name + ".key", 0600, [&](FILE* f) {
+    return PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  });
+  write_pem(base + name + ".pem", 0644,
+            [&](FILE* f) { return PEM_write_X509(f, cert); });
+  written.push_back(base + name + ".pem");
+  written.push_back(base + name + ".key");
+}
+
+/// A new key and certificate for node `n`, signed by the CA, saved.
+void sign_node(const std::string& base, const node_identity& n, X509* ca,
+               EVP_PKEY* ca_key, int days, std::vector<std::string>& written) {
+  auto key = new_key();
+  auto cert = make_cert(key.get(),
+                        {{"O", "actorps"}, {"OU", n.role}, {"CN", n.name()}},
+                        ca, ca_key, days, false);
+  save_pair(base, n.name(), cert.get(), key.get(), written);
+}
+
 } // namespace
 
 std::vector<node_identity> nodes_of(uint32_t ps, uint32_t workers) {
@@ -167,14 +189,7 @@ std::vector<std::string> make_cluster_certs(const std::string& dir,
   ERR_clear_error();
   std::vector<std::string> written;
   auto save = [&](const std::string& name, X509* cert, EVP_PKEY* key) {
-    write_pem(base + name + ".key", 0600, [&](FILE* f) {
-      return PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr,
-                                  nullptr);
-    });
-    write_pem(base + name + ".pem", 0644,
-              [&](FILE* f) { return PEM_write_X509(f, cert); });
-    written.push_back(base + name + ".pem");
-    written.push_back(base + name + ".key");
+    save_pair(base, name, cert, key, written);
   };
   // A name of its own per CA, so that two clusters' CAs never look alike.
   unsigned char raw[6];
@@ -187,13 +202,51 @@ std::vector<std::string> make_cluster_certs(const std::string& dir,
                       {{"O", "actorps"}, {"CN", "actorps cluster CA " + id}},
                       nullptr, nullptr, days, true);
   save("ca", ca.get(), ca_key.get());
-  for (auto& n : nodes) {
-    auto key = new_key();
-    auto cert = make_cert(key.get(),
-                          {{"O", "actorps"}, {"OU", n.role}, {"CN", n.name()}},
-                          ca.get(), ca_key.get(), days, false);
-    save(n.name(), cert.get(), key.get());
-  }
+  for (auto& n : nodes)
+    sign_node(base, n, ca.get(), ca_key.get(), days, written);
+  return written;
+}
+
+std::vector<std::string> add_node_certs(const std::string& ca_dir,
+                                        const std::string& out_dir,
+                                        const std::vector<node_identity>& nodes,
+                                        int days) {
+  if (days < 1)
+    throw input_error(fmt::format("certificates: --days {}: must be >= 1", days));
+  auto ca_base = ca_dir.back() == '/' ? ca_dir : ca_dir + "/";
+  auto read = [&](const char* file, auto reader) {
+    auto path = ca_base + file;
+    auto* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr)
+      throw input_error(fmt::format("certificates: cannot read {}: {}", path,
+                                    std::strerror(errno)));
+    auto* obj = reader(f);
+    std::fclose(f);
+    if (obj == nullptr)
+      throw input_error(fmt::format("certificates: {} is not a PEM {}", path,
+                                    file));
+    return obj;
+  };
+  ERR_clear_error();
+  cert_ptr ca{read("ca.pem", [](FILE* f) {
+    return PEM_read_X509(f, nullptr, nullptr, nullptr);
+  })};
+  key_ptr ca_key{read("ca.key", [](FILE* f) {
+    return PEM_read_PrivateKey(f, nullptr, nullptr, nullptr);
+  })};
+  if (X509_check_private_key(ca.get(), ca_key.get()) != 1)
+    throw input_error(fmt::format("certificates: {}ca.key does not belong to "
+                                  "{}ca.pem",
+                                  ca_base, ca_base));
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec)
+    throw input_error(fmt::format("certificates: cannot create {}: {}",
+                                  out_dir, ec.message()));
+  auto base = out_dir.back() == '/' ? out_dir : out_dir + "/";
+  std::vector<std::string> written;
+  for (auto& n : nodes)
+    sign_node(base, n, ca.get(), ca_key.get(), days, written);
   return written;
 }
 

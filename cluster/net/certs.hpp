@@ -34,4 +34,17 @@ std::vector<std::string> make_cluster_certs(const std::string& dir,
                                             const std::vector<node_identity>& nodes,
                                             int days);
 
+/// Signs a new key and certificate for each of `nodes` with the CA of
+/// `ca_dir` (its ca.pem and ca.key, as make_cluster_certs wrote them) and
+/// writes <node>.pem / <node>.key into `out_dir` (created if missing), as
+/// make_cluster_certs does: e.g. for a worker that joins a running job.
+/// @returns the files written.
+/// @throws input_error if the CA's files are missing, unreadable or do not
+///         match, or `out_dir` cannot be written; runtime_failure if
+///         OpenSSL fails.
+std::vector<std::string> add_node_certs(const std::string& ca_dir,
+                                        const std::string& out_dir,
+                                        const std::vector<node_identity>& nodes,
+                                        int days);
+
 } // namespace actorps

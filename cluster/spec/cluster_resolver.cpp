@@ -5,6 +5,7 @@
 
 #include "cluster/spec/jobset_resolver.hpp"
 #include "cluster/spec/slurm_resolver.hpp"
+#include "core/error.hpp"
 
 namespace actorps {
 
@@ -15,6 +16,13 @@ cluster_spec resolve_tf_config(const resolver_options&) {
 }
 
 cluster_spec resolve_slurm(const resolver_options& opts) {
+  // A step started later has tasks of its own, not the job's: task 0 of it
+  // would be taken for the coordinator.
+  if (opts.joining)
+    throw input_error("--join: not with --cluster-resolver slurm (the tasks "
+                      "of the new step are not the job's cluster): give the "
+                      "running job's spec with --cluster FILE and the "
+                      "worker's --role worker --index N (docs/guide/slurm.md)");
   slurm_resolver_options so;
   so.ps = opts.ps;
   so.port_base = opts.port_base;
@@ -23,7 +31,7 @@ cluster_spec resolve_slurm(const resolver_options& opts) {
 
 cluster_spec resolve_jobset(const resolver_options& opts) {
   return jobset_cluster_spec(read_jobset_pod(process_environment()), opts.ps,
-                             opts.workers, opts.port_base);
+                             opts.workers, opts.port_base, opts.joining);
 }
 
 constexpr cluster_resolver registry[] = {

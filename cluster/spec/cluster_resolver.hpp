@@ -23,6 +23,10 @@ struct resolver_options {
   /// A host's first port, for resolvers that assign ports (slurm; jobset:
   /// every pod's port).
   uint16_t port_base = 8888;
+  /// The node is a worker joining a running job (`--join`): a resolver
+  /// that assigns roles gives it a worker index past the job's workers
+  /// (jobset: `workers` + JOB_COMPLETION_INDEX) or refuses (slurm).
+  bool joining = false;
 };
 
 /// One way to learn the cluster. Adding one: an entry in

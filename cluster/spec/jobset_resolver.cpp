@@ -119,7 +119,8 @@ std::string jobset_host(const jobset_pod& pod, const std::string& job,
 }
 
 cluster_spec jobset_cluster_spec(const jobset_pod& pod, uint32_t ps,
-                                 uint32_t workers, uint16_t port) {
+                                 uint32_t workers, uint16_t port,
+                                 bool joining) {
   if (ps == 0)
     throw input_error("--ps 0: a job needs at least one parameter server");
   if (workers == 0)
@@ -132,6 +133,24 @@ cluster_spec jobset_cluster_spec(const jobset_pod& pod, uint32_t ps,
     spec.ps.push_back({jobset_host(pod, "ps", i), port});
   for (uint32_t i = 0; i < workers; ++i)
     spec.worker.push_back({jobset_host(pod, "worker", i), port});
+  if (joining) {
+    if (pod.job != "worker")
+      throw input_error(fmt::format("--join: REPLICATED_JOB_NAME is \"{}\", "
+                                    "but only a worker joins a running job "
+                                    "(REPLICATED_JOB_NAME worker)",
+                                    pod.job));
+    // The index --index takes at most, past the JobSet's workers.
+    constexpr uint64_t most = uint64_t{1} << 20;
+    if (uint64_t{workers} + pod.index > most)
+      throw input_error(fmt::format("--join: JOB_COMPLETION_INDEX {} past "
+                                    "--workers {} is worker {}, more than "
+                                    "{}",
+                                    pod.index, workers,
+                                    uint64_t{workers} + pod.index, most));
+    validate(spec, fmt::format("JobSet {} (a worker joining)", pod.jobset));
+    spec.task = task_id{"worker", workers + pod.index};
+    return spec;
+  }
   auto count = pod.job == "coordinator" ? 1u
                : pod.job == "ps"        ? ps
                : pod.job == "worker"    ? workers

@@ -50,10 +50,18 @@ std::string jobset_host(const jobset_pod& pod, const std::string& job,
 
 /// The cluster of a JobSet with `ps` parameter servers and `workers`
 /// workers, each pod listening on `port`; the task is `pod`'s.
+///
+/// With `joining` the pod is a worker that joins the running job (`actorps
+/// node --join`, a pod of a Job started later, deploy/k8s/jobset-join.yaml):
+/// its replicated job must be `worker` and its task is worker `workers +
+/// JOB_COMPLETION_INDEX`, past the JobSet's own (the cluster lists only
+/// those; the joining pod listens nowhere, so its host name is not used).
 /// @throws input_error `--ps N: ...` / `--workers N: ...` for 0, `--port-base
-///         0`, or a pod index beyond its role's count (naming
-///         JOB_COMPLETION_INDEX and the count).
+///         0`, a pod index beyond its role's count (naming
+///         JOB_COMPLETION_INDEX and the count), or, joining, a role other
+///         than worker or an index past 2^20.
 cluster_spec jobset_cluster_spec(const jobset_pod& pod, uint32_t ps,
-                                 uint32_t workers, uint16_t port);
+                                 uint32_t workers, uint16_t port,
+                                 bool joining = false);
 
 } // namespace actorps

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <optional>
 #include <mutex>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,7 @@
 #include "cluster/net/tls_channel.hpp"
 #include "cluster/net/handshake.hpp"
 #include "cluster/topology/evaluator.hpp"
+#include "cluster/services/scale_input.hpp"
 #include "cluster/services/metrics_endpoint.hpp"
 #include "cluster/topology/local_cluster.hpp"
 #include "cluster/topology/remote_cluster.hpp"
@@ -289,6 +292,57 @@ int run_ps(const job_config& cfg, const cluster_spec& spec, uint32_t index) {
                std::move(hooks), ps);
 }
 
+/// The servers of the spec for a worker that joins a running job: the
+/// job's first `ps` (one per group, in `slots`) and those that joined it
+/// since (in `others`). A server not reached within a few seconds may have
+/// left the job (its groups moved): its slot stays empty (no node, no
+/// actor) and the coordinator's routes name the servers of those groups
+/// when the worker is admitted. The worker dials every server it can
+/// before that, because CAF routes its first messages to a server it
+/// learns of from a route, but has no connection to, through the
+/// coordinator, whose gate refuses routed messages from workers. A server
+/// of `slots` that refuses the worker fails the join as in join_members.
+/// @throws transient_failure if no server was reached.
+struct servers_reached {
+  std::vector<joined_member> slots;
+  std::vector<joined_member> others;
+};
+
+servers_reached join_servers_in_service(caf::actor_system& sys,
+                                        const std::vector<cluster_member>& servers,
+                                        uint32_t ps, const handshake& me,
+                                        uint32_t index) {
+  servers_reached out;
+  std::vector<std::string> missed;
+  for (uint32_t p = 0; p < servers.size(); ++p) {
+    try {
+      auto j = join_members(sys, {servers[p]}, me, caf::actor{},
+                            std::chrono::seconds(3))
+                 .front();
+      (p < ps ? out.slots : out.others).push_back(std::move(j));
+    } catch (const transient_failure& e) {
+      if (p < ps)
+        out.slots.emplace_back();
+      missed.push_back(e.what());
+    } catch (const runtime_failure& e) {
+      if (p < ps)
+        throw;
+      missed.push_back(e.what()); // not in the job (yet): its route says
+    }
+  }
+  if (std::none_of(out.slots.begin(), out.slots.end(),
+                   [](const joined_member& j) { return bool{j.node}; })
+      && out.others.empty())
+    throw transient_failure(fmt::format("no parameter server reached: {}",
+                                        fmt::join(missed, "; ")));
+  for (auto& why : missed)
+    log::info("worker", static_cast<int>(index),
+              "{} (a server that left the job or is not in it; the "
+              "coordinator's routes say where its groups are)",
+              why);
+  return out;
+}
+
 int run_worker(const job_config& given, const cluster_spec& spec,
                uint32_t index, const std::optional<host_port>& join) {
   auto cfg = given; // prefetch "auto" is on between processes
@@ -318,12 +372,17 @@ int run_worker(const job_config& given, const cluster_spec& spec,
   // The job's own servers; one that joins later (join:ps) is dialled by
   // its route.
   std::vector<joined_member> joined;
+  servers_reached reached; // (its `others` stay joined while it runs)
   try {
-    joined = join_members(sys,
-                          std::vector<cluster_member>(
-                            servers.begin(), servers.begin() + cfg.ps),
-                          me, caf::actor{},
-                          std::chrono::milliseconds(cfg.connect_timeout_ms));
+    if (join) {
+      reached = join_servers_in_service(sys, servers, cfg.ps, me, index);
+      joined = reached.slots;
+    } else
+      joined = join_members(sys,
+                            std::vector<cluster_member>(
+                              servers.begin(), servers.begin() + cfg.ps),
+                            me, caf::actor{},
+                            std::chrono::milliseconds(cfg.connect_timeout_ms));
   } catch (const transient_failure&) {
     throw;
   } catch (const runtime_failure& e) {
@@ -449,7 +508,7 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
              const task_id& task, const train_options& opts,
              const std::optional<host_port>& join) {
   // (Servers that join later are in the spec after the job's own.)
-  auto servers = servers_ever(cfg.faults, cfg.ps);
+  auto servers = servers_ever(cfg.faults, cfg.ps, cfg.max_ps);
   if (cfg.workers != spec.worker.size() || servers != spec.ps.size())
     throw input_error(fmt::format(
       "the cluster spec has {} workers and {} ps, the job config {} and {}",
@@ -485,6 +544,11 @@ int run_node(const job_config& cfg, const cluster_spec& spec,
       node_identity{task.type, task.index});
   // -- end of watching a job -----------------------------------------------------
   if (task.type == "chief") {
+    // Under launch, `actorps scale` reaches the coordinator as lines on its
+    // stdin (apps/scale_desk.hpp).
+    if (auto* v = std::getenv("ACTORPS_SCALE_INPUT");
+        v != nullptr && std::string_view{v} == "stdin")
+      node_opts.callbacks.push_back(std::make_shared<scale_input>(0));
     train_chief(cfg, spec, node_opts);
     return 0;
   }

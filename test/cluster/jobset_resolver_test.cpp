@@ -130,3 +130,39 @@ TEST_CASE("an incomplete or wrong JobSet environment is refused naming the "
   CHECK_THAT(message_of(pod_env("ps", 0), 1, 1, 0),
              Catch::StartsWith("--port-base 0"));
 }
+
+TEST_CASE("a pod that joins a running JobSet is a worker past the JobSet's "
+          "own",
+          "[jobset]") {
+  // deploy/k8s/jobset-join.yaml: an Indexed Job started later whose pods say
+  // REPLICATED_JOB_NAME worker; pod 1 of it is worker 2 + 1.
+  auto pod = read_jobset_pod(env_of(pod_env("worker", 1)));
+  auto spec = jobset_cluster_spec(pod, 2, 2, 2222, true);
+  REQUIRE(spec.task);
+  CHECK(spec.task->type == "worker");
+  CHECK(spec.task->index == 3);
+  // The cluster is the JobSet's own: the joining pod is not in it.
+  CHECK(spec.worker.size() == 2);
+  CHECK(to_string(spec.chief[0]) == "fmnist-coordinator-0-0.fmnist:2222");
+  // Pod indices past --workers are what a joining Job has.
+  pod = read_jobset_pod(env_of(pod_env("worker", 7)));
+  CHECK(jobset_cluster_spec(pod, 2, 2, 2222, true).task->index == 9);
+}
+
+TEST_CASE("only a worker pod may join a running JobSet", "[jobset]") {
+  for (auto role : {"ps", "coordinator", "evaluator"}) {
+    auto pod = read_jobset_pod(env_of(pod_env(role, 0)));
+    try {
+      jobset_cluster_spec(pod, 2, 2, 2222, true);
+      FAIL("a " << role << " pod joined");
+    } catch (const input_error& e) {
+      CHECK_THAT(e.what(),
+                 Catch::StartsWith(std::string{"--join: REPLICATED_JOB_NAME is \""}
+                                   + role + "\", but only a worker joins"));
+    }
+  }
+  auto pod = read_jobset_pod(env_of(pod_env("worker", 4000000000u)));
+  CHECK_THROWS_WITH(jobset_cluster_spec(pod, 2, 2, 2222, true),
+                    Catch::Contains("past --workers 2 is worker 4000000002, "
+                                    "more than 1048576"));
+}

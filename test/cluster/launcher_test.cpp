@@ -1,4 +1,4 @@
-#include "cluster/launch/launcher.hpp"
+#include "cluster/launch/node_launcher.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -467,4 +467,76 @@ TEST_CASE("lines that abort_when lets pass change nothing", "[launcher]") {
         == 5);
   CHECK(out.text().find("[chief] done") != std::string::npos);
   CHECK(no_children_left());
+}
+
+namespace {
+
+/// A launch_control that, once the main child says "ready", starts one
+/// more child, signals another and writes a line to the main child.
+struct test_control : launch_control {
+  std::vector<std::string> exits;
+  bool duplicate_refused = false;
+  bool wrote_to_plain = true;
+  bool signalled = false;
+  int ticks = 0;
+
+  void line(child_control& ctl, const std::string& name,
+            std::string_view text) override {
+    if (name != "chief" || text != "ready")
+      return;
+    ctl.start_child(sh("extra", "echo extra ran"));
+    try {
+      ctl.start_child(sh("extra", "echo twice"));
+    } catch (const std::invalid_argument&) {
+      duplicate_refused = true;
+    }
+    wrote_to_plain = ctl.write_line("sleeper", "nobody reads this");
+    signalled = ctl.signal_child("sleeper", SIGTERM);
+    CHECK(ctl.write_line("chief", "hello"));
+  }
+
+  void exited(child_control&, const std::string& name, int status) override {
+    exits.push_back(name + ":" + std::to_string(status));
+  }
+
+  void tick(child_control&) override {
+    ++ticks;
+  }
+};
+
+} // namespace
+
+TEST_CASE("a launch_control starts children, signals them and writes lines to "
+          "the main child's stdin while they run",
+          "[launcher]") {
+  capture out;
+  auto opts = out.options(500ms);
+  test_control ctl;
+  opts.control = &ctl;
+  auto chief = sh("chief", "echo ready; read x; echo \"got $x\"; sleep 0.3");
+  chief.stdin_lines = true;
+  CHECK(run_children({sh("sleeper", "exec sleep 30"), chief}, 1, opts) == 0);
+  auto text = out.text();
+  CHECK(text.find("[extra] extra ran") != std::string::npos);
+  CHECK(text.find("[chief] got hello") != std::string::npos);
+  CHECK(ctl.duplicate_refused);
+  CHECK_FALSE(ctl.wrote_to_plain);
+  CHECK(ctl.signalled);
+  CHECK(ctl.ticks > 0);
+  // The extra child exited 0; the sleeper died of the SIGTERM it was sent.
+  CHECK(std::find(ctl.exits.begin(), ctl.exits.end(), "extra:0")
+        != ctl.exits.end());
+  CHECK(std::find(ctl.exits.begin(), ctl.exits.end(),
+                  "sleeper:" + std::to_string(SIGTERM))
+        != ctl.exits.end());
+  CHECK(no_children_left());
+}
+
+TEST_CASE("a child without stdin_lines reads end of file from stdin",
+          "[launcher]") {
+  capture out;
+  CHECK(run_children({sh("chief", "if read x; then echo got; else echo eof; fi")},
+                     0, out.options())
+        == 0);
+  CHECK(out.text().find("[chief] eof") != std::string::npos);
 }

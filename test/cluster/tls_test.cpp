@@ -59,6 +59,35 @@ TEST_CASE("every node's certificate loads and names its role and index",
                   input_error);
 }
 
+TEST_CASE("a node added later with the CA's key loads like the first ones, "
+          "and another CA's key is refused",
+          "[tls]") {
+  test::temp_dir d{"tls_add"};
+  test::temp_dir other{"tls_add_other"};
+  make_cluster_certs(d.path().string(), nodes_of(1, 1), 2);
+  make_cluster_certs(other.path().string(), nodes_of(1, 1), 2);
+  auto files = add_node_certs(d.path().string(), d.path().string(),
+                              {{"worker", 7}}, 2);
+  CHECK(files.size() == 2);
+  auto ctx = load(d, {"worker", 7});
+  CHECK(ctx->identity() == node_identity{"worker", 7});
+  CHECK(ctx->warning().empty()); // issued by the CA of d
+  // A ca.key that is not the CA's own.
+  std::filesystem::copy_file(other.file("ca.key"), d.file("ca.key"),
+                             std::filesystem::copy_options::overwrite_existing);
+  CHECK_THAT(message_of([&] {
+               add_node_certs(d.path().string(), d.path().string(),
+                              {{"worker", 8}}, 2);
+             }),
+             Catch::Contains("ca.key does not belong to"));
+  test::temp_dir empty{"tls_add_empty"};
+  CHECK_THAT(message_of([&] {
+               add_node_certs(empty.path().string(), empty.path().string(),
+                              {{"worker", 8}}, 2);
+             }),
+             Catch::Contains("cannot read") && Catch::Contains("ca.pem"));
+}
+
 TEST_CASE("unusable certificate files are refused naming the file", "[tls]") {
   test::temp_dir a{"tls_a"};
   test::temp_dir b{"tls_b"};

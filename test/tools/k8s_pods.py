@@ -2,8 +2,8 @@
 """The pods a Kubernetes manifest of deploy/k8s/ would start, as this machine
 can run them (test/k8s_test.sh): for each pod its host name, the command of
 its container and its environment, as Kubeflow's training operator (TFJob:
-TF_CONFIG) or the JobSet controller with the downward API (JobSet) would give
-them. No Kubernetes runs here; this reproduces what the pods would see.
+TF_CONFIG), the JobSet controller with the downward API (JobSet) or the Job
+controller (an Indexed Job: JOB_COMPLETION_INDEX) would give them. No Kubernetes runs here; this reproduces what the pods would see.
 
 usage: k8s_pods.py MANIFEST [--map PREFIX=DIR ...]
   --map   replaces PREFIX at the start of each command argument (a volume's
@@ -100,6 +100,22 @@ def jobset_pods(doc):
                    "env": container_env(c, labels, i)}
 
 
+def job_pods(doc):
+    """The Job controller: an Indexed Job of `parallelism` pods, host
+    <job>-<i> (a plain Job's pods have no stable DNS name; the test maps it
+    anyway), JOB_COMPLETION_INDEX from the Job controller, the container's
+    own env values (no labels: it is no pod of a JobSet)."""
+    name = doc["metadata"]["name"]
+    spec = doc["spec"]
+    if spec.get("completionMode") != "Indexed":
+        raise SystemExit(f"{name}: completionMode is not Indexed")
+    c = spec["template"]["spec"]["containers"][0]
+    for i in range(spec.get("parallelism", 1)):
+        yield {"name": f"{name}-{i}", "host": f"{name}-{i}", "role": "job",
+               "index": i, "command": c["command"],
+               "env": container_env(c, {}, i)}
+
+
 def main():
     args = sys.argv[1:]
     if not args:
@@ -118,9 +134,11 @@ def main():
     for doc in docs:
         kind = doc.get("kind")
         pods = tfjob_pods(doc) if kind == "TFJob" else \
-            jobset_pods(doc) if kind == "JobSet" else None
+            jobset_pods(doc) if kind == "JobSet" else \
+            job_pods(doc) if kind == "Job" else None
         if pods is None:
-            raise SystemExit(f"{manifest}: kind {kind}: neither TFJob nor JobSet")
+            raise SystemExit(f"{manifest}: kind {kind}: not a TFJob, JobSet "
+                             "or Job")
         for pod in pods:
             pod["command"] = mapped(pod["command"], maps)
             print(json.dumps(pod))
