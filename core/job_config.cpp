@@ -449,6 +449,17 @@ void validate(const job_config& cfg) {
     fail("cluster.workers", "must be at least 1");
   if (cfg.ps == 0)
     fail("cluster.ps", "must be at least 1");
+  if (cfg.groups != 0 && cfg.groups < cfg.ps)
+    fail("cluster.groups",
+         fmt::format("{} groups for {} parameter servers: every server "
+                     "starts with a group, so it must be 0 (one per server) "
+                     "or at least cluster.ps",
+                     cfg.groups, cfg.ps));
+  if (cfg.groups > uint64_t{cfg.ps} * max_groups_per_ps)
+    fail("cluster.groups",
+         fmt::format("{} groups for {} parameter servers: at most {} per "
+                     "server",
+                     cfg.groups, cfg.ps, max_groups_per_ps));
   if (cfg.replicas > 1)
     fail("cluster.replicas", "must be 0 or 1");
   if (cfg.max_ps != 0 && cfg.max_ps < cfg.ps)
@@ -549,6 +560,12 @@ void validate(const job_config& cfg) {
             || f.action == fault_spec::kind::leave))
       fail(field, "moves of parameter-server groups (move, leave) are not "
                   "supported under sync yet: use async or ssp");
+    // A join rebalances with more groups than servers: it moves groups.
+    if (f.role == "ps" && cfg.mode == "sync"
+        && f.action == fault_spec::kind::join && cfg.groups > cfg.ps)
+      fail(field, "with cluster.groups above cluster.ps a joining ps takes "
+                  "groups from the others (moves), which are not supported "
+                  "under sync yet: use async or ssp, or cluster.groups 0");
     if (membership && cfg.sharding != "dynamic" && cfg.stream_dir.empty())
       fail(field, "workers join and leave a job whose examples the "
                   "coordinator hands out: data.sharding dynamic (with "

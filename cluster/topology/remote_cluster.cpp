@@ -23,6 +23,7 @@
 #include "cluster/services/checkpointer.hpp"
 #include "cluster/net/handshake.hpp"
 #include "core/error.hpp"
+#include "core/group_balance.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
 #include "core/seconds.hpp"
@@ -191,32 +192,45 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     // A ps that already holds its shards kept them from a coordinator
     // before this one (which died; this one was started with --resume or
     // joins a running job): they stay as they are.
+    // Group g starts on server g % n (its backup on the next one).
     auto n = static_cast<uint32_t>(servers.size());
-    std::vector<bool> held_backup(n, false);
+    auto groups = static_cast<uint32_t>(layout_->ps_sizes.size());
+    std::vector<bool> held_backup(groups, false);
     uint64_t newest_view = 0;
     bool any_held = false;
     for (uint32_t p = 0; p < n; ++p) {
-      auto held = groups_held(sys, servers[p], n, &newest_view);
+      auto held = groups_held(sys, servers[p], groups, &newest_view);
       any_held = any_held || !held.empty();
       auto has = [&](uint32_t g) {
         return std::find(held.begin(), held.end(), g) != held.end();
       };
-      if (cfg.replicas > 0 && n > 1)
-        held_backup[(p + n - 1) % n] = has((p + n - 1) % n);
-      if (!has(p)) {
-        create_shards(sys, *layout_, servers[p], p, cfg, *net);
-        continue;
+      for (uint32_t g = 0; g < groups; ++g) {
+        if (cfg.replicas > 0 && n > 1 && group_backup_home(g, n) == p)
+          held_backup[g] = has(g);
+        if (group_home(g, n) != p)
+          continue;
+        if (!has(g)) {
+          create_shards(sys, *layout_, servers[p], g, cfg, *net);
+          continue;
+        }
+        auto stats = group_stats(sys, servers[p], g);
+        if (stats.floats != layout_->ps_sizes[g]
+            || stats.shards != layout_->shards_of(g).size())
+          throw runtime_failure(fmt::format(
+            "ps{} holds {} shards of group {} with {} floats, this job "
+            "places {} with {}",
+            p, stats.shards, g, stats.floats, layout_->shards_of(g).size(),
+            layout_->ps_sizes[g]));
+        if (groups == n)
+          log::info("coordinator", -1,
+                    "ps{} already holds its {} shards (clock {}): kept", p,
+                    stats.shards, stats.clock);
+        else
+          log::info("coordinator", -1,
+                    "ps{} already holds group {}'s {} shards (clock {}): "
+                    "kept",
+                    p, g, stats.shards, stats.clock);
       }
-      auto stats = group_stats(sys, servers[p], p);
-      if (stats.floats != layout_->ps_sizes[p]
-          || stats.shards != layout_->shards_of(p).size())
-        throw runtime_failure(fmt::format(
-          "ps{} holds {} shards with {} floats, this job places {} with {}",
-          p, stats.shards, stats.floats, layout_->shards_of(p).size(),
-          layout_->ps_sizes[p]));
-      log::info("coordinator", -1,
-                "ps{} already holds its {} shards (clock {}): kept", p,
-                stats.shards, stats.clock);
     }
     // Views of a restarted coordinator start above its predecessor's newest
     // (which may have failed groups over), so that its role changes are not
@@ -240,10 +254,12 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   auto table = table_;
   auto watcher = watcher_;
   auto members = members_;
-  auto groups = static_cast<uint32_t>(servers.size());
+  auto groups = static_cast<uint32_t>(layout_->ps_sizes.size());
   groups_ = groups;
+  first_ps_ = static_cast<uint32_t>(servers.size());
   ps_recovery recovery;
   recovery.replicas = cfg.replicas;
+  recovery.groups = groups;
   recovery.initial_view = view0_;
   recovery.bring_back = [&sys, table, watcher, members, mine, timeout,
                          groups](uint32_t p) {
@@ -373,7 +389,7 @@ void remote_cluster::inject(const fault_spec& f) {
       log::warn("coordinator", -1, "planned change of the parameter "
                 "servers: {}", to_string(f));
       std::lock_guard<std::mutex> guard{table_->mtx};
-      auto p = static_cast<uint32_t>(groups_ + joins_++);
+      auto p = static_cast<uint32_t>(first_ps_ + joins_++);
       if (p < table_->servers.size())
         caf::anon_send(dispatcher_, ps_join_atom_v, p, table_->servers[p]);
     }
