@@ -89,8 +89,9 @@ void finish_request(dispatcher_ptr self, const std::shared_ptr<move_request>& re
   auto& st = self->state;
   if (req->rebalance) {
     log::info("dispatcher", -1,
-              "rebalanced: {} group(s) moved{}; primaries per server: {}",
-              req->moved,
+              "rebalanced onto ps{}: {} group(s) moved{}; primaries per "
+              "server: {}",
+              req->rebalance_to, req->moved,
               req->failures.empty() ? std::string{}
                                     : " (not moved: " + req->failures + ")",
               primaries_per_server(st));
@@ -473,6 +474,7 @@ void rebalance_to(dispatcher_ptr self, uint32_t to) {
   }
   auto req = std::make_shared<move_request>();
   req->rebalance = true;
+  req->rebalance_to = to;
   std::string list;
   for (auto& m : plan) {
     list += fmt::format("{}group {} from ps{}", list.empty() ? "" : ", ",

@@ -110,6 +110,8 @@ struct move_request {
   /// The moves that level the servers after a join (nobody waits for the
   /// reply; "rebalanced: ..." is logged instead).
   bool rebalance = false;
+  /// The server a rebalance moves groups to (for its log line).
+  uint32_t rebalance_to = 0;
 };
 
 /// One planned move: group `group`'s replica on server `from` goes to

@@ -963,7 +963,7 @@ case_move() {
   applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
   if [[ $status == 0 && -n $line && $applied == $((6 * finished)) \
         && $line != *lost* ]] \
-     && grep -q 'rebalanced: 2 group(s) moved; primaries per server: ps0 2, ps1 2, ps2 2' "$tmp/mg.log"; then
+     && grep -q 'rebalanced onto ps2: 2 group(s) moved; primaries per server: ps0 2, ps1 2, ps2 2' "$tmp/mg.log"; then
     ok "6 groups on 2 ps under launch: a joining ps took 2, each closure applied once per group: $line"
   else
     bad "6 groups under launch: exit $status: $line $(grep -E 'rebalanc|error' "$tmp/mg.log" | tail -10)"
