@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "caf/actor_system.hpp"
+#include "caf/scoped_actor.hpp"
 #include "caf/send.hpp"
 
 #include "core/error.hpp"
@@ -233,6 +234,21 @@ bool cluster_coordinator::done() {
     raise_pending_error();
   }
   return tracker_->unfinished == 0;
+}
+
+move_totals cluster_coordinator::moves() const {
+  move_totals out;
+  caf::scoped_actor self{sys_};
+  self->request(dispatcher_, std::chrono::seconds(10), move_atom_v)
+    .receive(
+      [&](uint64_t count, uint64_t floats, uint64_t rows, uint64_t stall_us) {
+        out.count = count;
+        out.floats = floats;
+        out.table_rows = rows;
+        out.longest_stall_ms = double(stall_us) / 1000.0;
+      },
+      [](caf::error&) {});
+  return out;
 }
 
 closure_counts cluster_coordinator::counts() const {

@@ -29,6 +29,15 @@ struct closure_counts {
   uint64_t reexecuted = 0; ///< extra attempts after a lost worker
 };
 
+/// What the planned moves of parameter-server groups did so far (moves,
+/// joins' rebalancing, leaves; actors/dispatcher_moves.cpp).
+struct move_totals {
+  uint64_t count = 0;      ///< moves ended (of primaries and backups)
+  uint64_t floats = 0;     ///< dense floats the moved replicas held
+  uint64_t table_rows = 0; ///< table rows the moved replicas held
+  double longest_stall_ms = 0; ///< the longest wait of pushes to a moving group
+};
+
 /// Thrown by cluster_coordinator::schedule() for a step-function name that
 /// is not in the registry (models/step_function.hpp). The message names the
 /// function and the known names. Nothing was queued, and an error pending
@@ -234,6 +243,10 @@ public:
   bool done();
 
   closure_counts counts() const;
+
+  /// Asks the dispatcher what the moves of groups did so far (up to 10 s;
+  /// zeros if it does not answer).
+  move_totals moves() const;
 
 private:
   /// Throws the pending error and clears it. Needs tracker_->mtx held.

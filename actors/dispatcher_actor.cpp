@@ -533,6 +533,12 @@ dispatcher_behavior(dispatcher_ptr self, std::vector<worker_actor> workers,
       return req->promise;
     },
     [=](move_atom, uint64_t number) { retry_move(self, number); },
+    [=](move_atom) {
+      auto& st = self->state;
+      return caf::make_result(
+        st.moves_done, st.moved_floats, st.moved_table_rows,
+        static_cast<uint64_t>(st.longest_move_stall_s * 1e6));
+    },
   };
 }
 

@@ -137,6 +137,10 @@ using dispatcher_actor = caf::typed_actor<
   // left already, or the last parameter server) or if a replica could not
   // move (the server then stays).
   caf::replies_to<ps_drain_atom, uint32_t>::with<uint32_t>,
+  // Replies with what the moves of groups so far did: moves ended (of
+  // primaries and of backups), floats and table rows they moved, and the
+  // longest time pushes to a moving group waited, in microseconds.
+  caf::replies_to<move_atom>::with<uint64_t, uint64_t, uint64_t, uint64_t>,
   // Internal: the running move number `n` waited for its group (busy with
   // a failover or a backup being built) and tries again.
   caf::reacts_to<move_atom, uint64_t>>;
@@ -176,12 +180,14 @@ struct ps_recovery {
   std::function<void(uint32_t index, const ps_actor& ps)> retire;
   /// Backups per group: 0 or 1 (cluster.replicas).
   uint32_t replicas = 0;
+  /// Replica groups (cluster.groups; 0: one per server). Group g starts on
+  /// server g % n (core/group_balance.hpp), its backup on the next.
+  uint32_t groups = 0;
   /// The view every group starts at (see replica_config).
   uint64_t initial_view = 0;
   /// Where each group starts, one per group, when the servers hold them
   /// elsewhere than the default (a coordinator restarted after moves learns
-  /// it from the servers). Empty: group g on server g, its backup
-  /// (replicas 1) on server (g + 1) mod n, n groups for n servers. A group
+  /// it from the servers). Empty: as `groups` says. A group
   /// without a backup gets one as after a failure. With a placement, a null
   /// server among the dispatcher's servers is one that left the job.
   std::vector<group_place> placement;
@@ -200,9 +206,10 @@ struct ps_recovery {
 /// `no_worker_grace` (from the moment the last one was lost) for one to
 /// come back (replace_atom) before they fail with errc::no_workers; 0 fails
 /// them at once.
-/// The dispatcher watches `servers` (server p starts as the primary of group
-/// p and, with recovery.replicas 1, as the backup of group (p - 1) mod n;
-/// or as recovery.placement says):
+/// The dispatcher watches `servers` (group g of recovery.groups starts with
+/// server g % n as its primary and, with recovery.replicas 1, the next
+/// server as its backup; with as many groups as servers, server p serves
+/// group p; or as recovery.placement says):
 /// see above for what happens when one is lost; closures that failed with
 /// errc::ps_lost meanwhile run again.
 /// Each worker is handed up to `closures_per_worker` closures at once (at

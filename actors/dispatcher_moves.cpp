@@ -21,6 +21,7 @@
 
 #include "actors/dispatcher_state.hpp"
 #include "core/fault_spec.hpp"
+#include "core/group_balance.hpp"
 #include "core/log.hpp"
 
 namespace actorps::detail {
@@ -68,11 +69,34 @@ void retire_server(dispatcher_ptr self, uint32_t p) {
     st.recovery.retire(p, actor);
 }
 
+/// "ps0 2, ps1 2, ps2 2": the primaries each server in service serves.
+std::string primaries_per_server(const dispatcher_state& st) {
+  std::vector<uint32_t> count(st.servers.size(), 0);
+  for (auto& gs : st.groups)
+    if (!gs.lost)
+      ++count[gs.primary];
+  std::string out;
+  for (uint32_t p = 0; p < st.servers.size(); ++p)
+    if (!st.servers[p].retired)
+      out += fmt::format("{}ps{} {}", out.empty() ? "" : ", ", p, count[p]);
+  return out;
+}
+
 /// One move of `req` ended: replies once all have.
 void finish_request(dispatcher_ptr self, const std::shared_ptr<move_request>& req) {
   if (!req || req->left == 0 || --req->left > 0)
     return;
   auto& st = self->state;
+  if (req->rebalance) {
+    log::info("dispatcher", -1,
+              "rebalanced onto ps{}: {} group(s) moved{}; primaries per "
+              "server: {}",
+              req->rebalance_to, req->moved,
+              req->failures.empty() ? std::string{}
+                                    : " (not moved: " + req->failures + ")",
+              primaries_per_server(st));
+    return;
+  }
   if (req->retire >= 0) {
     auto p = static_cast<uint32_t>(req->retire);
     if (st.servers[p].holds.empty()) {
@@ -114,6 +138,30 @@ void end_move(dispatcher_ptr self, const std::string& why) {
   ensure_backups(self);
   dispatch(self);
   next_move(self);
+}
+
+/// Adds what group `g`'s replica on server `t` holds (it just moved there)
+/// to the moves' totals, and logs it.
+void count_moved(dispatcher_ptr self, uint32_t g, uint32_t t) {
+  auto& st = self->state;
+  if (!st.servers[t].alive)
+    return;
+  self->request(st.servers[t].actor, std::chrono::seconds(10), stats_atom_v, g)
+    .then(
+      [=](ps_stats& s) {
+        auto& st = self->state;
+        st.moved_floats += s.floats;
+        st.moved_table_rows += s.table_rows;
+        log::info("dispatcher", -1,
+                  "group {} on ps{}: {} floats and {} table rows moved "
+                  "(moves so far: {}, {} floats, {} table rows)",
+                  g, t, s.floats, s.table_rows, st.moves_done,
+                  st.moved_floats, st.moved_table_rows);
+      },
+      [=](caf::error& err) {
+        log::debug("dispatcher", -1, "group {}: no counters from ps{}: {}",
+                   g, t, self->system().render(err));
+      });
 }
 
 /// Whether the move numbered `number` still runs.
@@ -211,6 +259,7 @@ void take_over(dispatcher_ptr self) {
                 st.longest_move_stall_s * 1000);
       drop_on(self, s, g, view);
       end_move(self, "");
+      count_moved(self, g, t);
     });
 }
 
@@ -401,6 +450,45 @@ void plan_drain(dispatcher_ptr self, uint32_t p,
   next_move(self);
 }
 
+namespace {
+
+/// Queues the moves of primaries that level server `to` (just joined)
+/// with the others (rebalance_moves); logs them, or why there are none.
+void rebalance_to(dispatcher_ptr self, uint32_t to) {
+  auto& st = self->state;
+  auto n = static_cast<uint32_t>(st.servers.size());
+  std::vector<std::vector<uint32_t>> primaries(n);
+  for (uint32_t g = 0; g < st.groups.size(); ++g)
+    if (!st.groups[g].lost)
+      primaries[st.groups[g].primary].push_back(g);
+  std::vector<bool> may_give(n);
+  for (uint32_t p = 0; p < n; ++p)
+    may_give[p] = can_take(st, p);
+  auto plan = rebalance_moves(primaries, may_give, to);
+  if (plan.empty()) {
+    log::info("dispatcher", -1,
+              "ps {}: no group to spare: cluster.groups is {} (primaries per "
+              "server: {})",
+              to, st.groups.size(), primaries_per_server(st));
+    return;
+  }
+  auto req = std::make_shared<move_request>();
+  req->rebalance = true;
+  req->rebalance_to = to;
+  std::string list;
+  for (auto& m : plan) {
+    list += fmt::format("{}group {} from ps{}", list.empty() ? "" : ", ",
+                        m.group, m.from);
+    ++req->left;
+    st.moves.push_back(planned_move{m.group, m.from, int64_t{m.to}, req});
+  }
+  log::info("dispatcher", -1, "rebalancing onto ps{}: {} ({} of {} groups)",
+            to, list, plan.size(), st.groups.size());
+  next_move(self);
+}
+
+} // namespace
+
 caf::error join_server(dispatcher_ptr self, uint32_t index, ps_actor ps) {
   auto& st = self->state;
   if (index != st.servers.size() || !ps)
@@ -416,6 +504,7 @@ caf::error join_server(dispatcher_ptr self, uint32_t index, ps_actor ps) {
             "it)",
             index);
   ensure_backups(self);
+  rebalance_to(self, index);
   return {};
 }
 
@@ -454,6 +543,7 @@ void backup_added(dispatcher_ptr self, uint32_t g, uint32_t b, bool ok) {
             "group {}'s backup moved from ps{} to ps{} in {:.3f} s", g,
             m.plan.from, b, move_seconds(m.start));
   end_move(self, "");
+  count_moved(self, g, b);
 }
 
 bool moves_on_server_lost(dispatcher_ptr self, uint32_t p) {

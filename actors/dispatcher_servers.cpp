@@ -9,6 +9,7 @@
 
 #include "actors/dispatcher_state.hpp"
 #include "actors/telemetry.hpp" // metrics
+#include "core/group_balance.hpp"
 #include "core/log.hpp"
 
 namespace actorps::detail {
@@ -277,13 +278,15 @@ void init_servers(dispatcher_ptr self, std::vector<ps_actor> servers,
     ensure_backups(self);
     return;
   }
-  st.groups.assign(n, group_state{});
-  for (uint32_t g = 0; g < n; ++g) {
-    st.groups[g].primary = g;
+  auto groups = st.recovery.groups == 0 ? n : st.recovery.groups;
+  st.groups.assign(groups, group_state{});
+  for (uint32_t g = 0; g < groups && n > 0; ++g) {
+    auto home = group_home(g, n);
+    st.groups[g].primary = home;
     st.groups[g].view = st.recovery.initial_view;
-    st.servers[g].holds.insert(g);
+    st.servers[home].holds.insert(g);
     if (st.recovery.replicas > 0 && n > 1) {
-      auto b = (g + 1) % n;
+      auto b = group_backup_home(g, n);
       st.groups[g].backup = b;
       st.servers[b].holds.insert(g);
     }

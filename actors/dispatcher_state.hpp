@@ -107,6 +107,11 @@ struct move_request {
   std::string failures;
   /// A drain: the server to stop when its replicas are elsewhere (-1: none).
   int64_t retire = -1;
+  /// The moves that level the servers after a join (nobody waits for the
+  /// reply; "rebalanced: ..." is logged instead).
+  bool rebalance = false;
+  /// The server a rebalance moves groups to (for its log line).
+  uint32_t rebalance_to = 0;
 };
 
 /// One planned move: group `group`'s replica on server `from` goes to
@@ -190,6 +195,10 @@ struct dispatcher_state {
   /// primaries and of backups), for the log.
   double longest_move_stall_s = 0;
   uint64_t moves_done = 0;
+  /// What the moves done carried: the floats and table rows of each moved
+  /// replica, as its new server counts them right after the move.
+  uint64_t moved_floats = 0;
+  uint64_t moved_table_rows = 0;
 
   /// Nobody would complete what is left: cancel it.
   ~dispatcher_state() {
@@ -252,8 +261,9 @@ void admit(dispatcher_ptr self, uint32_t w, worker_actor worker);
 
 // -- dispatcher_servers.cpp --------------------------------------------------------
 
-/// Sets up the server and group tables (server p serves group p; with
-/// replicas, its backup is server (p + 1) % n) and watches the servers.
+/// Sets up the server and group tables (group g of recovery.groups on
+/// server g % n; with replicas, its backup on the next server) and watches
+/// the servers.
 void init_servers(dispatcher_ptr self, std::vector<ps_actor> servers,
                   ps_recovery recovery);
 
@@ -333,7 +343,10 @@ caf::error check_drain(const dispatcher_state& st, uint32_t p);
 void plan_drain(dispatcher_ptr self, uint32_t p,
                 std::shared_ptr<move_request> req);
 
-/// Server `index` joins the job as `ps`, holding nothing (ps_join_atom).
+/// Server `index` joins the job as `ps`, holding nothing (ps_join_atom);
+/// with more groups than servers, groups move to it from the servers
+/// serving the most primaries until the counts differ by at most one
+/// (core/group_balance.hpp, rebalance_moves).
 /// @returns an error if `index` is not the next server index.
 caf::error join_server(dispatcher_ptr self, uint32_t index, ps_actor ps);
 

@@ -13,6 +13,7 @@
 #include "cluster/net/job_secret.hpp"
 #include "cluster/spec/cluster_spec.hpp"
 #include "core/error.hpp"
+#include "core/job_options.hpp" // to_count
 #include "core/remove_after_exit.hpp"
 
 namespace actorps {
@@ -43,14 +44,7 @@ started with --tls DIR then proves it holds, on top of its certificate
 
 uint32_t count_of(const std::string& flag, const std::string& value,
                   uint32_t lo, uint32_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  auto x = std::strtoul(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || x < lo || x > hi)
-    throw input_error(fmt::format("{}: expected a whole number in [{}, {}], "
-                                  "got \"{}\"",
-                                  flag, lo, hi, value));
-  return static_cast<uint32_t>(x);
+  return static_cast<uint32_t>(to_count(flag, value, lo, hi));
 }
 
 } // namespace

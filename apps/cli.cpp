@@ -510,7 +510,8 @@ node_command parse_node_args(const std::vector<std::string>& args) {
                                   cmd.spec.worker.size()));
   // Servers that join later (join:ps in the plan, or actorps scale up to
   // cluster.max_ps) are in the spec too, after the job's own: the job has
-  // the others' count of ps (its groups). With max_ps the job's count is
+  // the others' count of ps (on which its groups start; cluster.groups says
+  // how many groups). With max_ps the job's count is
   // the one given (config or --ps), not the spec's.
   if (job.max_ps != 0 && cmd.spec.ps.size() > job.max_ps)
     throw input_error(fmt::format("{} lists {} ps, more than cluster.max_ps "

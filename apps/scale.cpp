@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/job_options.hpp" // to_count
 #include "core/exit_codes.hpp"
 
 namespace actorps {
@@ -59,14 +60,7 @@ std::vector<std::string> find_sockets() {
 }
 
 uint32_t count_of(const std::string& flag, const std::string& value) {
-  char* end = nullptr;
-  errno = 0;
-  auto n = std::strtoul(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || n > 1024
-      || value[0] == '-')
-    throw input_error(fmt::format("{}: \"{}\" is not a count from 0 to 1024",
-                                  flag, value));
-  return static_cast<uint32_t>(n);
+  return static_cast<uint32_t>(to_count(flag, value, 0, 1024));
 }
 
 } // namespace

@@ -325,7 +325,10 @@ void scale_desk::line(child_control& ctl, const std::string& name,
     return;
   if (auto w = joined(text, "worker ", " joined;"))
     running_->worker_joins.erase(*w);
-  if (auto p = joined(text, "ps ", " joined the job"))
+  // A server is in once the groups it takes moved (dispatcher_moves.cpp).
+  if (auto p = joined(text, "rebalanced onto ps", ":"))
+    running_->server_joins.erase(*p);
+  if (auto p = joined(text, "ps ", ": no group to spare"))
     running_->server_joins.erase(*p);
   finish_if_done(ctl);
 }

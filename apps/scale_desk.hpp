@@ -76,7 +76,8 @@ private:
     std::chrono::steady_clock::time_point deadline;
     /// "worker N joined" lines of the coordinator, by worker index.
     std::set<uint32_t> worker_joins;
-    /// "ps N joined the job" lines, by server index.
+    /// Servers joining, by index: done at "rebalanced onto psN:" or "ps N:
+    /// no group to spare" (the groups it takes have moved).
     std::set<uint32_t> server_joins;
     /// Children that must exit (a leave).
     std::set<std::string> exits;

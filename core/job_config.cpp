@@ -449,6 +449,17 @@ void validate(const job_config& cfg) {
     fail("cluster.workers", "must be at least 1");
   if (cfg.ps == 0)
     fail("cluster.ps", "must be at least 1");
+  if (cfg.groups != 0 && cfg.groups < cfg.ps)
+    fail("cluster.groups",
+         fmt::format("{} groups for {} parameter servers: every server "
+                     "starts with a group, so it must be 0 (one per server) "
+                     "or at least cluster.ps",
+                     cfg.groups, cfg.ps));
+  if (cfg.groups > uint64_t{cfg.ps} * max_groups_per_ps)
+    fail("cluster.groups",
+         fmt::format("{} groups for {} parameter servers: at most {} per "
+                     "server",
+                     cfg.groups, cfg.ps, max_groups_per_ps));
   if (cfg.replicas > 1)
     fail("cluster.replicas", "must be 0 or 1");
   if (cfg.max_ps != 0 && cfg.max_ps < cfg.ps)

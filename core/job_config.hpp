@@ -133,6 +133,13 @@ struct job_config {
   // -- cluster ----------------------------------------------------------------
   uint32_t workers = 2;
   uint32_t ps = 2;
+  /// Replica groups the variables are placed over (0 = one per starting
+  /// parameter server). More groups than servers (at most
+  /// max_groups_per_ps per server) lets a server that joins take a share
+  /// of the job: group g starts on server g % ps (its backup, with
+  /// replicas, on the next one), and a join moves groups to the new server
+  /// until the servers' primaries differ by at most one.
+  uint32_t groups = 0;
   /// Parameter servers `actorps launch` starts for the job, at least `ps`
   /// (0 = `ps`, and the joins of the plan): the ones past `ps` run idle
   /// until `actorps scale --ps` (or a join:ps of the plan) brings them in,
@@ -330,6 +337,14 @@ job_config load_job_config(const std::string& path);
 /// Checks cross-field constraints after flags changed fields (positive counts,
 /// layer sizes, ...). @throws input_error naming the field.
 void validate(const job_config& cfg);
+
+/// cluster.groups may be at most this many times cluster.ps.
+inline constexpr uint32_t max_groups_per_ps = 64;
+
+/// The replica groups of job `cfg`: cluster.groups, or cluster.ps for 0.
+inline uint32_t groups_of(const job_config& cfg) {
+  return cfg.groups == 0 ? cfg.ps : cfg.groups;
+}
 
 /// The job-wide admission and eviction policy of `cfg`'s table shards (the
 /// table_* fields; 0 = none), without table_overrides (for those:

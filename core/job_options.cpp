@@ -194,6 +194,10 @@ std::vector<job_option> make_table() {
           "number of workers (actorps simulate: up to 100000)"),
     whole("cluster.ps", "--ps", field<&job::ps>, 1, 1024,
           "number of parameter servers"),
+    whole("cluster.groups", "--groups", field<&job::groups>, 0, 65536,
+          "replica groups the variables are placed over (0 = one per ps; "
+          "more than cluster.ps, at most 64 per ps: group g starts on ps "
+          "g % ps, and a ps that joins takes groups from the busiest)"),
     whole("cluster.max_ps", "--max-ps", field<&job::max_ps>, 0, 1024,
           "parameter servers launch starts for actorps scale --ps, idle "
           "past cluster.ps until scaled to (0 = cluster.ps)"),

@@ -953,6 +953,24 @@ case_move() {
   else
     bad "moves under launch: counts: $line"
   fi
+  # Six groups on 2 ps (cluster.groups): ps2 joins in epoch 1 and takes a
+  # group of each (rebalanced: 2 primaries each); every closure's push is
+  # applied once per group (6 groups).
+  "$bin" launch "${short[@]}" --train-limit 12800 --epochs 2 --workers 2 --ps 2 \
+    --groups 6 --fault join:ps@50 >"$tmp/mg.log" 2>&1 &
+  launcher=$!
+  pids+=($launcher)
+  wait_exit "$launcher" 150
+  line=$(grep -o 'closures: .*' "$tmp/mg.log")
+  finished=$(echo "$line" | awk '{print $4}')
+  applied=$(echo "$line" | sed 's/.*pushes: \([0-9]*\) applied.*/\1/')
+  if [[ $status == 0 && -n $line && $applied == $((6 * finished)) \
+        && $line != *lost* ]] \
+     && grep -q 'rebalanced onto ps2: 2 group(s) moved; primaries per server: ps0 2, ps1 2, ps2 2' "$tmp/mg.log"; then
+    ok "6 groups on 2 ps under launch: a joining ps took 2, each closure applied once per group: $line"
+  else
+    bad "6 groups under launch: exit $status: $line $(grep -E 'rebalanc|error' "$tmp/mg.log" | tail -10)"
+  fi
 }
 
 case_move_resume() {

@@ -82,9 +82,10 @@ finished() {
 case_sequence() {
   # The issue's sequence: Fashion-MNIST, 2 ps + 2 workers, 6 epochs; 4
   # workers in epoch 2, 1 in epoch 4, then 2 again; a third ps in epoch 5
-  # and ps 0 drained later in epoch 5.
+  # and ps 0 drained later in epoch 5. Six replica groups, so that the
+  # third ps takes a share (2 of 6) and ps 0's two go to the others.
   local log=$tmp/seq.log
-  start_launch "$log" --sharding dynamic --epochs 6 --max-ps 3
+  start_launch "$log" --sharding dynamic --epochs 6 --max-ps 3 --groups 6
   wait_for_line "$log" 'epoch   1/6' 60 && scale 0 --workers 4
   wait_for_line "$log" 'epoch   3/6' 60 && scale 0 --workers 1
   scale 0 --workers 2
@@ -107,11 +108,11 @@ case_sequence() {
     bad "examples: $data"
   fi
   # 0 updates lost, none applied twice: every closure's push applied once
-  # per group (2 groups), none re-executed.
+  # per group (6 groups), none re-executed.
   if [[ $closures =~ ([0-9]+)\ scheduled,\ ([0-9]+)\ finished,\ 0\ re-executed\;\ pushes:\ ([0-9]+)\ applied,\ 0\ discarded ]] \
      && [[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] \
-     && (( BASH_REMATCH[3] == 2 * BASH_REMATCH[2] )); then
-    ok "pushes = 2 groups x closures, 0 re-executed, 0 duplicates"
+     && (( BASH_REMATCH[3] == 6 * BASH_REMATCH[2] )); then
+    ok "pushes = 6 groups x closures, 0 re-executed, 0 duplicates"
   else
     bad "closures and pushes: $closures"
   fi
@@ -123,15 +124,18 @@ case_sequence() {
   fi
   # samples/s before and after each of the five changes.
   local before after
-  before=$(grep -c 'samples/s in the 3 s before' "$log")
+  before=$(grep -c 'samples/s in the [0-9.]* s before' "$log")
   after=$(grep -c 'samples/s in the [0-9.]* s after' "$log")
   [[ $before == 5 && $after == 5 ]] \
     && ok "samples/s before and after each change (5 and 5)" \
     || bad "speed lines: $before before, $after after"
-  grep -q 'group 0 moved from ps0 to ps2' "$log" \
+  grep -q 'rebalanced onto ps2: 2 group(s) moved; primaries per server: ps0 2, ps1 2, ps2 2' "$log" \
+    && ok "ps2 took 2 of the 6 groups" || bad "no rebalance onto ps2"
+  grep -q 'ps 0 left the job' "$log" \
     && grep -q 'ps0 exited with status 0' "$log" \
-    && ok "ps 0 drained (group 0 to ps2) and exited 0" \
-    || bad "ps 0 not drained"
+    && grep -q 'moves: 4 replica(s) of 6 groups moved' "$log" \
+    && ok "ps 0 drained (its 2 groups moved) and exited 0" \
+    || bad "ps 0 not drained: $(grep 'moves:' "$log")"
 }
 
 case_bad_input() {

@@ -36,7 +36,8 @@ public:
   virtual const placement& layout() const = 0;
 
   /// Reads the dense variables from the parameter servers into one flat
-  /// model buffer (blocking; for evaluation and tests).
+  /// model buffer (blocking; for evaluation and tests). A group that moves
+  /// meanwhile is read again at its new server (as by evaluate).
   /// @throws runtime_failure if a server fails, is lost or does not answer.
   std::vector<float> pull_dense();
 

@@ -10,6 +10,7 @@
 
 #include "cluster/job/job_setup.hpp"
 #include "core/error.hpp"
+#include "core/group_balance.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
 #include "core/placement.hpp"
@@ -43,9 +44,10 @@ void configure_at(caf::actor_system& sys, const ps_actor& ps, uint32_t p,
 
 } // namespace
 
-bool group_survey::at_home() const {
-  for (size_t g = 0; g < groups.size(); ++g)
-    if (groups[g].primary >= 0 && groups[g].primary != int64_t(g))
+bool group_survey::at_home(uint32_t servers) const {
+  for (uint32_t g = 0; g < groups.size(); ++g)
+    if (groups[g].primary >= 0
+        && groups[g].primary != int64_t(group_home(g, servers)))
       return false;
   return true;
 }
@@ -110,7 +112,7 @@ setup_surveyed_groups(caf::actor_system& sys, const placement& layout,
     if (found.primary < 0) {
       // Nobody holds it: created at home (or, if that server left, on the
       // first that did not); the resume restores it.
-      uint32_t home = g;
+      uint32_t home = group_home(g, std::max<uint32_t>(cfg.ps, 1));
       while (home < servers.size() && !servers[home])
         ++home;
       if (home == servers.size())

@@ -34,9 +34,10 @@ struct group_survey {
   /// Whether any server holds any group.
   bool any_held = false;
 
-  /// Whether every group is where a new job puts it: its primary on the
-  /// server of its own index (then the usual setup applies).
-  bool at_home() const;
+  /// Whether every group is where a new job of `servers` servers puts it:
+  /// its primary on server group_home(g, servers) (core/group_balance.hpp;
+  /// then the usual setup applies).
+  bool at_home(uint32_t servers) const;
 
   /// The highest server index holding a group, plus one (0: none).
   uint32_t servers_used() const;
@@ -55,8 +56,9 @@ group_survey survey_groups(caf::actor_system& sys,
 /// Sets up the groups where `survey` found them, at view `view` (newer than
 /// any a server holds): each group's primary, with cfg.replicas 1 and a
 /// backup found, that backup (it gets the primary's state); a group no
-/// server holds is created on the server of its own index, or the next one
-/// there (a null handle in `servers` is a server that left), and is then
+/// server holds is created on its home among the job's own cfg.ps servers
+/// (group_home), or the next one there (a null handle in `servers` is a
+/// server that left), and is then
 /// restored from the checkpoint like every group of a resumed job. Returns the
 /// placement to start the dispatcher with (recovery.placement).
 /// @throws runtime_failure if a server refuses, or holds a group whose size

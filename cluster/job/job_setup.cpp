@@ -12,6 +12,7 @@
 
 #include "cluster/job/ask.hpp"
 #include "core/error.hpp"
+#include "core/group_balance.hpp"
 #include "core/stream_ranges.hpp"
 #include "core/table_overrides.hpp"
 #include "core/table_store.hpp"
@@ -70,6 +71,7 @@ void setup_groups(caf::actor_system& sys, const placement& layout,
                   const model& net, const std::vector<bool>& held_backup,
                   uint64_t view) {
   auto n = static_cast<uint32_t>(servers.size());
+  auto groups = static_cast<uint32_t>(layout.ps_sizes.size());
   bool replicated = cfg.replicas > 0 && n > 1;
   if (replicated)
     log::info("coordinator", -1, "{}",
@@ -88,12 +90,13 @@ void setup_groups(caf::actor_system& sys, const placement& layout,
       throw runtime_failure(fmt::format("setting up group {} on ps {}: {}", g,
                                         p, sys.render(failure)));
   };
-  for (uint32_t g = 0; g < n; ++g) {
+  for (uint32_t g = 0; g < groups; ++g) {
+    auto home = group_home(g, n);
     if (!replicated) {
-      configure(g, g, replica_config{g, view, true, nullptr, false});
+      configure(g, home, replica_config{g, view, true, nullptr, false});
       continue;
     }
-    auto b = (g + 1) % n;
+    auto b = group_backup_home(g, n);
     bool held = g < held_backup.size() && held_backup[g];
     if (!held)
       create_shards(sys, layout, servers[b], g, cfg, net);
@@ -103,7 +106,7 @@ void setup_groups(caf::actor_system& sys, const placement& layout,
     // primary dials its backup (backup_ps): its forwards then come from a
     // peer the backup admitted (cluster/net/authorization.hpp), not through
     // the coordinator's node.
-    configure(g, g,
+    configure(g, home,
               replica_config{g, view, true,
                              caf::actor_cast<caf::strong_actor_ptr>(
                                servers[b]),
@@ -191,7 +194,7 @@ std::string check_table_policy(const job_config& cfg,
   }
   // The estimate: each server's table shards with a budget at their row
   // limits; those without one grow with the keys they see.
-  std::vector<double> rows(cfg.ps, 0), bytes(cfg.ps, 0);
+  std::vector<double> rows(cfg.ps, 0), bytes(cfg.ps, 0); // per server
   double row_bytes_max = 0;
   std::vector<std::string> unbounded;
   bool admission = false;
@@ -213,8 +216,9 @@ std::string check_table_policy(const job_config& cfg,
       continue;
     auto dim = layout.variables[sh.variable].cols;
     auto limit = double(table_row_limit(policy, dim, slots));
-    rows[sh.ps] += limit;
-    bytes[sh.ps] += limit * double(table_row_bytes(policy, dim, slots))
+    auto server = group_home(sh.ps, cfg.ps); // (sh.ps: its group)
+    rows[server] += limit;
+    bytes[server] += limit * double(table_row_bytes(policy, dim, slots))
                     + double(table_filter_bytes(policy));
   }
   auto growing = fmt::format("they grow with the keys seen{}, up to {:.0f} "
@@ -236,18 +240,43 @@ std::string check_table_policy(const job_config& cfg,
 
 placement job_placement(const job_config& cfg, const model& net) {
   auto pcfg = cfg.partitioner;
+  auto groups = groups_of(cfg);
   if (pcfg.type == partitioner_config::kind::fixed_shards
       && pcfg.num_shards == 0)
-    pcfg.num_shards = cfg.ps;
-  return place_variables(net.variables(), pcfg, cfg.ps,
+    pcfg.num_shards = groups;
+  // Placed over the groups: shard_info::ps names a shard's group.
+  return place_variables(net.variables(), pcfg, groups,
                          cfg.table_partition_strategy);
 }
 
 void create_variables(caf::actor_system& sys, const placement& layout,
                       const std::vector<ps_actor>& servers,
                       const job_config& cfg, const model& net) {
-  for (uint32_t p = 0; p < servers.size(); ++p)
-    create_shards(sys, layout, servers[p], p, cfg, net);
+  auto n = static_cast<uint32_t>(servers.size());
+  for (uint32_t g = 0; g < layout.ps_sizes.size(); ++g)
+    create_shards(sys, layout, servers[group_home(g, n)], g, cfg, net);
+}
+
+std::vector<ps_actor> group_servers(const std::vector<ps_actor>& servers,
+                                    uint32_t groups) {
+  std::vector<ps_actor> out;
+  auto n = static_cast<uint32_t>(servers.size());
+  for (uint32_t g = 0; g < groups && n > 0; ++g) {
+    auto p = group_home(g, n);
+    // A server that left (null): any live one; the routes correct it.
+    for (uint32_t k = 0; k < n && !servers[p]; ++k)
+      p = (p + 1) % n;
+    out.push_back(servers[p]);
+  }
+  return out;
+}
+
+std::vector<uint32_t> group_server_indices(uint32_t groups,
+                                           uint32_t servers) {
+  std::vector<uint32_t> out;
+  for (uint32_t g = 0; g < groups; ++g)
+    out.push_back(group_home(g, servers));
+  return out;
 }
 
 namespace {

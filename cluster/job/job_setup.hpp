@@ -25,8 +25,9 @@ struct job_config;
 
 /// Where the variables of `net` live in the job `cfg`: split by
 /// cfg.partitioner (fixed_shards with num_shards 0: one shard per ps; tables
-/// by cfg.table_partition_strategy) and placed round-robin over cfg.ps
-/// servers. Every node of a cluster computes
+/// by cfg.table_partition_strategy) and placed round-robin over the job's
+/// groups_of(cfg) replica groups (shard_info::ps names the group; group g
+/// starts on server group_home(g, cfg.ps)). Every node of a cluster computes
 /// the same placement from the same config.
 /// @throws input_error as place_variables.
 placement job_placement(const job_config& cfg, const model& net);
@@ -35,7 +36,8 @@ placement job_placement(const job_config& cfg, const model& net);
 /// workers, staleness).
 ps_options ps_options_of(const job_config& cfg, uint32_t index);
 
-/// Sends every shard of `layout` to its parameter server: dense shards with
+/// Sends every shard of `layout` to the server its group starts on
+/// (group_home over `servers`): dense shards with
 /// their initial values (the model initialised from cfg.init_seed), table
 /// shards with their definition (rows are created on first use).
 /// @throws runtime_failure if a server refuses a shard or does not answer.
@@ -52,15 +54,26 @@ std::vector<server_route> routes_of(caf::actor_system& sys,
                                     const dispatcher_actor& dispatcher,
                                     size_t groups, bool require_live = true);
 
-/// Tells every server its role in its groups at view `view`: server g is
-/// the primary of group g; with cfg.replicas 1, server (g + 1) % n is its
-/// backup, whose shards are created here (unless held_backup[g]: it holds
-/// them already, and then gets the primary's state).
+/// Tells every server its role in its groups at view `view`: server
+/// group_home(g, n) is the primary of group g (of layout's groups); with
+/// cfg.replicas 1, server group_backup_home(g, n) is its backup, whose
+/// shards are created here (unless held_backup[g]: it holds them already,
+/// and then gets the primary's state).
 /// @throws runtime_failure if a server refuses.
 void setup_groups(caf::actor_system& sys, const placement& layout,
                   const std::vector<ps_actor>& servers, const job_config& cfg,
                   const model& net, const std::vector<bool>& held_backup,
                   uint64_t view);
+
+/// A worker's first server of each of `groups` groups (worker_options::
+/// servers): servers[group_home(g, n)], or the next that is not null (a
+/// server that left; the dispatcher's routes say where the group is).
+std::vector<ps_actor> group_servers(const std::vector<ps_actor>& servers,
+                                    uint32_t groups);
+
+/// The index of the server each of `groups` groups starts on among
+/// `servers` (worker_options::server_index).
+std::vector<uint32_t> group_server_indices(uint32_t groups, uint32_t servers);
 
 /// The counters of group `g` on `ps`.
 /// @throws runtime_failure if it does not answer or holds no such group.

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -181,6 +182,32 @@ std::string find_program(const std::string& program,
       return {};
     dirs.remove_prefix(colon + 1);
   }
+}
+
+void exec_child(const char* path, char* const* argv, char* const* envp,
+                int out_fd, int err_fd, int in_fd, const sigset_t& old_mask,
+                pid_t parent, const signal_guard& signals) {
+  // A launcher killed outside its control (SIGKILL) takes its nodes with
+  // it: the kernel sends SIGKILL to this child when the thread that forked
+  // it (the launcher's only one) ends; and if the launcher is gone already,
+  // the child does not start.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)
+    ::_exit(127);
+  for (size_t i = 0; i < num_caught; ++i) {
+    struct sigaction act = {};
+    act.sa_handler = signals.was_ignored(i) ? SIG_IGN : SIG_DFL;
+    sigemptyset(&act.sa_mask);
+    ::sigaction(caught_signals[i], &act, nullptr);
+  }
+  // All sources are above 2 (see above_stdio); dup2 clears close-on-exec.
+  if (::dup2(in_fd, STDIN_FILENO) >= 0 && ::dup2(out_fd, STDOUT_FILENO) >= 0
+      && ::dup2(out_fd, STDERR_FILENO) >= 0) {
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    ::execve(path, argv, envp);
+  }
+  int err = errno;
+  [[maybe_unused]] auto n = ::write(err_fd, &err, sizeof(err));
+  ::_exit(127);
 }
 
 } // namespace actorps::detail

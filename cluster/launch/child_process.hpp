@@ -125,6 +125,16 @@ private:
   struct sigaction previous_[num_caught];
 };
 
+/// In a child between fork and exec (async-signal-safe calls only): dies
+/// with the launcher (PR_SET_PDEATHSIG), restores the dispositions the
+/// launcher's handlers replaced, puts `in_fd` on stdin and `out_fd` on
+/// stdout and stderr, restores `old_mask` and executes `path`. If that
+/// fails, writes errno to `err_fd` and exits 127.
+[[noreturn]] void exec_child(const char* path, char* const* argv,
+                             char* const* envp, int out_fd, int err_fd,
+                             int in_fd, const sigset_t& old_mask, pid_t parent,
+                             const signal_guard& signals);
+
 /// Refuses a second concurrent run_children call: the handlers are
 /// process-wide.
 /// @throws std::logic_error from the constructor if one is running.

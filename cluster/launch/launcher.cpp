@@ -13,7 +13,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +34,7 @@ using detail::caught_signals;
 using detail::child_environment;
 using detail::describe_wait_status;
 using detail::errno_text;
+using detail::exec_child;
 using detail::exit_code;
 using detail::find_program;
 using detail::make_pipe;
@@ -142,7 +142,7 @@ public:
     if (pid == 0)
       exec_child(path.c_str(), argv.data(), envp.data(), out_w.get(),
                  err_w.get(), in_child ? in_child.get() : devnull_, old_mask,
-                 parent);
+                 parent, signals_);
     auto fork_err = errno;
     ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     if (pid < 0)
@@ -325,32 +325,6 @@ public:
   }
 
 private:
-  [[noreturn]] void exec_child(const char* path, char* const* argv,
-                               char* const* envp, int out_fd, int err_fd,
-                               int in_fd, const sigset_t& old_mask,
-                               pid_t parent) {
-    // A launcher killed outside its control (SIGKILL) takes its nodes with
-    // it: the kernel sends SIGKILL to this child when the thread that forked
-    // it (the launcher's only one) ends; and if the launcher is gone already,
-    // the child does not start.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)
-      ::_exit(127);
-    for (size_t i = 0; i < num_caught; ++i) {
-      struct sigaction act = {};
-      act.sa_handler = signals_.was_ignored(i) ? SIG_IGN : SIG_DFL;
-      sigemptyset(&act.sa_mask);
-      ::sigaction(caught_signals[i], &act, nullptr);
-    }
-    // All sources are above 2 (see above_stdio); dup2 clears close-on-exec.
-    if (::dup2(in_fd, STDIN_FILENO) >= 0 && ::dup2(out_fd, STDOUT_FILENO) >= 0
-        && ::dup2(out_fd, STDERR_FILENO) >= 0) {
-      ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      ::execve(path, argv, envp);
-    }
-    int err = errno;
-    [[maybe_unused]] auto n = ::write(err_fd, &err, sizeof(err));
-    ::_exit(127);
-  }
 
   /// Once abort_when has given up: no more restarts, SIGTERM to every
   /// running child now (SIGKILL follows `grace` later), once.

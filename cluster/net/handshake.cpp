@@ -122,6 +122,8 @@ job_fingerprint make_fingerprint(const job_config& cfg, const placement& pl) {
   if (cfg.mode == "ssp")
     fp.consistency += fmt::format(" staleness {}", cfg.staleness);
   fp.cluster = fmt::format("{} workers, {} ps", cfg.workers, cfg.ps);
+  if (groups_of(cfg) != cfg.ps)
+    fp.cluster += fmt::format(", {} groups", groups_of(cfg));
   // The folder is left out: it may differ between machines and runs.
   fp.data = fmt::format("{}, train limit {}, batch size {}, shuffle seed {}",
                         cfg.dataset, cfg.train_limit, cfg.batch_size,

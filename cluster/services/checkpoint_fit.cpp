@@ -128,7 +128,7 @@ differences(const checkpoint_state& st, const job_config& cfg,
       continue;
     if (name == "partitioning"
         && (differs("model") || differs("variables")
-            || st.ps_clocks.size() != cfg.ps))
+            || st.ps_clocks.size() != groups_of(cfg)))
       continue;
     out.push_back({name, i == st.job.end()
                            ? std::string{}
@@ -188,6 +188,28 @@ void check_shards(const checkpoint_state& st, const placement& layout,
 
 } // namespace
 
+namespace {
+
+/// A checkpoint's "cluster": the workers and the groups its shards are
+/// placed over, whatever servers held them ("2 workers, 3 ps, 6 groups" ->
+/// "2 workers, 6 ps", as a job of 6 ps and one group each writes it), so
+/// that it restores onto the same groups on any number of servers.
+std::string checkpoint_cluster(const std::string& cluster) {
+  auto last = cluster.rfind(", ");
+  auto first = cluster.find(", ");
+  const std::string suffix = " groups";
+  if (last == std::string::npos || first == last
+      || cluster.size() < suffix.size()
+      || cluster.compare(cluster.size() - suffix.size(), suffix.size(),
+                         suffix) != 0)
+    return cluster;
+  auto groups = cluster.substr(last + 2, cluster.size() - suffix.size()
+                                           - (last + 2));
+  return cluster.substr(0, first) + ", " + groups + " ps";
+}
+
+} // namespace
+
 std::map<std::string, std::string>
 checkpoint_job_fields(const job_fingerprint& fp) {
   return {{"model", fp.model},
@@ -195,7 +217,7 @@ checkpoint_job_fields(const job_fingerprint& fp) {
           {"partitioning", fp.partitioning},
           {"optimizer", fp.optimizer},
           {"consistency", fp.consistency},
-          {"cluster", fp.cluster},
+          {"cluster", checkpoint_cluster(fp.cluster)},
           {"data", fp.data}};
 }
 
@@ -208,7 +230,7 @@ void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
     // Without the fields a variables-only restore needs, it can start a new
     // run from this checkpoint.
     bool variables_fit
-      = st.ps_clocks.size() == cfg.ps
+      = st.ps_clocks.size() == groups_of(cfg)
         && std::none_of(diffs.begin(), diffs.end(),
                         [](const field_difference& d) {
                           return d.field == "model" || d.field == "variables"
@@ -217,7 +239,7 @@ void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
     std::string hint;
     // (With other differences, the number of ps is not the way out:
     // reshard_to_fit re-cuts a checkpoint that differs only in it.)
-    if (st.ps_clocks.size() != cfg.ps && !st.ps_clocks.empty()
+    if (st.ps_clocks.size() != groups_of(cfg) && !st.ps_clocks.empty()
         && diffs.size() == 1)
       hint = fmt::format("; its variables are placed on {} ps: restore it "
                          "with --ps {}",
@@ -231,10 +253,11 @@ void check_checkpoint(const checkpoint_state& st, const job_config& cfg,
   if (st.workers.size() != cfg.workers)
     throw input_error(fmt::format("{}: {} worker positions for {} workers",
                                   where, st.workers.size(), cfg.workers));
-  if (st.ps_clocks.size() != cfg.ps || st.optimizer_steps.size() != cfg.ps)
+  auto groups = groups_of(cfg);
+  if (st.ps_clocks.size() != groups || st.optimizer_steps.size() != groups)
     throw input_error(fmt::format("{}: ps clocks or optimizer steps for {} ps "
                                   "(expected {})",
-                                  where, st.ps_clocks.size(), cfg.ps));
+                                  where, st.ps_clocks.size(), groups_of(cfg)));
   check_shards(st, layout, where);
 }
 
@@ -251,12 +274,12 @@ void check_checkpoint_variables(const checkpoint_state& st,
   // Every shard names the ps that holds it: another number of ps is another
   // placement, even where the shards' rows are the same (reshard_to_fit
   // re-cuts a checkpoint of the same model and variables first).
-  if (st.ps_clocks.size() != cfg.ps)
+  if (st.ps_clocks.size() != groups_of(cfg))
     throw input_error(fmt::format(
       "{}: the checkpoint's variables are placed on {} ps and this job has {}; "
       "--restore-variables-only restores each shard on its own ps: use --ps "
       "{}",
-      where, st.ps_clocks.size(), cfg.ps, st.ps_clocks.size()));
+      where, st.ps_clocks.size(), groups_of(cfg), st.ps_clocks.size()));
   check_shards(st, layout, where);
 }
 
@@ -288,7 +311,8 @@ bool reshard_to_fit(checkpoint_state& st, const job_config& cfg,
   log::info("coordinator", -1,
             "restoring a checkpoint of {} ps onto {}: re-sharded {} dense and "
             "{} table shards",
-            st.ps_clocks.size(), cfg.ps, out.dense_shards, out.table_shards);
+            st.ps_clocks.size(), groups_of(cfg), out.dense_shards,
+            out.table_shards);
   st = std::move(out.state);
   st.job["partitioning"] = mine.at("partitioning");
   st.job["cluster"] = mine.at("cluster");

@@ -106,6 +106,14 @@ checkpoint_state capture_checkpoint(cluster& cl, const job_config& cfg,
                                 req.id);
     } catch (const detail::lost_while_asking& e) {
       throw checkpoint_interrupted(e.what());
+    } catch (const runtime_failure& e) {
+      // The group moved away meanwhile (its old server answers "moved"):
+      // the next checkpoint finds it at its new server.
+      auto now = cl.routes();
+      if (p < now.size() && now[p].ps != servers[p])
+        throw checkpoint_interrupted(
+          fmt::format("{} (group {} moved meanwhile)", e.what(), p));
+      throw;
     }
     if (snap.values.values.size() != layout.ps_sizes[p])
       throw runtime_failure(fmt::format("saving ps {}: {} floats, expected {}",

@@ -208,6 +208,12 @@ void metrics_file::write_final(const train_report& r, const job_config& cfg,
               {"epochs", r.epochs.size()},
               {"workers", r.workers},
               {"ps", r.ps},
+              {"groups", r.groups},
+              {"moves",
+               {{"count", r.moves},
+                {"floats", r.moved_floats},
+                {"table_rows", r.moved_table_rows},
+                {"longest_stall_ms", r.longest_move_stall_ms}}},
               {"parameters", r.parameters},
               {"mean_staleness", r.mean_staleness},
               {"max_staleness", r.max_staleness},
@@ -320,6 +326,13 @@ void print_summary(std::FILE* out, const train_report& r) {
                : fmt::format(", {} lost to parameter-server recovery",
                              r.updates_lost),
              job_counts(r));
+  if (r.moves > 0)
+    fmt::print(out,
+               "moves: {} replica(s) of {} groups moved between servers, {} "
+               "floats and {} table rows; pushes to a moving group waited at "
+               "most {:.1f} ms\n",
+               r.moves, r.groups, r.moved_floats, r.moved_table_rows,
+               r.longest_move_stall_ms);
   if (!r.sharding.empty())
     fmt::print(out,
                "data: {} shards; {} examples trained of {} planned in {} "

@@ -1,5 +1,6 @@
 #include "cluster/services/scale_input.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 #include <poll.h>
@@ -32,6 +33,7 @@ scale_input::~scale_input() {
 }
 
 void scale_input::on_train_begin(fit_state&) {
+  started_ = clock::now();
   if (reader_.joinable())
     return;
   reader_ = std::thread{[this] { read_lines(); }};
@@ -128,10 +130,13 @@ void scale_input::act(fit_state& st) {
     } else {
       text = line.substr(5);
     }
-    auto rate = examples_between(now - window, now) / speed_window_s;
-    log::info("coordinator", -1, "scale: {}: {:.0f} samples/s in the {} s "
-              "before",
-              text, rate, speed_window_s);
+    // (A change early in the run: the time since training started.)
+    auto from = std::max(now - window, started_);
+    auto secs = std::chrono::duration<double>(now - from).count();
+    auto rate = secs > 0 ? examples_between(from, now) / secs : 0.0;
+    log::info("coordinator", -1, "scale: {}: {:.0f} samples/s in the {:.1f} "
+              "s before",
+              text, rate, secs);
     due_.emplace_back(now + window, text);
   }
 }

@@ -28,6 +28,7 @@ namespace actorps {
 /// - `mark TEXT`: nothing injected (a change made outside the coordinator,
 ///   e.g. a worker process started with --join); only the speed lines.
 /// For each, it logs "scale: TEXT: X samples/s in the S s before" at once
+/// (or since training started, if that is less)
 /// and "scale: TEXT: Y samples/s in the S s after" S seconds later, or at
 /// the end of training if that comes first (the examples of finished
 /// closures over wall time; S = 3). A line it cannot
@@ -66,6 +67,8 @@ private:
   std::deque<std::pair<clock::time_point, uint64_t>> samples_;
   /// Events whose "after" line is still due: (due, text, when).
   std::vector<std::pair<clock::time_point, std::string>> due_;
+  /// When training started (on_train_begin).
+  clock::time_point started_ = clock::now();
 };
 
 } // namespace actorps

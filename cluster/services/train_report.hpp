@@ -21,6 +21,16 @@ struct train_report {
   std::vector<epoch_metrics> epochs;
   uint32_t workers = 0;
   uint32_t ps = 0;
+  /// Replica groups the variables are placed over (cluster.groups; = ps
+  /// by default): every closure pushes once to each.
+  uint32_t groups = 0;
+  /// Moves of groups between servers (planned moves, a join's rebalancing,
+  /// leaves): how many ended, the floats and table rows they carried, and
+  /// the longest time pushes to a moving group waited, in ms.
+  uint64_t moves = 0;
+  uint64_t moved_floats = 0;
+  uint64_t moved_table_rows = 0;
+  double longest_move_stall_ms = 0;
   /// Floats of the dense variables.
   uint64_t parameters = 0;
   double samples_per_sec = 0; ///< all training examples / all training time
@@ -35,8 +45,8 @@ struct train_report {
   /// checkpoint, its staleness statistics start again).
   uint64_t staleness_pushes = 0;
   // -- counts of this run --------------------------------------------------------
-  // Every closure pushes once to every server, so pushes + updates_lost ==
-  // ps x closures, for this run and for the whole job alike.
+  // Every closure pushes once to every group, so pushes + updates_lost ==
+  // groups x closures, for this run and for the whole job alike.
   uint64_t pushes = 0;        ///< applied in this run, over all servers
   uint64_t closures = 0;      ///< finished in this run
   uint64_t scheduled = 0;     ///< closures scheduled in this run

@@ -78,6 +78,10 @@ sim_report simulate(const job_config& job, const sim_options& opts) {
   auto wall0 = steady_clock::now();
   const job_config* job_cfg = &job; // the stand-in's with --timing-only
   const auto& cfg = job;
+  if (groups_of(cfg) != cfg.ps)
+    throw input_error(fmt::format("{}: cluster.groups {}: simulate places one "
+                                  "group on each of the {} ps (use 0)",
+                                  cfg.source, cfg.groups, cfg.ps));
   auto provider = open_dataset(cfg);
   auto net = make_model(cfg, provider->schema());
   auto layout = std::make_shared<const placement>(job_placement(cfg, *net));

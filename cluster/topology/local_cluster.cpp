@@ -1,5 +1,6 @@
 #include "cluster/topology/local_cluster.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -27,20 +28,26 @@ namespace {
 
 /// A worker's options in one process (no views or redial: the dispatcher
 /// sends routes, and every server is an actor here), its wire settings from
-/// `wire` (wire_options_of).
+/// `wire` (wire_options_of). `servers`: the job's first `first_ps` servers
+/// (later ones joined), of which group g starts on g % first_ps.
 worker_options worker_options_of(uint32_t index, uint32_t incarnation,
                                  std::shared_ptr<const model> net,
                                  std::shared_ptr<batch_source> data,
                                  std::shared_ptr<const placement> layout,
                                  std::vector<ps_actor> servers,
+                                 uint32_t first_ps,
                                  const worker_options& wire) {
   auto opts = wire;
+  auto groups = static_cast<uint32_t>(layout->ps_sizes.size());
+  servers.resize(std::min<size_t>(servers.size(), first_ps));
   opts.index = index;
   opts.incarnation = incarnation;
   opts.net = std::move(net);
   opts.data = std::move(data);
   opts.layout = std::move(layout);
-  opts.servers = std::move(servers);
+  opts.server_index = group_server_indices(
+    groups, static_cast<uint32_t>(servers.size()));
+  opts.servers = group_servers(servers, groups);
   return opts;
 }
 
@@ -85,17 +92,17 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
       sys, w,
       spawn_worker(sys, worker_options_of(w, 0, faults->model_for(w, net),
                                           data[w], layout_, servers_,
-                                          wire))));
+                                          cfg.ps, wire))));
   shared_->workers = workers_;
   shared_->servers = servers_;
   // Supervision: a lost worker comes back as a new actor over the same data
   // iterator, which goes on where the lost one stopped.
   auto layout = layout_;
   auto shared = shared_;
-  // (It starts with group g on server g; the dispatcher sends it the
+  // (It starts with group g on server g % ps; the dispatcher sends it the
   // current routes before its first closure.)
-  worker_respawn respawn = [&sys, net, data, layout, shared, faults,
-                            wire](uint32_t w, uint32_t incarnation) {
+  worker_respawn respawn = [&sys, net, data, layout, shared, faults, wire,
+                            ps = cfg.ps](uint32_t w, uint32_t incarnation) {
     std::lock_guard<std::mutex> guard{shared->mtx};
     auto source = w < data.size() ? data[w]
                                   : shared->joined_data.at(w - data.size());
@@ -103,7 +110,8 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
       sys, w,
       spawn_worker(sys, worker_options_of(w, incarnation,
                                           faults->model_for(w, net), source,
-                                          layout, shared->servers, wire)));
+                                          layout, shared->servers, ps,
+                                          wire)));
     shared->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared->workers.at(w) = worker;
     return worker;
@@ -116,6 +124,7 @@ local_cluster::local_cluster(caf::actor_system& sys, const job_config& cfg,
   // helper threads of the dispatcher's.
   ps_recovery recovery;
   recovery.replicas = cfg.replicas;
+  recovery.groups = groups_of(cfg);
   recovery.bring_back = [&sys, cfg, shared, faults](uint32_t p) {
     auto ps = faults->wrap_ps(sys, p, spawn_ps(sys, ps_options_of(cfg, p)));
     std::lock_guard<std::mutex> guard{shared->mtx};
@@ -212,7 +221,8 @@ void local_cluster::join_worker() {
   {
     std::lock_guard<std::mutex> guard{shared_->mtx};
     worker = spawn_worker(sys_, worker_options_of(w, 0, net_, data, layout_,
-                                                  shared_->servers, wire_));
+                                                  shared_->servers, cfg_.ps,
+                                                  wire_));
     shared_->spawned.push_back(caf::actor_cast<caf::actor>(worker));
     shared_->workers.push_back(worker);
     shared_->joined_data.push_back(data);

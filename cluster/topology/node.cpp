@@ -245,11 +245,13 @@ int join_running_job(caf::actor_system& sys, const job_config& cfg,
   return by_itself ? opts.exit_status->load() : exit_stopped;
 }
 
-/// The dense floats a data channel to server `p` carries at most: its
-/// group's region, or for a server that joined later (holding whatever
-/// moves to it) the largest.
-uint64_t region_floats(const placement& layout, uint32_t p) {
-  if (p < layout.ps_sizes.size())
+/// The dense floats a data channel to server `p` (of the job's `first_ps`)
+/// carries at most: its group's region with one group per server, else
+/// (a server that joined later, holding whatever moves to it, or one of
+/// several groups per server) the largest.
+uint64_t region_floats(const placement& layout, uint32_t p,
+                       uint32_t first_ps) {
+  if (p < layout.ps_sizes.size() && layout.ps_sizes.size() == first_ps)
     return layout.ps_sizes[p];
   return *std::max_element(layout.ps_sizes.begin(), layout.ps_sizes.end());
 }
@@ -420,7 +422,7 @@ int run_worker(const job_config& given, const cluster_spec& spec,
     std::vector<ps_actor> all;
   };
   auto links = std::make_shared<opened_links>();
-  auto over_data = [&sys, &spec, tls, index, layout, links,
+  auto over_data = [&sys, &spec, tls, index, layout, links, first_ps = cfg.ps,
                     on = cfg.data_channel,
                     transport = parse_link_transport(cfg.transport),
                     idle = cfg.data_idle_timeout_ms](ps_actor ps, uint32_t p,
@@ -438,7 +440,7 @@ int run_worker(const job_config& given, const cluster_spec& spec,
                             tls ? &expect : nullptr, std::chrono::seconds(5),
                             fmt::format("worker {} -> ps {}", index, p),
                             {transport,
-                             region_floats(*layout, p) * sizeof(float),
+                             region_floats(*layout, p, first_ps) * sizeof(float),
                              std::chrono::milliseconds(idle / 2)}));
     } catch (const input_error& e) {
       if (at_start)
@@ -452,12 +454,19 @@ int run_worker(const job_config& given, const cluster_spec& spec,
       return ps;
     }
   };
+  // Group g starts on server g % ps (cluster.groups; one group per server
+  // by default); the dispatcher's routes say where it is later.
+  std::vector<ps_actor> by_server;
   for (uint32_t p = 0; p < joined.size(); ++p) {
     auto& j = joined[p];
-    opts.servers.push_back(
+    by_server.push_back(
       over_data(caf::actor_cast<ps_actor>(j.welcome.role_actor), p, true));
     opts.server_incarnations.push_back(j.welcome.node.incarnation);
   }
+  auto groups = static_cast<uint32_t>(layout->ps_sizes.size());
+  opts.servers = group_servers(by_server, groups);
+  opts.server_index = group_server_indices(
+    groups, static_cast<uint32_t>(by_server.size()));
   log::info("worker", static_cast<int>(index), "joined {} ps{}; {}",
             joined.size(),
             cfg.data_channel ? " (pulls and pushes over data channels)" : "",

@@ -24,6 +24,7 @@
 #include "cluster/services/checkpointer.hpp"
 #include "cluster/net/handshake.hpp"
 #include "core/error.hpp"
+#include "core/group_balance.hpp"
 #include "core/job_config.hpp"
 #include "core/log.hpp"
 #include "core/seconds.hpp"
@@ -262,26 +263,28 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
     // A ps that already holds its shards kept them from a coordinator
     // before this one (which died; this one was started with --resume or
     // joins a running job): they stay as they are.
+    // Group g starts on server g % n (its backup on the next one).
     auto n = static_cast<uint32_t>(servers.size());
     // Where the servers hold the groups: moves of the predecessor may have
-    // put them elsewhere than group g on server g (also on servers that
+    // put them elsewhere than group g on server g % n (also on servers that
     // joined the job), which only the servers know.
     std::vector<ps_actor> spec_servers;
     {
       std::lock_guard<std::mutex> guard{table_->mtx};
       spec_servers = table_->servers;
     }
-    auto survey = survey_groups(sys, spec_servers, n);
+    auto groups = static_cast<uint32_t>(layout_->ps_sizes.size());
+    auto survey = survey_groups(sys, spec_servers, groups);
     bool all_there = std::all_of(servers.begin(), servers.end(),
                                  [](const ps_actor& ps) { return bool(ps); });
-    if (survey.any_held && (!survey.at_home() || !all_there)) {
+    if (survey.any_held && (!survey.at_home(n) || !all_there)) {
       view0_ = survey.newest_view + 1;
       auto used = std::max(n, survey.servers_used());
       servers.assign(spec_servers.begin(), spec_servers.begin() + used);
       moved_placement = setup_surveyed_groups(sys, *layout_, servers, cfg,
                                               *net, survey, view0_);
-      // The servers past the job's own that hold groups joined already.
-      joins_ = used - n;
+      // (The servers past the job's own that hold groups joined already:
+      // the next join is the server after them, first_ps_ below.)
       log::info("coordinator", -1,
                 "the groups stay where an earlier coordinator moved them "
                 "(view {})",
@@ -293,35 +296,47 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
             "ps{} does not answer, and no server holds the job's shards: "
             "this is not a job whose servers moved its groups away",
             p));
-      std::vector<bool> held_backup(n, false);
+      std::vector<bool> held_backup(groups, false);
       uint64_t newest_view = 0;
       bool any_held = false;
       for (uint32_t p = 0; p < n; ++p) {
-        auto held = groups_held(sys, servers[p], n, &newest_view);
+        auto held = groups_held(sys, servers[p], groups, &newest_view);
         any_held = any_held || !held.empty();
         auto has = [&](uint32_t g) {
           return std::find(held.begin(), held.end(), g) != held.end();
         };
-        if (cfg.replicas > 0 && n > 1)
-          held_backup[(p + n - 1) % n] = has((p + n - 1) % n);
-        if (!has(p)) {
-          create_shards(sys, *layout_, servers[p], p, cfg, *net);
-          continue;
+        for (uint32_t g = 0; g < groups; ++g) {
+          if (cfg.replicas > 0 && n > 1 && group_backup_home(g, n) == p)
+            held_backup[g] = has(g);
+          if (group_home(g, n) != p)
+            continue;
+          if (!has(g)) {
+            create_shards(sys, *layout_, servers[p], g, cfg, *net);
+            continue;
+          }
+          auto stats = group_stats(sys, servers[p], g);
+          if (stats.floats != layout_->ps_sizes[g]
+              || stats.shards != layout_->shards_of(g).size())
+            throw runtime_failure(fmt::format(
+              "ps{} holds {} shards of group {} with {} floats, this job "
+              "places {} with {}",
+              p, stats.shards, g, stats.floats, layout_->shards_of(g).size(),
+              layout_->ps_sizes[g]));
+          if (groups == n)
+            log::info("coordinator", -1,
+                      "ps{} already holds its {} shards (clock {}): kept", p,
+                      stats.shards, stats.clock);
+          else
+            log::info("coordinator", -1,
+                      "ps{} already holds group {}'s {} shards (clock {}): "
+                      "kept",
+                      p, g, stats.shards, stats.clock);
         }
-        auto stats = group_stats(sys, servers[p], p);
-        if (stats.floats != layout_->ps_sizes[p]
-            || stats.shards != layout_->shards_of(p).size())
-          throw runtime_failure(fmt::format(
-            "ps{} holds {} shards with {} floats, this job places {} with {}",
-            p, stats.shards, stats.floats, layout_->shards_of(p).size(),
-            layout_->ps_sizes[p]));
-        log::info("coordinator", -1,
-                  "ps{} already holds its {} shards (clock {}): kept", p,
-                  stats.shards, stats.clock);
       }
-      // Views of a restarted coordinator start above its predecessor's newest
-      // (which may have failed groups over), so that its role changes are not
-      // taken for stale ones; workers, too, take its routes as newer.
+      // Views of a restarted coordinator start above its predecessor's
+      // newest (which may have failed groups over), so that its role
+      // changes are not taken for stale ones; workers, too, take its routes
+      // as newer.
       view0_ = any_held ? newest_view + 1 : 0;
       setup_groups(sys, *layout_, servers, cfg, *net, held_backup, view0_);
     }
@@ -344,8 +359,10 @@ remote_cluster::remote_cluster(caf::actor_system& sys, const job_config& cfg,
   auto members = members_;
   auto groups = static_cast<uint32_t>(layout_->ps_sizes.size());
   groups_ = groups;
+  first_ps_ = static_cast<uint32_t>(servers.size());
   ps_recovery recovery;
   recovery.replicas = cfg.replicas;
+  recovery.groups = groups;
   recovery.initial_view = view0_;
   recovery.placement = std::move(moved_placement);
   recovery.bring_back = [&sys, table, watcher, members, mine, timeout,
@@ -476,7 +493,7 @@ void remote_cluster::inject(const fault_spec& f) {
       log::warn("coordinator", -1, "planned change of the parameter "
                 "servers: {}", to_string(f));
       std::lock_guard<std::mutex> guard{table_->mtx};
-      auto p = static_cast<uint32_t>(groups_ + joins_++);
+      auto p = static_cast<uint32_t>(first_ps_ + joins_++);
       if (p < table_->servers.size())
         caf::anon_send(dispatcher_, ps_join_atom_v, p, table_->servers[p]);
     }

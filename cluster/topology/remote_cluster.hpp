@@ -125,9 +125,11 @@ private:
   caf::actor desk_;
   std::unique_ptr<gate> door_;
   dispatcher_actor dispatcher_;
-  /// The job's own servers (its groups), and the servers that joined since
-  /// (join:ps: the next of the spec, running idle until then).
+  /// The job's replica groups (cluster.groups), its own servers
+  /// (cluster.ps), and the servers that joined since (join:ps: the next of
+  /// the spec, running idle until then).
   uint32_t groups_ = 0;
+  uint32_t first_ps_ = 0;
   uint32_t joins_ = 0;
   std::unique_ptr<cluster_coordinator> coordinator_;
   /// The view this coordinator's groups start at.

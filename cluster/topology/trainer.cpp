@@ -320,6 +320,7 @@ train_report train_on(const job_config& cfg, const train_options& opts,
   train_report report;
   report.workers = cfg.workers;
   report.ps = cfg.ps;
+  report.groups = groups_of(cfg);
   report.prefetch = cfg.prefetch;
   report.worker_peak_rss_bytes.assign(cfg.workers, 0);
   report.worker_links.assign(cfg.workers, {0, 0});
@@ -335,10 +336,15 @@ train_report train_on(const job_config& cfg, const train_options& opts,
       std::count_if(layout.ps_sizes.begin(), layout.ps_sizes.end(),
                     [](uint64_t n) { return n > 0; }));
     log::info("coordinator", -1,
-              "{}: {} dense parameters and {} tables in {} shards on {} ps, "
+              "{}: {} dense parameters and {} tables in {} shards on {} ps{}, "
               "{} workers, {}, rules {}{}, mode {}",
               data->describe(), report.parameters, layout.tables.size(),
-              layout.shards.size(), cfg.ps, cfg.workers,
+              layout.shards.size(), cfg.ps,
+              report.groups == cfg.ps
+                ? std::string{}
+                : fmt::format(" ({} replica groups, group g on ps g % {})",
+                              report.groups, cfg.ps),
+              cfg.workers,
               streaming ? fmt::format("one step per batch of {} of each part",
                                       cfg.batch_size)
               : shards
@@ -438,6 +444,11 @@ train_report train_on(const job_config& cfg, const train_options& opts,
     report.worker_s = history.train_s * cfg.workers;
     count_pushes(report, cfg, start_stats, start_step, cluster.stats(),
                  history.progress.global_step);
+    auto moves = cluster.coordinator().moves();
+    report.moves = moves.count;
+    report.moved_floats = moves.floats;
+    report.moved_table_rows = moves.table_rows;
+    report.longest_move_stall_ms = moves.longest_stall_ms;
     auto counts = cluster.coordinator().counts();
     report.closures = counts.finished;
     report.scheduled = counts.scheduled;

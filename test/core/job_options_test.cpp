@@ -54,6 +54,12 @@ struct sample {
 };
 
 /// Strings that only a registry or validate() checks.
+/// Whole numbers whose next value (default + 1) a job refuses: a valid one.
+const std::map<std::string, uint64_t> whole_samples = {
+  {"cluster.groups", 4}, // at least cluster.ps (2)
+  {"cluster.max_ps", 3}, // likewise
+};
+
 const std::map<std::string, std::string> text_samples = {
   {"model.type", "embedding_mlp"},
   {"data.dataset", "a9a"},
@@ -104,6 +110,8 @@ sample other_value(const job_option& row) {
                   fmt::format("{}", static_cast<float>(x))};
         } else {
           uint64_t x = value < row.max ? value + 1 : value - 1;
+          if (auto i = whole_samples.find(row.key); i != whole_samples.end())
+            x = i->second;
           return {x, std::to_string(x), std::to_string(x)};
         }
       }
