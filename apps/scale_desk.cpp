@@ -215,6 +215,10 @@ std::optional<std::string> scale_desk::scale_workers(child_control& ctl,
                        "SIGTERM to launch (it checkpoints and exits 75)"};
   if (n == now)
     return fmt::format("the job has {} worker(s) in service already", now);
+  if (n > now && opts_.sharding != "dynamic")
+    return std::string{"workers join a job of dynamic data shards only "
+                       "(data.sharding dynamic, --sharding dynamic); this "
+                       "job's are static"};
   if (opts_.mode != "async")
     return fmt::format("workers join and leave a job of mode async only "
                        "(this one's is {}: its rounds count a fixed set of "
@@ -222,10 +226,6 @@ std::optional<std::string> scale_desk::scale_workers(child_control& ctl,
                        opts_.mode);
   running_->what = fmt::format("workers {} -> {}", now, n);
   if (n > now) {
-    if (opts_.sharding != "dynamic")
-      return std::string{"workers join a job of dynamic data shards only "
-                         "(data.sharding dynamic, --sharding dynamic); this "
-                         "job's are static"};
     for (uint32_t k = now; k < n; ++k) {
       auto index = next_worker_;
       child_spec spec;
@@ -267,10 +267,6 @@ std::optional<std::string> scale_desk::scale_servers(child_control& ctl,
     return std::string{"0 ps would leave the variables nowhere"};
   if (m == now)
     return fmt::format("the job has {} ps in service already", now);
-  if (opts_.mode == "sync")
-    return std::string{"parameter servers join and leave under async and "
-                       "ssp only (a move under sync is refused for now: "
-                       "docs/guide/elasticity.md)"};
   running_->what = fmt::format("ps {} -> {}", now, m);
   if (m > now) {
     auto idle = opts_.servers - next_server_;
@@ -308,9 +304,6 @@ std::optional<std::string> scale_desk::leave_server(child_control& ctl,
     return fmt::format("ps {} is the last one: its variables would have "
                        "nowhere to go",
                        p);
-  if (opts_.mode == "sync")
-    return std::string{"parameter servers leave under async and ssp only "
-                       "(a move under sync is refused for now)"};
   running_->what = fmt::format("ps {} leaves", p);
   if (!ctl.write_line(coordinator, fmt::format("leave:ps:{}", p)))
     return std::string{"the coordinator does not take commands now"};

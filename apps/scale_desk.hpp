@@ -30,7 +30,7 @@ namespace actorps {
 struct scale_desk_options {
   /// data.sharding: workers join only a job of dynamic shards.
   std::string sharding;
-  /// training.mode: servers move only under async and ssp.
+  /// training.mode: workers join and leave only under async.
   std::string mode;
   /// Workers at the start (indices 0 .. workers-1).
   uint32_t workers = 0;

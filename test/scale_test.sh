@@ -184,14 +184,15 @@ case_bad_input() {
   [[ $? == 2 ]] && ok "no job: $(cat "$tmp/none.out")" || bad "no job"
   "$bin" scale --workers many >"$tmp/flag.out" 2>&1
   [[ $? == 2 ]] && ok "bad count: $(head -1 "$tmp/flag.out")" || bad "bad count"
-  # A job of static slices under sync: workers do not join or leave,
-  # servers do not move; refused with the reason.
+  # A job of static slices under sync: workers do not join or leave
+  # (refused with the reason); a server joins (sync moves too).
   local log2=$tmp/static.log
   start_launch "$log2" --sharding static --mode sync --epochs 40 \
     --train-limit 6400 --test-limit 1000 --max-ps 3
   scale 2 --workers 3
-  scale 2 --ps 3
   scale 2 --workers 1       # sync rounds count a fixed set of workers
+  scale 0 --ps 3
+  scale 0 --leave-ps 0
   kill -TERM "${pids[-1]}"
   finished
 }
