@@ -5,10 +5,7 @@
 // groups so that the balance holds. Real servers, a fake worker;
 // deterministic.
 
-#include "test/actors/dispatcher_fixture.hpp"
-#include "test/actors/ps_fixture.hpp"
-
-#include "core/group_balance.hpp"
+#include "test/actors/server_groups_fixture.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
@@ -16,67 +13,8 @@ using namespace actorps::test::dispatch;
 
 namespace {
 
-optimizer_config groups_sgd() {
-  return optimizer_config{"sgd", 0.5f, {}};
-}
-
-/// `n` servers and `groups` groups (a dense shard "w" of 2 floats at
-/// {g, g} each), group g's primary on server g % n; with `replicas`, its
-/// backup on the next server.
-struct grouped_servers : dispatch::deterministic {
-  std::vector<ps_actor> servers;
-  std::vector<uint32_t> retired;
-  dispatcher_actor d;
-  uint32_t groups;
-
-  grouped_servers(uint32_t n, uint32_t groups_, uint32_t replicas)
-    : groups(groups_) {
-    for (uint32_t p = 0; p < n; ++p)
-      servers.push_back(spawn_server());
-    for (uint32_t g = 0; g < groups; ++g) {
-      auto home = group_home(g, n);
-      place(servers[home], g, float(g));
-      if (replicas == 0)
-        continue;
-      auto b = group_backup_home(g, n);
-      place(servers[b], g, float(g));
-      REQUIRE(ask<bool>(servers[b], configure_atom_v,
-                        replica_config{g, 0, false, nullptr, false}));
-      REQUIRE(ask<bool>(servers[home], configure_atom_v,
-                        replica_config{g, 0, true,
-                                       caf::actor_cast<caf::strong_actor_ptr>(
-                                         servers[b]),
-                                       false}));
-    }
-    ps_recovery rec;
-    rec.replicas = replicas;
-    rec.groups = groups;
-    rec.blocking = false;
-    rec.create_group = [](const ps_actor& ps, uint32_t g) {
-      auto shard = dense_shard("w", 2, 1, {0, 0});
-      shard.group = g;
-      caf::anon_send(ps, create_atom_v, std::move(shard));
-    };
-    rec.retire = [this](uint32_t p, const ps_actor& ps) {
-      retired.push_back(p);
-      caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
-    };
-    d = add_dispatcher(add_workers(1), 0ms, nullptr, 0, servers,
-                       std::move(rec));
-    run_all();
-  }
-
-  ps_actor spawn_server() {
-    auto ps = keep(spawn_ps(sys, options(groups_sgd(), groups_sgd())));
-    run_all();
-    return ps;
-  }
-
-  void place(const ps_actor& ps, uint32_t g, float value) {
-    auto shard = dense_shard("w", 2, 1, {value, value});
-    shard.group = g;
-    ask<uint64_t>(ps, create_atom_v, std::move(shard));
-  }
+struct grouped_test : grouped_servers {
+  using grouped_servers::grouped_servers;
 
   /// A worker's push of closure `closure` to group `g` where it is served.
   uint64_t push(uint32_t g, uint64_t closure) {
@@ -87,15 +25,6 @@ struct grouped_servers : dispatch::deterministic {
     return ask<uint64_t>(servers[p], push_atom_v, std::move(req));
   }
 
-  /// Where group `g` is served: (server, view).
-  std::pair<uint32_t, uint64_t> route(uint32_t g) {
-    for (auto& r : ask<std::vector<group_route>>(d, route_atom_v))
-      if (r.group == g)
-        return {r.ps, r.view};
-    FAIL("group " << g << " has no route");
-    return {};
-  }
-
   /// The primaries each server serves, by server index.
   std::vector<uint32_t> primaries() {
     std::vector<uint32_t> out(servers.size(), 0);
@@ -104,10 +33,6 @@ struct grouped_servers : dispatch::deterministic {
     for (auto& r : routes)
       ++out.at(r.ps);
     return out;
-  }
-
-  ps_stats stats_of(uint32_t p, uint32_t g) {
-    return ask<ps_stats>(servers[p], stats_atom_v, g);
   }
 
   /// Whether server `p` holds a replica of group `g` as a backup (false:
@@ -147,26 +72,26 @@ struct grouped_servers : dispatch::deterministic {
   }
 };
 
-struct six_on_two : grouped_servers {
-  six_on_two() : grouped_servers(2, 6, 0) {
+struct six_on_two : grouped_test {
+  six_on_two() : grouped_test(2, 6, 0) {
     // nop
   }
 };
 
-struct six_on_two_replicated : grouped_servers {
-  six_on_two_replicated() : grouped_servers(2, 6, 1) {
+struct six_on_two_replicated : grouped_test {
+  six_on_two_replicated() : grouped_test(2, 6, 1) {
     // nop
   }
 };
 
-struct six_on_three : grouped_servers {
-  six_on_three() : grouped_servers(3, 6, 0) {
+struct six_on_three : grouped_test {
+  six_on_three() : grouped_test(3, 6, 0) {
     // nop
   }
 };
 
-struct two_on_two : grouped_servers {
-  two_on_two() : grouped_servers(2, 2, 0) {
+struct two_on_two : grouped_test {
+  two_on_two() : grouped_test(2, 2, 0) {
     // nop
   }
 };

@@ -5,8 +5,7 @@
 // one); a dispatcher started from where the servers hold the groups (a
 // restarted coordinator's). Deterministic.
 
-#include "test/actors/dispatcher_fixture.hpp"
-#include "test/actors/ps_fixture.hpp"
+#include "test/actors/server_groups_fixture.hpp"
 
 using namespace actorps;
 using namespace actorps::test;
@@ -14,63 +13,14 @@ using namespace actorps::test::dispatch;
 
 namespace {
 
-optimizer_config move_sgd() {
-  return optimizer_config{"sgd", 0.5f, {}};
-}
-
 /// `n` parameter servers, server g the primary of group g (a dense shard
 /// "w" of 2 floats at {g, g}); with `replicas`, server (g + 1) % n its
 /// backup. The dispatcher creates a group on another server by sending it
 /// the shard (initial values {0, 0}; the install brings the state).
-struct cluster_of_servers : dispatch::deterministic {
-  std::vector<ps_actor> servers;
-  std::vector<uint32_t> retired;
-  dispatcher_actor d;
-
-  cluster_of_servers(uint32_t n, uint32_t replicas) {
-    for (uint32_t p = 0; p < n; ++p)
-      servers.push_back(spawn_server());
-    for (uint32_t g = 0; g < n; ++g) {
-      create_on_server(servers[g], g, float(g));
-      if (replicas == 0)
-        continue;
-      auto b = (g + 1) % n;
-      create_on_server(servers[b], g, float(g));
-      REQUIRE(ask<bool>(servers[b], configure_atom_v,
-                        replica_config{g, 0, false, nullptr, false}));
-      REQUIRE(ask<bool>(servers[g], configure_atom_v,
-                        replica_config{g, 0, true,
-                                       caf::actor_cast<caf::strong_actor_ptr>(
-                                         servers[b]),
-                                       false}));
-    }
-    ps_recovery rec;
-    rec.replicas = replicas;
-    rec.blocking = false;
-    rec.create_group = [](const ps_actor& ps, uint32_t g) {
-      auto shard = dense_shard("w", 2, 1, {0, 0});
-      shard.group = g;
-      caf::anon_send(ps, create_atom_v, std::move(shard));
-    };
-    rec.retire = [this](uint32_t p, const ps_actor& ps) {
-      retired.push_back(p);
-      caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
-    };
-    d = add_dispatcher(add_workers(1), 0ms, nullptr, 0, servers,
-                       std::move(rec));
-    run_all();
-  }
-
-  ps_actor spawn_server() {
-    auto ps = keep(spawn_ps(sys, options(move_sgd(), move_sgd())));
-    run_all();
-    return ps;
-  }
-
-  void create_on_server(const ps_actor& ps, uint32_t g, float value) {
-    auto shard = dense_shard("w", 2, 1, {value, value});
-    shard.group = g;
-    ask<uint64_t>(ps, create_atom_v, std::move(shard));
+struct cluster_of_servers : grouped_servers {
+  cluster_of_servers(uint32_t n, uint32_t replicas)
+    : grouped_servers(n, n, replicas) {
+    // nop
   }
 
   /// A worker's push to group `g` at view `view`.
@@ -80,19 +30,6 @@ struct cluster_of_servers : dispatch::deterministic {
     req.group = g;
     req.view = view;
     return ask<uint64_t>(ps, push_atom_v, std::move(req));
-  }
-
-  /// Where group `g` is served: (server, view).
-  std::pair<uint32_t, uint64_t> route(uint32_t g) {
-    for (auto& r : ask<std::vector<group_route>>(d, route_atom_v))
-      if (r.group == g)
-        return {r.ps, r.view};
-    FAIL("group " << g << " has no route");
-    return {};
-  }
-
-  ps_stats stats_of(uint32_t p, uint32_t g) {
-    return ask<ps_stats>(servers[p], stats_atom_v, g);
   }
 
   std::vector<float> values_of(uint32_t p, uint32_t g) {
