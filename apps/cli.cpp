@@ -273,7 +273,9 @@ Starts every node of a cluster (the coordinator, --ps parameter servers,
 --workers workers) as its own process, `actorps node --role R --index I`,
 prefixes their output with [coordinator], [ps0], [worker1], ..., starts a
 node that dies again (cluster.restart_budget), and exits with the
-coordinator's status.
+coordinator's status. With the local launcher it prints a socket for
+`actorps scale`, which adds and removes workers and parameter servers
+while the job runs (docs/guide/elasticity.md).
 
   --launcher L           local (default): child processes on free ports of
                          --host; slurm: each node a job step (srun) of the
