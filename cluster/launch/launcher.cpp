@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "cluster/launch/child_process.hpp"
+#include "cluster/launch/line_splitter.hpp"
 #include "core/backoff.hpp"
 #include "core/error.hpp"
 
@@ -37,6 +38,7 @@ using detail::errno_text;
 using detail::exec_child;
 using detail::exit_code;
 using detail::find_program;
+using detail::line_splitter;
 using detail::make_pipe;
 using detail::num_caught;
 using detail::signal_guard;
@@ -69,7 +71,7 @@ struct child_state {
   /// This end of the child's stdin socket (child_spec::stdin_lines).
   unique_fd in;
   /// Bytes read but not printed yet: the start of a line.
-  std::string pending;
+  line_splitter lines{max_line};
   /// Restarts so far, and when the next one is due (while restart_pending).
   uint32_t restarts = 0;
   bool restart_pending = false;
@@ -420,8 +422,8 @@ private:
       n = ::read(c.out.get(), buffer_.data(), buffer_.size());
     } while (n < 0 && errno == EINTR);
     if (n > 0) {
-      c.pending.append(buffer_.data(), static_cast<size_t>(n));
-      take_lines(c);
+      c.lines.feed({buffer_.data(), static_cast<size_t>(n)},
+                   [&](std::string_view line) { child_line(c, line); });
       return true;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -439,32 +441,8 @@ private:
 
   /// Prints the last, unterminated line and closes the pipe.
   void end_output(child_state& c) {
-    if (!c.pending.empty())
-      child_line(c, c.pending);
-    c.pending.clear();
+    c.lines.finish([&](std::string_view line) { child_line(c, line); });
     c.out.reset();
-  }
-
-  /// Prints every complete line of `c.pending`, and pieces of max_line bytes
-  /// while more than max_line bytes without a newline remain. A line is split
-  /// at multiples of max_line from its start however it arrives.
-  void take_lines(child_state& c) {
-    std::string_view rest{c.pending};
-    for (auto nl = rest.find('\n'); nl != std::string_view::npos;
-         nl = rest.find('\n')) {
-      auto line = rest.substr(0, nl);
-      while (line.size() > max_line) {
-        child_line(c, line.substr(0, max_line));
-        line.remove_prefix(max_line);
-      }
-      child_line(c, line);
-      rest.remove_prefix(nl + 1);
-    }
-    while (rest.size() > max_line) {
-      child_line(c, rest.substr(0, max_line));
-      rest.remove_prefix(max_line);
-    }
-    c.pending.erase(0, c.pending.size() - rest.size());
   }
 
   void child_line(const child_state& c, std::string_view line) {
