@@ -312,27 +312,21 @@ servers_reached join_servers_in_service(caf::actor_system& sys,
                                         const std::vector<cluster_member>& servers,
                                         uint32_t ps, const handshake& me,
                                         uint32_t index) {
-  servers_reached out;
   std::vector<std::string> missed;
-  for (uint32_t p = 0; p < servers.size(); ++p) {
-    try {
-      auto j = join_members(sys, {servers[p]}, me, caf::actor{},
-                            std::chrono::seconds(3))
-                 .front();
-      (p < ps ? out.slots : out.others).push_back(std::move(j));
-    } catch (const transient_failure& e) {
-      if (p < ps)
-        out.slots.emplace_back();
-      missed.push_back(e.what());
-    } catch (const runtime_failure& e) {
-      if (p < ps)
-        throw;
-      missed.push_back(e.what()); // not in the job (yet): its route says
-    }
+  auto all = join_each(sys, servers, me, caf::actor{}, std::chrono::seconds(3),
+                       ps, missed);
+  servers_reached out;
+  bool any = false;
+  for (uint32_t p = 0; p < all.size(); ++p) {
+    any = any || bool{all[p].node};
+    if (p < ps)
+      out.slots.push_back(std::move(all[p]));
+    else if (all[p].node)
+      out.others.push_back(std::move(all[p]));
   }
-  if (std::none_of(out.slots.begin(), out.slots.end(),
-                   [](const joined_member& j) { return bool{j.node}; })
-      && out.others.empty())
+  missed.erase(std::remove(missed.begin(), missed.end(), std::string{}),
+               missed.end());
+  if (!any)
     throw transient_failure(fmt::format("no parameter server reached: {}",
                                         fmt::join(missed, "; ")));
   for (auto& why : missed)

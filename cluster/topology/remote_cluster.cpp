@@ -146,6 +146,30 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
   }
 }
 
+std::vector<joined_member> join_each(caf::actor_system& sys,
+                                     const std::vector<cluster_member>& members,
+                                     const handshake& mine,
+                                     const caf::actor& chief,
+                                     std::chrono::milliseconds timeout,
+                                     size_t must_accept,
+                                     std::vector<std::string>& missed) {
+  std::vector<joined_member> out(members.size());
+  missed.assign(members.size(), std::string{});
+  for (size_t i = 0; i < members.size(); ++i) {
+    try {
+      out[i] = std::move(join_members(sys, {members[i]}, mine, chief,
+                                      timeout)[0]);
+    } catch (const transient_failure& e) {
+      missed[i] = e.what();
+    } catch (const runtime_failure& e) {
+      if (i < must_accept)
+        throw;
+      missed[i] = e.what();
+    }
+  }
+  return out;
+}
+
 namespace {
 
 /// join_members; with `resume`, a parameter server may have left the job
@@ -172,19 +196,24 @@ join_all(caf::actor_system& sys, const std::vector<cluster_member>& members,
   for (size_t k = 0; k < others.size(); ++k)
     out[others[k]] = std::move(got[k]);
   auto brief = std::min(timeout, std::chrono::milliseconds(3000));
+  std::vector<cluster_member> ps;
+  for (auto i : servers)
+    ps.push_back(members[i]);
+  std::vector<std::string> missed;
+  auto reached = join_each(sys, ps, mine, chief, brief, ps.size(), missed);
   std::vector<size_t> missing;
   std::vector<ps_actor> by_index;
-  for (auto i : servers) {
-    try {
-      out[i] = std::move(join_members(sys, {members[i]}, mine, chief,
-                                      brief)[0]);
-      auto p = members[i].index;
-      if (by_index.size() <= p)
-        by_index.resize(p + 1);
-      by_index[p] = caf::actor_cast<ps_actor>(out[i].welcome.role_actor);
-    } catch (const transient_failure&) {
+  for (size_t k = 0; k < servers.size(); ++k) {
+    auto i = servers[k];
+    if (!missed[k].empty()) {
       missing.push_back(i);
+      continue;
     }
+    out[i] = std::move(reached[k]);
+    auto p = members[i].index;
+    if (by_index.size() <= p)
+      by_index.resize(p + 1);
+    by_index[p] = caf::actor_cast<ps_actor>(out[i].welcome.role_actor);
   }
   if (missing.empty())
     return out;

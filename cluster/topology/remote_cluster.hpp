@@ -48,6 +48,20 @@ std::vector<joined_member> join_members(caf::actor_system& sys,
                                         const caf::actor& chief,
                                         std::chrono::milliseconds timeout);
 
+/// join_members one member at a time, each for at most `timeout`, for
+/// members that may have left a running job (a server drained by a move):
+/// one not reached has an empty entry (no node) and why in `missed` (in the
+/// order of `members`, "" for one reached). One of the first `must_accept`
+/// members that refuses the handshake throws as in join_members; a later
+/// one that does is counted as missed (e.g. a server not in the job yet).
+std::vector<joined_member> join_each(caf::actor_system& sys,
+                                     const std::vector<cluster_member>& members,
+                                     const handshake& mine,
+                                     const caf::actor& chief,
+                                     std::chrono::milliseconds timeout,
+                                     size_t must_accept,
+                                     std::vector<std::string>& missed);
+
 /// The current node actor of every member (a restarted worker joins again
 /// under a new one); shared by remote_cluster and its watcher.
 struct node_table {
