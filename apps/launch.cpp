@@ -135,20 +135,11 @@ struct node_factory {
   /// (past the spec's), at the coordinator's address `chief`; with TLS its
   /// certificate is signed now by the job's CA.
   child_spec joining_worker(uint32_t index, const std::string& chief) const {
-    auto name = "worker" + std::to_string(index);
-    child_spec c;
-    c.name = name;
-    c.argv = {exe, "node", "--role", "worker", "--index",
-              std::to_string(index), "--join", chief};
-    c.argv.insert(c.argv.end(), cmd.node_args.begin(), cmd.node_args.end());
     if (certs)
-      c.argv.insert(c.argv.end(), {"--tls", certs->add_worker(index)});
-    if (secret)
-      c.argv.insert(c.argv.end(), {"--secret-file", secret->file()});
-    c.env = {{"ACTORPS_LAUNCHED", "1"}};
-    c.restart_budget = cmd.train.job.restart_budget;
-    c.final_status = exit_job_failed;
-    return launcher.wrap({"worker", index}, std::move(c));
+      certs->add_worker(index); // the folder make() names
+    auto c = make("worker", "worker" + std::to_string(index), index);
+    c.argv.insert(c.argv.end(), {"--join", chief});
+    return c;
   }
 };
 
